@@ -1,0 +1,371 @@
+//! Argument parsing shared by every command: counts, durations, and the option keywords.
+//!
+//! Arguments arrive as raw byte strings (binary safe, possibly invalid UTF-8); nothing here
+//! panics on any input. Bounds follow SPEC §2.
+
+use super::error::ArgError;
+
+/// Largest count (`limit`, `capacity`, `rate`, `COST`, …): 10^12.
+pub const MAX_COUNT: u64 = 1_000_000_000_000;
+/// Longest period or window: 10 years of 365 days, in ms.
+pub const MAX_DURATION_MS: u64 = 3650 * DAY_MS;
+/// Latest instant `AT` accepts: 9999-12-31T23:59:59.999Z in unix ms.
+pub const MAX_AT_MS: i64 = 253_402_300_799_999;
+/// Longest full reset time a parameter combination may have: 100 years of 365 days, in ms.
+pub const MAX_RESET_MS: u128 = 36_500 * DAY_MS as u128;
+/// Most sub-windows `BUCKETS` accepts.
+pub const MAX_BUCKETS: u64 = 1000;
+
+const SECOND_MS: u64 = 1000;
+const MINUTE_MS: u64 = 60 * SECOND_MS;
+const HOUR_MS: u64 = 60 * MINUTE_MS;
+const DAY_MS: u64 = 24 * HOUR_MS;
+
+/// Parses a strict decimal integer: an optional `-` or `+` and 1 to 30 ASCII digits.
+pub fn parse_int(bytes: &[u8]) -> Option<i128> {
+    let (negative, digits) = match bytes.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, bytes),
+    };
+    if digits.is_empty() || digits.len() > 30 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let magnitude = digits
+        .iter()
+        .fold(0i128, |acc, d| acc * 10 + i128::from(d - b'0'));
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// Parses an integer argument named `name` that must lie in `min..=max`.
+pub fn parse_count(name: &'static str, bytes: &[u8], min: u64, max: u64) -> Result<u64, ArgError> {
+    let range_error = ArgError::Integer { name, min: i128::from(min), max: i128::from(max) };
+    let value = parse_int(bytes).ok_or_else(|| range_error.clone())?;
+    u64::try_from(value)
+        .ok()
+        .filter(|v| (min..=max).contains(v))
+        .ok_or(range_error)
+}
+
+/// Parses a signed duration `[+|-]<integer>[ms|s|m|h|d]` (unit case-insensitive, bare = ms)
+/// into milliseconds, without range checks beyond what fits in `i128`.
+pub fn parse_signed_duration(name: &'static str, bytes: &[u8]) -> Result<i128, ArgError> {
+    let invalid = || ArgError::InvalidDuration { name, value: bytes.to_vec() };
+    let digits_end = bytes
+        .iter()
+        .position(|b| !(b.is_ascii_digit() || *b == b'-' || *b == b'+'))
+        .unwrap_or(bytes.len());
+    let (number, unit) = bytes.split_at(digits_end);
+    let multiplier: u64 = match unit.to_ascii_lowercase().as_slice() {
+        b"" | b"ms" => 1,
+        b"s" => SECOND_MS,
+        b"m" => MINUTE_MS,
+        b"h" => HOUR_MS,
+        b"d" => DAY_MS,
+        _ => return Err(invalid()),
+    };
+    let value = parse_int(number).ok_or_else(invalid)?;
+    value.checked_mul(i128::from(multiplier)).ok_or_else(invalid)
+}
+
+/// Parses a period or window: a duration of 1 ms … 10 years.
+pub fn parse_duration(name: &'static str, bytes: &[u8]) -> Result<u64, ArgError> {
+    let ms = parse_signed_duration(name, bytes)?;
+    u64::try_from(ms)
+        .ok()
+        .filter(|v| (1..=MAX_DURATION_MS).contains(v))
+        .ok_or(ArgError::DurationRange {
+            name,
+            min_ms: 1,
+            max_ms: i128::from(MAX_DURATION_MS),
+        })
+}
+
+/// Parses an `AT` instant: unix ms in `0..=MAX_AT_MS`.
+pub fn parse_instant(name: &'static str, bytes: &[u8]) -> Result<i64, ArgError> {
+    let error = ArgError::Integer { name, min: 0, max: i128::from(MAX_AT_MS) };
+    let value = parse_int(bytes).ok_or_else(|| error.clone())?;
+    i64::try_from(value)
+        .ok()
+        .filter(|v| (0..=MAX_AT_MS).contains(v))
+        .ok_or(error)
+}
+
+/// The option keywords a command may accept after its positional arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keyword {
+    /// `COST n`: permits this request takes (0 … 10^12, default 1).
+    Cost,
+    /// `DRYRUN`: evaluate and reply, change nothing.
+    DryRun,
+    /// `AT unix-ms`: evaluate at this instant instead of the server clock.
+    At,
+    /// `STEP`: token bucket refills `rate` tokens at once at each period boundary.
+    Step,
+    /// `ALIGN [utc-offset]`: fixed windows aligned to calendar boundaries.
+    Align,
+    /// `BUCKETS b`: sliding window approximated with `b` sub-window counters.
+    Buckets,
+    /// `NODELAY`: leaky bucket as a meter; admitted requests proceed at once.
+    NoDelay,
+    /// `DELAY d`: leaky bucket tolerates `d` units of water ahead without delay.
+    Delay,
+}
+
+impl Keyword {
+    const ALL: [Keyword; 8] = [
+        Keyword::Cost,
+        Keyword::DryRun,
+        Keyword::At,
+        Keyword::Step,
+        Keyword::Align,
+        Keyword::Buckets,
+        Keyword::NoDelay,
+        Keyword::Delay,
+    ];
+
+    /// The keyword as users write it (matched case-insensitively).
+    pub fn name(self) -> &'static str {
+        match self {
+            Keyword::Cost => "COST",
+            Keyword::DryRun => "DRYRUN",
+            Keyword::At => "AT",
+            Keyword::Step => "STEP",
+            Keyword::Align => "ALIGN",
+            Keyword::Buckets => "BUCKETS",
+            Keyword::NoDelay => "NODELAY",
+            Keyword::Delay => "DELAY",
+        }
+    }
+
+    /// The keyword `token` spells, if any.
+    pub fn recognize(token: &[u8]) -> Option<Keyword> {
+        Self::ALL
+            .into_iter()
+            .find(|k| token.eq_ignore_ascii_case(k.name().as_bytes()))
+    }
+}
+
+/// The options of one call, with their defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub cost: u64,
+    pub dry_run: bool,
+    pub at_ms: Option<i64>,
+    pub step: bool,
+    /// `Some(offset_ms)` when `ALIGN` was given (a bare `ALIGN` means offset 0).
+    pub align_offset_ms: Option<i64>,
+    pub buckets: Option<u64>,
+    pub no_delay: bool,
+    pub delay: Option<u64>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cost: 1,
+            dry_run: false,
+            at_ms: None,
+            step: false,
+            align_offset_ms: None,
+            buckets: None,
+            no_delay: false,
+            delay: None,
+        }
+    }
+}
+
+/// Parses the option keywords after a command's positional arguments. Keywords are
+/// case-insensitive, may come in any order, each at most once; only those in `allowed` are
+/// accepted. Range checks that depend on other parameters (an `ALIGN` offset shorter than
+/// the period, `DELAY` at most the capacity) are left to the algorithm's parameter checks.
+pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, ArgError> {
+    let mut options = Options::default();
+    let mut seen: Vec<Keyword> = Vec::new();
+    let mut rest = args.iter();
+    while let Some(token) = rest.next() {
+        let keyword = Keyword::recognize(token)
+            .filter(|k| allowed.contains(k))
+            .ok_or_else(|| ArgError::UnknownOption(token.to_vec()))?;
+        if seen.contains(&keyword) {
+            return Err(ArgError::RepeatedOption(keyword.name()));
+        }
+        seen.push(keyword);
+        let mut value = || rest.next().ok_or(ArgError::MissingValue(keyword.name()));
+        match keyword {
+            Keyword::Cost => options.cost = parse_count("COST", value()?, 0, MAX_COUNT)?,
+            Keyword::DryRun => options.dry_run = true,
+            Keyword::At => options.at_ms = Some(parse_instant("AT", value()?)?),
+            Keyword::Step => options.step = true,
+            Keyword::Buckets => {
+                options.buckets = Some(parse_count("BUCKETS", value()?, 1, MAX_BUCKETS)?)
+            }
+            Keyword::NoDelay => options.no_delay = true,
+            Keyword::Delay => options.delay = Some(parse_count("DELAY", value()?, 0, MAX_COUNT)?),
+            Keyword::Align => {
+                // The offset is optional: a following keyword starts the next option.
+                let offset = match rest.as_slice().first() {
+                    Some(next) if Keyword::recognize(next).is_none() => {
+                        rest.next();
+                        parse_align_offset(next)?
+                    }
+                    _ => 0,
+                };
+                options.align_offset_ms = Some(offset);
+            }
+        }
+    }
+    if options.no_delay && options.delay.is_some() {
+        return Err(ArgError::Conflict("NODELAY", "DELAY"));
+    }
+    Ok(options)
+}
+
+/// An `ALIGN` UTC offset: a signed duration within ±10 years (the algorithm further requires
+/// |offset| < period).
+fn parse_align_offset(bytes: &[u8]) -> Result<i64, ArgError> {
+    let max = i128::from(MAX_DURATION_MS);
+    let ms = parse_signed_duration("utc-offset", bytes)?;
+    if !(-max..=max).contains(&ms) {
+        return Err(ArgError::DurationRange { name: "utc-offset", min_ms: -max, max_ms: max });
+    }
+    i64::try_from(ms).map_err(|_| ArgError::DurationRange {
+        name: "utc-offset",
+        min_ms: -max,
+        max_ms: max,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const ALL: &[Keyword] = &Keyword::ALL;
+
+    fn opts(args: &[&str]) -> Result<Options, ArgError> {
+        let bytes: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+        parse_options(&bytes, ALL)
+    }
+
+    #[test]
+    fn integers_are_strict() {
+        assert_eq!(parse_int(b"0"), Some(0));
+        assert_eq!(parse_int(b"-12"), Some(-12));
+        assert_eq!(parse_int(b"+7"), Some(7));
+        assert_eq!(parse_int(b"007"), Some(7));
+        for bad in [&b""[..], b"-", b"1.5", b" 1", b"1 ", b"1e3", b"0x10", b"\xff", b"--1"] {
+            assert_eq!(parse_int(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_int(&[b'9'; 31]), None);
+    }
+
+    #[test]
+    fn counts_check_their_range() {
+        assert_eq!(parse_count("capacity", b"10", 1, MAX_COUNT), Ok(10));
+        assert_eq!(parse_count("capacity", b"1000000000000", 1, MAX_COUNT), Ok(MAX_COUNT));
+        let err = ArgError::Integer { name: "capacity", min: 1, max: 1_000_000_000_000 };
+        for bad in [&b"0"[..], b"-1", b"1000000000001", b"abc", b"\xfe\xff", b"", b"99999999999999999999999999"] {
+            assert_eq!(parse_count("capacity", bad, 1, MAX_COUNT), Err(err.clone()));
+        }
+    }
+
+    #[test]
+    fn durations_take_units() {
+        for (text, ms) in [
+            ("1500", 1500u64),
+            ("1500ms", 1500),
+            ("1500MS", 1500),
+            ("2s", 2000),
+            ("1m", 60_000),
+            ("24h", 86_400_000),
+            ("1d", 86_400_000),
+            ("1D", 86_400_000),
+            ("3650d", MAX_DURATION_MS),
+        ] {
+            assert_eq!(parse_duration("period", text.as_bytes()), Ok(ms), "{text}");
+        }
+        for bad in ["abc", "1x", "s", "1.5s", "1 s", "", "1ms2", "1sm", "ms"] {
+            assert_eq!(
+                parse_duration("period", bad.as_bytes()),
+                Err(ArgError::InvalidDuration { name: "period", value: bad.as_bytes().to_vec() }),
+                "{bad}"
+            );
+        }
+        let range = ArgError::DurationRange { name: "period", min_ms: 1, max_ms: 315_360_000_000 };
+        for out in ["0", "-1s", "3651d", "315360000001", "99999999999999999999d"] {
+            let got = parse_duration("period", out.as_bytes());
+            assert!(
+                got == Err(range.clone()) || matches!(got, Err(ArgError::InvalidDuration { .. })),
+                "{out}: {got:?}"
+            );
+        }
+        assert_eq!(parse_duration("period", b"0"), Err(range));
+    }
+
+    #[test]
+    fn instants_are_bounded() {
+        assert_eq!(parse_instant("AT", b"0"), Ok(0));
+        assert_eq!(parse_instant("AT", b"253402300799999"), Ok(MAX_AT_MS));
+        assert!(parse_instant("AT", b"253402300800000").is_err());
+        assert!(parse_instant("AT", b"-1").is_err());
+    }
+
+    #[test]
+    fn options_any_order_case_insensitive() {
+        let o = opts(&["dryrun", "at", "123", "Cost", "5", "STEP"]).unwrap();
+        assert_eq!(o.cost, 5);
+        assert!(o.dry_run && o.step);
+        assert_eq!(o.at_ms, Some(123));
+        assert_eq!(opts(&[]).unwrap(), Options::default());
+    }
+
+    #[test]
+    fn options_refuse_unknown_repeated_and_missing() {
+        assert_eq!(opts(&["FOO"]), Err(ArgError::UnknownOption(b"FOO".to_vec())));
+        assert_eq!(opts(&["COST", "1", "cost", "2"]), Err(ArgError::RepeatedOption("COST")));
+        assert_eq!(opts(&["DRYRUN", "DRYRUN"]), Err(ArgError::RepeatedOption("DRYRUN")));
+        assert_eq!(opts(&["COST"]), Err(ArgError::MissingValue("COST")));
+        assert_eq!(opts(&["AT"]), Err(ArgError::MissingValue("AT")));
+        assert_eq!(opts(&["NODELAY", "DELAY", "1"]), Err(ArgError::Conflict("NODELAY", "DELAY")));
+        let only_cost = parse_options(&[b"STEP".as_slice()], &[Keyword::Cost]);
+        assert_eq!(only_cost, Err(ArgError::UnknownOption(b"STEP".to_vec())));
+    }
+
+    #[test]
+    fn align_offset_is_optional() {
+        assert_eq!(opts(&["ALIGN"]).unwrap().align_offset_ms, Some(0));
+        assert_eq!(opts(&["ALIGN", "8h"]).unwrap().align_offset_ms, Some(8 * 3_600_000));
+        assert_eq!(opts(&["ALIGN", "+8h"]).unwrap().align_offset_ms, Some(8 * 3_600_000));
+        assert_eq!(opts(&["ALIGN", "-5h"]).unwrap().align_offset_ms, Some(-5 * 3_600_000));
+        let o = opts(&["ALIGN", "DRYRUN", "COST", "2"]).unwrap();
+        assert_eq!((o.align_offset_ms, o.dry_run, o.cost), (Some(0), true, 2));
+        assert!(matches!(opts(&["ALIGN", "x"]), Err(ArgError::InvalidDuration { .. })));
+    }
+
+    #[test]
+    fn option_values_check_ranges() {
+        assert!(matches!(opts(&["COST", "-1"]), Err(ArgError::Integer { name: "COST", .. })));
+        assert!(matches!(opts(&["BUCKETS", "0"]), Err(ArgError::Integer { name: "BUCKETS", .. })));
+        assert!(matches!(opts(&["BUCKETS", "1001"]), Err(ArgError::Integer { .. })));
+        assert_eq!(opts(&["COST", "0"]).unwrap().cost, 0);
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_arbitrary_bytes(args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..8)) {
+            let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let _ = parse_options(&refs, ALL);
+            for a in &refs {
+                let _ = parse_duration("period", a);
+                let _ = parse_count("capacity", a, 1, MAX_COUNT);
+                let _ = parse_instant("AT", a);
+            }
+        }
+
+        #[test]
+        fn counts_round_trip(v in 0u64..=MAX_COUNT) {
+            prop_assert_eq!(parse_count("cost", v.to_string().as_bytes(), 0, MAX_COUNT), Ok(v));
+        }
+    }
+}

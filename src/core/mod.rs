@@ -1,0 +1,13 @@
+//! The pure core: rate-limiting algorithms as pure functions
+//! `(stored state, params, now_ms, cost) -> (decision, new state)`.
+//!
+//! Nothing in this module touches Redis (it never imports `redis_module`): time comes in as
+//! an argument, so every algorithm is tested with simulated time. All state is integers in
+//! absolute unix milliseconds; results are exact rational arithmetic on those integers.
+
+pub mod args;
+pub mod arith;
+pub mod decision;
+pub mod error;
+pub mod limiter;
+pub mod token;

@@ -1,0 +1,306 @@
+//! Token bucket (`RL.TOKEN`), with lazy refill.
+//!
+//! A bucket holds up to `capacity` tokens and starts full. Every `period` it gains `rate`
+//! tokens, never more than `capacity`. A request of cost `c` is admitted iff the bucket holds
+//! at least `c` tokens, and then takes them.
+//!
+//! * **Smooth refill** (default): tokens flow in continuously at `rate / period` tokens per ms.
+//!   The level is kept exactly as `tokens + fraction / period_ms`, so rates such as 3 tokens per
+//!   7 ms lose nothing to rounding.
+//! * **Step refill** (`STEP`): `rate` whole tokens arrive at once at each instant
+//!   `origin + k·period` (k = 1, 2, …), where `origin` is the first admitted call of a fresh
+//!   bucket. A bucket that has refilled to full is back in its initial state, so the next
+//!   request starts a new grid.
+//!
+//! Nothing is stored for time passing: the refill is computed from `updated_ms` whenever the
+//! bucket is next used.
+
+use super::args::{MAX_COUNT, MAX_DURATION_MS, MAX_RESET_MS};
+use super::arith::{ceil_div, elapsed_ms, floor_div, saturate_u64};
+use super::decision::{saturate_i64, Decision, Evaluation};
+use super::error::ArgError;
+use super::limiter::{live, CorruptState, Stored};
+
+/// The parameters of one `RL.TOKEN` call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenParams {
+    /// Most tokens the bucket holds (its burst size).
+    pub capacity: u64,
+    /// Tokens added per period.
+    pub rate: u64,
+    /// The refill period in ms.
+    pub period_ms: u64,
+    /// Step refill (`STEP`) instead of smooth refill.
+    pub step: bool,
+}
+
+/// How the stored bucket refills, with the state that refill needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refill {
+    /// Continuous refill; `fraction` is the part of a token accrued beyond `tokens`, in units
+    /// of 1/`period_ms` of a token (always `< period_ms`).
+    Smooth { fraction: u64 },
+    /// Refill of `rate` whole tokens at each `origin_ms + k·period_ms`.
+    Step { origin_ms: i64 },
+}
+
+/// A token bucket as stored in a key: the parameters of its last admitted call and its level
+/// at `updated_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenBucket {
+    pub capacity: u64,
+    pub rate: u64,
+    pub period_ms: u64,
+    /// Whole tokens in the bucket at `updated_ms`.
+    pub tokens: u64,
+    pub refill: Refill,
+    /// The instant of the last admitted call (absolute unix ms).
+    pub updated_ms: i64,
+}
+
+impl TokenParams {
+    /// Validates a parameter set: counts in 1 … 10^12, a period of 1 ms … 10 years, and a full
+    /// refill (empty to full) within 100 years.
+    pub fn new(capacity: u64, rate: u64, period_ms: u64, step: bool) -> Result<Self, ArgError> {
+        let params = TokenParams { capacity, rate, period_ms, step };
+        let in_range = (1..=MAX_COUNT).contains(&capacity)
+            && (1..=MAX_COUNT).contains(&rate)
+            && (1..=MAX_DURATION_MS).contains(&period_ms);
+        if !in_range {
+            return Err(ArgError::Invalid("token bucket parameters out of range".into()));
+        }
+        if params.full_refill_ms() > MAX_RESET_MS {
+            return Err(ArgError::ResetTooLong {
+                formula: if step {
+                    "⌈capacity / rate⌉ × period"
+                } else {
+                    "capacity × period / rate"
+                },
+            });
+        }
+        Ok(params)
+    }
+
+    /// Time for an empty bucket to refill completely.
+    fn full_refill_ms(&self) -> u128 {
+        let (capacity, rate, period) = self.wide();
+        if self.step {
+            ceil_div(capacity, rate).saturating_mul(period)
+        } else {
+            ceil_div(capacity * period, rate)
+        }
+    }
+
+    fn wide(&self) -> (u128, u128, u128) {
+        (
+            u128::from(self.capacity),
+            u128::from(self.rate),
+            u128::from(self.period_ms),
+        )
+    }
+
+    /// Level units per whole token: `period_ms` for smooth refill (levels are exact fractions
+    /// with that denominator), 1 for step refill (levels are whole tokens).
+    fn scale(&self) -> u128 {
+        if self.step {
+            1
+        } else {
+            u128::from(self.period_ms)
+        }
+    }
+}
+
+/// A bucket brought up to an instant, in working form: its level in `params.scale()` units.
+#[derive(Debug, Clone, Copy)]
+struct Level {
+    params: TokenParams,
+    level: u128,
+    /// Grid origin (step refill only).
+    origin_ms: i64,
+    at_ms: i64,
+}
+
+impl Level {
+    fn full(params: TokenParams, at_ms: i64) -> Self {
+        Level { params, level: u128::from(params.capacity) * params.scale(), origin_ms: at_ms, at_ms }
+    }
+
+    fn from_bucket(b: &TokenBucket) -> Self {
+        let step = matches!(b.refill, Refill::Step { .. });
+        let params = TokenParams { capacity: b.capacity, rate: b.rate, period_ms: b.period_ms, step };
+        let (level, origin_ms) = match b.refill {
+            Refill::Smooth { fraction } => {
+                (u128::from(b.tokens) * params.scale() + u128::from(fraction), b.updated_ms)
+            }
+            Refill::Step { origin_ms } => (u128::from(b.tokens), origin_ms),
+        };
+        Level { params, level, origin_ms, at_ms: b.updated_ms }
+    }
+
+    fn capacity_level(&self) -> u128 {
+        u128::from(self.params.capacity) * self.params.scale()
+    }
+
+    /// Periods completed since the grid origin at `t` (step refill).
+    fn periods_at(&self, t: i64) -> u128 {
+        elapsed_ms(self.origin_ms, t) / u128::from(self.params.period_ms)
+    }
+
+    /// Refills from `at_ms` to `t` (≥ `at_ms`) under this level's own parameters.
+    fn advance_to(mut self, t: i64) -> Self {
+        let (_, rate, _) = self.params.wide();
+        let gained = if self.params.step {
+            (self.periods_at(t) - self.periods_at(self.at_ms)) * rate
+        } else {
+            elapsed_ms(self.at_ms, t) * rate
+        };
+        self.level = self.level.saturating_add(gained).min(self.capacity_level());
+        self.at_ms = t;
+        self
+    }
+
+    /// Re-expresses the level under new parameters at its own instant, never granting more
+    /// whole permits than before: fractions round down, the level is clamped to the new
+    /// capacity (no top-up), and a step grid restarts at this instant when the period changes.
+    fn convert(self, params: TokenParams) -> Self {
+        let old = self.params;
+        let whole_tokens = self.level / old.scale();
+        let (level, origin_ms) = match (old.step, params.step) {
+            (false, false) => (
+                floor_div(self.level * u128::from(params.period_ms), u128::from(old.period_ms)),
+                self.at_ms,
+            ),
+            (false, true) => (whole_tokens, self.at_ms),
+            (true, false) => (whole_tokens * params.scale(), self.at_ms),
+            (true, true) if old.period_ms == params.period_ms => (self.level, self.origin_ms),
+            (true, true) => (self.level, self.at_ms),
+        };
+        let converted = Level { params, level, origin_ms, at_ms: self.at_ms };
+        Level { level: level.min(converted.capacity_level()), ..converted }
+    }
+
+    /// Ms from `at_ms` until the level reaches `target` (in level units), or 0 if it has.
+    fn time_until(&self, target: u128) -> u128 {
+        let (_, rate, period) = self.params.wide();
+        if self.level >= target {
+            return 0;
+        }
+        if self.params.step {
+            let steps = ceil_div(target - self.level, rate);
+            let boundary = (self.periods_at(self.at_ms) + steps) * period;
+            boundary.saturating_sub(elapsed_ms(self.origin_ms, self.at_ms))
+        } else {
+            ceil_div(target - self.level, rate)
+        }
+    }
+
+    fn into_bucket(self) -> TokenBucket {
+        let scale = self.params.scale();
+        let refill = if self.params.step {
+            Refill::Step { origin_ms: self.origin_ms }
+        } else {
+            Refill::Smooth { fraction: saturate_u64(self.level % scale) }
+        };
+        TokenBucket {
+            capacity: self.params.capacity,
+            rate: self.params.rate,
+            period_ms: self.params.period_ms,
+            tokens: saturate_u64(self.level / scale),
+            refill,
+            updated_ms: self.at_ms,
+        }
+    }
+}
+
+impl TokenBucket {
+    /// The parameters this bucket was last admitted with.
+    pub fn params(&self) -> TokenParams {
+        Level::from_bucket(self).params
+    }
+
+    /// Checks a decoded bucket for consistency (RDB, RESTORE): every field within what an
+    /// admitted call can produce.
+    pub fn validate(&self) -> Result<(), CorruptState> {
+        let params = TokenParams::new(self.capacity, self.rate, self.period_ms, matches!(self.refill, Refill::Step { .. }))
+            .map_err(|_| CorruptState("token bucket parameters out of range"))?;
+        if self.tokens > params.capacity {
+            return Err(CorruptState("token bucket holds more than its capacity"));
+        }
+        match self.refill {
+            Refill::Smooth { fraction } => {
+                if fraction >= self.period_ms || (self.tokens == self.capacity && fraction != 0) {
+                    return Err(CorruptState("token bucket fraction out of range"));
+                }
+            }
+            Refill::Step { origin_ms } => {
+                if origin_ms > self.updated_ms || origin_ms < 0 {
+                    return Err(CorruptState("token bucket grid origin after its update"));
+                }
+            }
+        }
+        if !(0..=super::args::MAX_AT_MS).contains(&self.updated_ms) {
+            return Err(CorruptState("token bucket update time out of range"));
+        }
+        Ok(())
+    }
+}
+
+impl Stored for TokenBucket {
+    fn updated_ms(&self) -> i64 {
+        self.updated_ms
+    }
+
+    fn reset_at_ms(&self) -> i64 {
+        let level = Level::from_bucket(self);
+        let wait = level.time_until(level.capacity_level());
+        super::arith::add_ms(self.updated_ms, wait)
+    }
+}
+
+/// Evaluates one request of `cost` tokens at `now_ms` against the stored bucket (if any).
+///
+/// The stored bucket is first refilled up to `now' = max(now_ms, updated_ms)` under its own
+/// parameters, then converted to `params` (see [`Level::convert`]) and judged. A bucket whose
+/// reset instant has passed counts as missing, so it starts over full under `params`.
+pub fn evaluate(
+    stored: Option<&TokenBucket>,
+    params: &TokenParams,
+    now_ms: i64,
+    cost: u64,
+) -> Evaluation<TokenBucket> {
+    let current = match live(stored, now_ms) {
+        None => Level::full(*params, now_ms),
+        Some(bucket) => {
+            let now = now_ms.max(bucket.updated_ms);
+            Level::from_bucket(bucket).advance_to(now).convert(*params)
+        }
+    };
+    let scale = params.scale();
+    let needed = u128::from(cost) * scale;
+    let allowed = current.level >= needed;
+    let after = if allowed {
+        Level { level: current.level - needed, ..current }
+    } else {
+        current
+    };
+    let retry_after_ms = if allowed {
+        0
+    } else if cost > params.capacity {
+        -1
+    } else {
+        saturate_i64(current.time_until(needed))
+    };
+    let decision = Decision {
+        allowed,
+        limit: params.capacity,
+        remaining: saturate_u64(after.level / scale),
+        retry_after_ms,
+        reset_after_ms: saturate_i64(after.time_until(after.capacity_level())),
+    };
+    let next = (allowed && cost > 0).then(|| after.into_bucket());
+    Evaluation { decision, next }
+}
+
+#[cfg(test)]
+#[path = "token_tests.rs"]
+mod tests;
