@@ -1,5 +1,37 @@
 //! redis-ratelimit: native, atomic, integer-exact rate limiting for Redis.
 //!
-//! `core` holds the algorithms as pure functions; `shell` is the thin Redis layer.
+//! `core` holds the algorithms as pure functions of `(state, params, now_ms, cost)`; it never
+//! touches Redis. `shell` is the thin Redis layer: parsing, keys, persistence, replication,
+//! replies.
 
 pub mod core;
+#[cfg_attr(test, allow(dead_code))]
+mod shell;
+
+#[cfg(not(test))]
+mod module {
+    use redis_module::configuration::ConfigurationFlags;
+    use redis_module::{redis_module, InfoContext, RedisResult};
+
+    use crate::shell::config::{SLIDE_LOG_MAX, SLIDE_LOG_MAX_DEFAULT, SLIDE_LOG_MAX_LIMIT};
+    use crate::shell::datatype::LIMITER_TYPE;
+    use crate::shell::{init, stats::add_info};
+
+    redis_module! {
+        name: "ratelimit",
+        version: 1,
+        allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+        data_types: [LIMITER_TYPE],
+        init: init,
+        info: add_info,
+        configurations: [
+            i64: [
+                ["slide-log-max", &SLIDE_LOG_MAX, SLIDE_LOG_MAX_DEFAULT, 1, SLIDE_LOG_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
+            ],
+            string: [],
+            bool: [],
+            enum: [],
+            module_args_as_configuration: true,
+        ]
+    }
+}

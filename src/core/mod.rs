@@ -7,6 +7,7 @@
 
 pub mod args;
 pub mod arith;
+pub mod codec;
 pub mod decision;
 pub mod error;
 pub mod limiter;

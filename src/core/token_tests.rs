@@ -24,7 +24,10 @@ fn call(state: &mut Option<TokenBucket>, p: &TokenParams, now: i64, cost: u64) -
 #[test]
 fn readme_example_first_call() {
     let mut s = None;
-    assert_eq!(call(&mut s, &smooth(10, 1, 1000), T0, 1), [1, 10, 9, 0, 1000]);
+    assert_eq!(
+        call(&mut s, &smooth(10, 1, 1000), T0, 1),
+        [1, 10, 9, 0, 1000]
+    );
 }
 
 #[test]
@@ -61,7 +64,12 @@ fn step_refill_follows_the_grid() {
     assert_eq!(call(&mut s, &p, T0 + 1500, 4), [0, 5, 1, 1500, 1500]);
     // Full again at T0 + 3000: back to the initial state; a new grid starts at the next call.
     assert_eq!(call(&mut s, &p, T0 + 3500, 1), [1, 5, 4, 0, 1000]);
-    assert_eq!(s.unwrap().refill, Refill::Step { origin_ms: T0 + 3500 });
+    assert_eq!(
+        s.unwrap().refill,
+        Refill::Step {
+            origin_ms: T0 + 3500
+        }
+    );
 }
 
 #[test]
@@ -88,7 +96,10 @@ fn time_going_backwards_grants_nothing() {
     let mut s = None;
     call(&mut s, &p, T0, 10);
     // An hour earlier: counts as no time passed since T0.
-    assert_eq!(call(&mut s, &p, T0 - 3_600_000, 1), [0, 10, 0, 1000, 10_000]);
+    assert_eq!(
+        call(&mut s, &p, T0 - 3_600_000, 1),
+        [0, 10, 0, 1000, 10_000]
+    );
     assert_eq!(call(&mut s, &p, T0 + 1000, 1), [1, 10, 0, 0, 10_000]);
     assert_eq!(s.unwrap().updated_ms, T0 + 1000);
     // An admitted call at an earlier clock keeps updated_ms (never moves back).
@@ -99,8 +110,11 @@ fn time_going_backwards_grants_nothing() {
 fn parameter_changes_never_top_up() {
     let mut s = None;
     call(&mut s, &smooth(10, 1, 1000), T0, 5); // 5 left
-    // Larger capacity: still 5, not topped up.
-    assert_eq!(call(&mut s, &smooth(100, 1, 1000), T0, 1), [1, 100, 4, 0, 96_000]);
+                                               // Larger capacity: still 5, not topped up.
+    assert_eq!(
+        call(&mut s, &smooth(100, 1, 1000), T0, 1),
+        [1, 100, 4, 0, 96_000]
+    );
     // Smaller capacity clamps.
     assert_eq!(call(&mut s, &smooth(2, 1, 1000), T0, 1), [1, 2, 1, 0, 1000]);
 }
@@ -109,7 +123,7 @@ fn parameter_changes_never_top_up() {
 fn period_change_rounds_fractions_down() {
     let mut s = None;
     call(&mut s, &smooth(2, 1, 3), T0, 2); // empty
-    // 1 ms later: 1/3 token. Under period 2 that is floor(1/3 * 2)/2 = 0 of a token.
+                                           // 1 ms later: 1/3 token. Under period 2 that is floor(1/3 * 2)/2 = 0 of a token.
     let e = evaluate(s.as_ref(), &smooth(2, 1, 2), T0 + 1, 1);
     assert_eq!(e.decision.to_reply(), [0, 2, 0, 2, 4]);
 }
@@ -121,7 +135,12 @@ fn mode_switch_is_conservative() {
     // 2.5 tokens accrued; switching to STEP keeps 2 and restarts the grid now.
     let e = evaluate(s.as_ref(), &step(10, 1, 1000), T0 + 2500, 1);
     assert_eq!(e.decision.to_reply(), [1, 10, 1, 0, 9000]);
-    assert_eq!(e.next.unwrap().refill, Refill::Step { origin_ms: T0 + 2500 });
+    assert_eq!(
+        e.next.unwrap().refill,
+        Refill::Step {
+            origin_ms: T0 + 2500
+        }
+    );
 }
 
 #[test]
@@ -161,8 +180,14 @@ fn extreme_parameters_are_exact() {
     // 10^12 per ms, cost 10^12.
     let p = smooth(MAX_COUNT, MAX_COUNT, 1);
     let mut s = None;
-    assert_eq!(call(&mut s, &p, MAX_AT_MS, MAX_COUNT), [1, MAX_COUNT as i64, 0, 0, 1]);
-    assert_eq!(call(&mut s, &p, MAX_AT_MS, 1), [0, MAX_COUNT as i64, 0, 1, 1]);
+    assert_eq!(
+        call(&mut s, &p, MAX_AT_MS, MAX_COUNT),
+        [1, MAX_COUNT as i64, 0, 0, 1]
+    );
+    assert_eq!(
+        call(&mut s, &p, MAX_AT_MS, 1),
+        [0, MAX_COUNT as i64, 0, 1, 1]
+    );
 }
 
 #[test]
@@ -173,11 +198,26 @@ fn validate_accepts_produced_states_and_refuses_corrupt_ones() {
     assert_eq!(good.validate(), Ok(()));
     let corrupt = [
         TokenBucket { tokens: 11, ..good },
-        TokenBucket { capacity: 0, ..good },
-        TokenBucket { refill: Refill::Smooth { fraction: 7 }, ..good },
-        TokenBucket { updated_ms: -1, ..good },
-        TokenBucket { refill: Refill::Step { origin_ms: T0 + 1 }, ..good },
-        TokenBucket { period_ms: 0, ..good },
+        TokenBucket {
+            capacity: 0,
+            ..good
+        },
+        TokenBucket {
+            refill: Refill::Smooth { fraction: 7 },
+            ..good
+        },
+        TokenBucket {
+            updated_ms: -1,
+            ..good
+        },
+        TokenBucket {
+            refill: Refill::Step { origin_ms: T0 + 1 },
+            ..good
+        },
+        TokenBucket {
+            period_ms: 0,
+            ..good
+        },
     ];
     for c in corrupt {
         assert!(c.validate().is_err(), "{c:?}");
@@ -199,7 +239,11 @@ struct Model {
 
 impl Model {
     fn scale(p: &TokenParams) -> u128 {
-        if p.step { 1 } else { u128::from(p.period_ms) }
+        if p.step {
+            1
+        } else {
+            u128::from(p.period_ms)
+        }
     }
 
     fn cap(&self) -> u128 {
@@ -236,7 +280,12 @@ impl Model {
 }
 
 /// The model's view of one request: `(reply, state after)`.
-fn model_call(state: &Option<Model>, p: &TokenParams, now: i64, cost: u64) -> ([i64; 5], Option<Model>) {
+fn model_call(
+    state: &Option<Model>,
+    p: &TokenParams,
+    now: i64,
+    cost: u64,
+) -> ([i64; 5], Option<Model>) {
     let mut live = state.clone().and_then(|mut m| {
         let probe_at = now.max(m.at);
         let mut probe = m.clone();
@@ -248,17 +297,30 @@ fn model_call(state: &Option<Model>, p: &TokenParams, now: i64, cost: u64) -> ([
         Some(m)
     });
     let m = match live.take() {
-        None => Model { params: *p, level: u128::from(p.capacity) * Model::scale(p), origin: now, at: now },
+        None => Model {
+            params: *p,
+            level: u128::from(p.capacity) * Model::scale(p),
+            origin: now,
+            at: now,
+        },
         Some(old) => {
             let whole = old.level / Model::scale(&old.params);
             let (level, origin) = match (old.params.step, p.step) {
-                (false, false) => (old.level * u128::from(p.period_ms) / u128::from(old.params.period_ms), old.at),
+                (false, false) => (
+                    old.level * u128::from(p.period_ms) / u128::from(old.params.period_ms),
+                    old.at,
+                ),
                 (false, true) => (whole, old.at),
                 (true, false) => (whole * u128::from(p.period_ms), old.at),
                 (true, true) if old.params.period_ms == p.period_ms => (old.level, old.origin),
                 (true, true) => (old.level, old.at),
             };
-            let mut m = Model { params: *p, level, origin, at: old.at };
+            let mut m = Model {
+                params: *p,
+                level,
+                origin,
+                at: old.at,
+            };
             m.level = m.level.min(m.cap());
             m
         }
@@ -283,7 +345,11 @@ fn model_call(state: &Option<Model>, p: &TokenParams, now: i64, cost: u64) -> ([
         retry,
         after.wait_for(after.cap()),
     ];
-    let next = if allowed && cost > 0 { Some(after) } else { state.clone().map(|_| m).filter(|_| false) };
+    let next = if allowed && cost > 0 {
+        Some(after)
+    } else {
+        state.clone().map(|_| m).filter(|_| false)
+    };
     let kept = next.or_else(|| state.clone());
     (reply, kept)
 }

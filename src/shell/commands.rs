@@ -1,0 +1,360 @@
+//! The commands: parse arguments, load the key, run the pure algorithm, store, expire,
+//! replicate, reply.
+//!
+//! Every state-changing call is propagated to replicas and the AOF rewritten with
+//! `AT <the ms it used>` (or verbatim when the caller already gave `AT`), so replicas and AOF
+//! replay reach the identical state and expiry whatever their clocks say. Limited calls, dry
+//! runs, zero-cost calls and peeks store, expire and propagate nothing.
+
+use std::ffi::CStr;
+use std::os::raw::{c_int, c_longlong};
+
+use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
+
+use super::api::{api, bytes, Api};
+use super::key::{Contents, Key, Mode};
+use super::registry::CommandSpec;
+use super::reply::{self, FieldValue};
+use super::stats::{self, Outcome, Tally};
+use crate::core::args::{
+    parse_count, parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT,
+};
+use crate::core::arith::add_ms;
+use crate::core::codec;
+use crate::core::decision::{Decision, Evaluation};
+use crate::core::error::ArgError;
+use crate::core::limiter::{Algorithm, Limiter, Variant};
+use crate::core::token::{self, TokenBucket, TokenParams};
+
+/// Most arguments any valid call can have (each option at most once); more is refused
+/// before any parsing, so arguments fit a stack array.
+const MAX_ARGS: usize = 16;
+
+/// Why a command failed; rendered as one error reply.
+#[derive(Debug)]
+pub enum CommandError {
+    Arg(ArgError),
+    /// A complete error text, starting with its code.
+    Text(String),
+}
+
+impl From<ArgError> for CommandError {
+    fn from(e: ArgError) -> Self {
+        CommandError::Arg(e)
+    }
+}
+
+impl CommandError {
+    fn render(&self, command: &CStr) -> String {
+        match self {
+            CommandError::Arg(ArgError::WrongArity) => format!(
+                "ERR wrong number of arguments for '{}' command",
+                command.to_string_lossy()
+            ),
+            CommandError::Arg(e) => e.to_string(),
+            CommandError::Text(t) => t.clone(),
+        }
+    }
+}
+
+fn wrong_type(held: &str) -> CommandError {
+    CommandError::Text(format!(
+        "WRONGTYPE key holds a {held} value, not a rate limiter"
+    ))
+}
+
+fn wrong_algorithm(held: Algorithm, wanted: Algorithm) -> CommandError {
+    CommandError::Text(format!(
+        "WRONGTYPE key holds a {} limiter, not a {} limiter",
+        held.name(),
+        wanted.name()
+    ))
+}
+
+/// One invocation: the server context, the command's name and its arguments.
+pub struct Call<'a> {
+    api: &'static Api,
+    ctx: *mut RedisModuleCtx,
+    name: &'static CStr,
+    argv: &'a [*mut RedisModuleString],
+    args: &'a [&'a [u8]],
+}
+
+impl Call<'_> {
+    /// The key argument (index 1; arity guarantees it exists).
+    fn key(&self) -> Result<*mut RedisModuleString, CommandError> {
+        self.argv
+            .get(1)
+            .copied()
+            .ok_or(CommandError::Arg(ArgError::WrongArity))
+    }
+
+    /// The server clock in unix ms, read once per call, clamped to the range `AT` accepts.
+    fn clock_ms(&self) -> i64 {
+        let now = unsafe { (self.api.milliseconds)() };
+        now.clamp(0, MAX_AT_MS)
+    }
+
+    fn open(&self, mode: Mode) -> Result<Key, CommandError> {
+        Ok(Key::open(self.api, self.ctx, self.key()?, mode))
+    }
+
+    /// Propagates this call so that replicas and the AOF evaluate it at `now_ms`.
+    fn replicate_at(&self, options: &Options, now_ms: i64) {
+        if options.at_ms.is_some() {
+            unsafe { (self.api.replicate_verbatim)(self.ctx) };
+            return;
+        }
+        let rest = self.argv.get(1..).unwrap_or(&[]);
+        unsafe {
+            (self.api.replicate)(
+                self.ctx,
+                self.name.as_ptr(),
+                c"vcl".as_ptr(),
+                rest.as_ptr(),
+                rest.len(),
+                c"AT".as_ptr(),
+                now_ms as c_longlong,
+            )
+        };
+    }
+}
+
+type Handler = fn(&Call) -> Result<Outcome, CommandError>;
+
+/// The common frame of every command: argument access, error replies, counters.
+fn dispatch(
+    ctx: *mut RedisModuleCtx,
+    argv: *mut *mut RedisModuleString,
+    argc: c_int,
+    name: &'static CStr,
+    tally: Tally,
+    handler: Handler,
+) -> c_int {
+    let Some(api) = api() else {
+        return raw::REDISMODULE_ERR as c_int;
+    };
+    let argv: &[*mut RedisModuleString] = match usize::try_from(argc) {
+        Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
+        _ => &[],
+    };
+    let result = if argv.len() > MAX_ARGS {
+        Err(CommandError::Arg(ArgError::Invalid(
+            "syntax error: too many arguments".into(),
+        )))
+    } else {
+        let mut buffer: [&[u8]; MAX_ARGS] = [&[]; MAX_ARGS];
+        for (slot, s) in buffer.iter_mut().zip(argv) {
+            *slot = unsafe { bytes(api, *s) };
+        }
+        let args = buffer.get(..argv.len()).unwrap_or(&[]);
+        handler(&Call {
+            api,
+            ctx,
+            name,
+            argv,
+            args,
+        })
+    };
+    match result {
+        Ok(outcome) => stats::record(tally, outcome),
+        Err(e) => {
+            stats::record(tally, Outcome::Error);
+            reply::error(api, ctx, &e.render(name));
+        }
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+/// Runs one limiting request against the key: the shared flow of every limiting command.
+fn limit<V: Variant>(
+    call: &Call,
+    options: &Options,
+    evaluate: impl FnOnce(Option<&V>, i64, u64) -> Evaluation<V>,
+    reply_layout: impl FnOnce(&Decision) -> [i64; 5],
+) -> Result<Outcome, CommandError> {
+    let now = options.at_ms.unwrap_or_else(|| call.clock_ms());
+    let mut key = call.open(Mode::Write)?;
+    let evaluation = match key.contents() {
+        Contents::Empty => evaluate(None, now, options.cost),
+        // A limiter whose reset instant has passed is a missing key, whatever it held.
+        Contents::Limiter(held) if held.reset_at_ms() <= now => evaluate(None, now, options.cost),
+        Contents::Limiter(held) => {
+            let state = V::from_limiter(held)
+                .ok_or_else(|| wrong_algorithm(held.algorithm(), V::ALGORITHM))?;
+            evaluate(Some(state), now, options.cost)
+        }
+        Contents::Foreign(held) => return Err(wrong_type(&held)),
+    };
+    let decision = evaluation.decision;
+    if let (Some(next), false) = (evaluation.next, options.dry_run) {
+        let reset_after = u128::try_from(decision.reset_after_ms).unwrap_or(0);
+        let expire_at = add_ms(next.updated_ms(), reset_after);
+        key.store(next.into_limiter(), expire_at)
+            .map_err(|e| CommandError::Text(e.into()))?;
+        call.replicate_at(options, now);
+    }
+    drop(key);
+    reply::integers(call.api, call.ctx, &reply_layout(&decision));
+    Ok(if decision.allowed {
+        Outcome::Admitted
+    } else {
+        Outcome::Limited
+    })
+}
+
+/// `RL.TOKEN key capacity rate period [COST n] [STEP] [DRYRUN] [AT ms]`
+fn token(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _, capacity, rate, period, rest @ ..] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
+    let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
+    let period_ms = parse_duration("period", period)?;
+    let options = parse_options(
+        rest,
+        &[Keyword::Cost, Keyword::Step, Keyword::DryRun, Keyword::At],
+    )?;
+    let params = TokenParams::new(capacity, rate, period_ms, options.step)?;
+    limit::<TokenBucket>(
+        call,
+        &options,
+        |stored, now, cost| token::evaluate(stored, &params, now, cost),
+        Decision::to_reply,
+    )
+}
+
+/// The live limiter in a key opened for reading, `None` if missing or past its reset instant.
+fn read_live<'k>(key: &'k mut Key, now: i64) -> Result<Option<&'k mut Limiter>, CommandError> {
+    match key.contents() {
+        Contents::Empty => Ok(None),
+        Contents::Limiter(held) if held.reset_at_ms() <= now => Ok(None),
+        Contents::Limiter(held) => Ok(Some(held)),
+        Contents::Foreign(held) => Err(wrong_type(&held)),
+    }
+}
+
+/// `RL.PEEK key`: the reply a `DRYRUN COST 1` request with the stored parameters would get.
+fn peek(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let now = call.clock_ms();
+    let mut key = call.open(Mode::Read)?;
+    let decision = read_live(&mut key, now)?.map(|l| l.peek(now));
+    drop(key);
+    match decision {
+        Some(d) => reply::integers(call.api, call.ctx, &d.to_reply()),
+        None => reply::null(call.api, call.ctx),
+    }
+    Ok(Outcome::Answered)
+}
+
+/// `RL.INFO key`: the stored parameters and state, as field/value pairs.
+fn info(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let now = call.clock_ms();
+    let mut key = call.open(Mode::Read)?;
+    let ttl_ms = key
+        .expire_at_ms()
+        .map_or(-1, |at| at.saturating_sub(now).max(0));
+    let Some(limiter) = read_live(&mut key, now)? else {
+        drop(key);
+        reply::null(call.api, call.ctx);
+        return Ok(Outcome::Answered);
+    };
+    let mut fields = vec![("algorithm", FieldValue::Text(limiter.algorithm().name()))];
+    fields.extend(
+        limiter
+            .describe()
+            .into_iter()
+            .map(|(k, v)| (k, FieldValue::Int(v))),
+    );
+    fields.push(("updated_ms", FieldValue::Int(limiter.updated_ms())));
+    fields.push(("ttl_ms", FieldValue::Int(ttl_ms)));
+    reply::fields(call.api, call.ctx, &fields);
+    Ok(Outcome::Answered)
+}
+
+/// `RL.RESTORE key payload`: sets a key to an encoded limiter (what the AOF rewrite emits);
+/// the key expires at the limiter's reset instant.
+fn restore(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _, payload] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let limiter = codec::decode(payload)
+        .map_err(|e| CommandError::Text(format!("ERR invalid RL.RESTORE payload: {e}")))?;
+    let expire_at = limiter.reset_at_ms();
+    let mut key = call.open(Mode::Write)?;
+    if let Contents::Foreign(held) = key.contents() {
+        return Err(wrong_type(&held));
+    }
+    key.store(limiter, expire_at)
+        .map_err(|e| CommandError::Text(e.into()))?;
+    unsafe { (call.api.replicate_verbatim)(call.ctx) };
+    drop(key);
+    reply::ok(call.api, call.ctx);
+    Ok(Outcome::Answered)
+}
+
+macro_rules! command {
+    ($fn_name:ident, $name:literal, $tally:expr, $handler:ident) => {
+        extern "C" fn $fn_name(
+            ctx: *mut RedisModuleCtx,
+            argv: *mut *mut RedisModuleString,
+            argc: c_int,
+        ) -> c_int {
+            dispatch(ctx, argv, argc, $name, $tally, $handler)
+        }
+    };
+}
+
+command!(rl_token, c"rl.token", Tally::Token, token);
+command!(rl_peek, c"rl.peek", Tally::Peek, peek);
+command!(rl_info, c"rl.info", Tally::Info, info);
+command!(rl_restore, c"rl.restore", Tally::Restore, restore);
+
+const LIMITING: &CStr = c"write deny-oom fast";
+const READING: &CStr = c"readonly fast";
+
+/// Every command the module registers.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: c"rl.token",
+        handler: rl_token,
+        flags: LIMITING,
+        arity: -5,
+        read_only: false,
+        summary: c"Token bucket: admits a request if the bucket holds COST tokens, refilled RATE per PERIOD",
+        complexity: c"O(1)",
+    },
+    CommandSpec {
+        name: c"rl.peek",
+        handler: rl_peek,
+        flags: READING,
+        arity: 2,
+        read_only: true,
+        summary: c"Reply a DRYRUN COST 1 request with the stored parameters would get, without changing anything",
+        complexity: c"O(1) (O(log n) for an exact sliding log)",
+    },
+    CommandSpec {
+        name: c"rl.info",
+        handler: rl_info,
+        flags: READING,
+        arity: 2,
+        read_only: true,
+        summary: c"Stored parameters and state of a limiter",
+        complexity: c"O(1)",
+    },
+    CommandSpec {
+        name: c"rl.restore",
+        handler: rl_restore,
+        flags: c"write deny-oom",
+        arity: 3,
+        read_only: false,
+        summary: c"Internal: set a limiter from its encoded state (emitted by the AOF rewrite)",
+        complexity: c"O(n) in the payload size",
+    },
+];

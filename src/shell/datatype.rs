@@ -1,0 +1,159 @@
+//! The `ratelimit` module data type: one `Box<Limiter>` per key, and the callbacks Redis
+//! calls for persistence (RDB, AOF rewrite), `COPY`, `MEMORY USAGE` and `DEBUG DIGEST`.
+//!
+//! Every callback goes through the pure codec (`core::codec`), which validates what it reads:
+//! a corrupt or unknown payload makes `rdb_load` return NULL, which Redis turns into an error
+//! (e.g. `RESTORE` answers "Bad data format"), never a crash.
+
+use std::os::raw::{c_char, c_int, c_void};
+use std::ptr;
+
+use redis_module::native_types::RedisType;
+use redis_module::raw::{
+    self, RedisModuleDigest, RedisModuleIO, RedisModuleString, RedisModuleType,
+};
+
+use super::api::api;
+use crate::core::codec;
+use crate::core::limiter::Limiter;
+
+/// The RDB encoding version registered with Redis; the payload inside carries its own format
+/// version too (`codec::FORMAT_VERSION`).
+pub const ENCODING_VERSION: i32 = 1;
+
+/// The name `TYPE` reports (Redis requires exactly 9 characters).
+pub const TYPE_NAME: &str = "ratelimit";
+
+/// The internal command the AOF rewrite emits to rebuild a key.
+pub const RESTORE_COMMAND: &std::ffi::CStr = c"rl.restore";
+
+pub static LIMITER_TYPE: RedisType = RedisType::new(
+    TYPE_NAME,
+    ENCODING_VERSION,
+    raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load: Some(rdb_load),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite),
+        mem_usage: Some(mem_usage),
+        digest: Some(digest),
+        free: Some(free),
+        aux_load: None,
+        aux_save: None,
+        aux_save_triggers: 0,
+        free_effort: None,
+        unlink: None,
+        copy: Some(copy),
+        defrag: None,
+        mem_usage2: None,
+        free_effort2: None,
+        unlink2: None,
+        copy2: None,
+        aux_save2: None,
+    },
+);
+
+/// The registered type pointer (NULL before registration), read without any panic path.
+pub fn limiter_type() -> *mut RedisModuleType {
+    LIMITER_TYPE
+        .raw_type
+        .try_borrow()
+        .map(|t| *t)
+        .unwrap_or(ptr::null_mut())
+}
+
+/// # Safety
+/// `value` must be a pointer this module stored: a `Box<Limiter>`, or NULL.
+unsafe fn limiter<'a>(value: *const c_void) -> Option<&'a Limiter> {
+    unsafe { value.cast::<Limiter>().as_ref() }
+}
+
+unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_void {
+    let Some(api) = api() else {
+        return ptr::null_mut();
+    };
+    if encver != ENCODING_VERSION {
+        redis_module::logging::log_warning(format!(
+            "ratelimit: refusing a value with unknown encoding version {encver}"
+        ));
+        return ptr::null_mut();
+    }
+    let mut len = 0usize;
+    let buffer = unsafe { (api.load_string_buffer)(rdb, &mut len) };
+    if unsafe { (api.is_io_error)(rdb) } != 0 || buffer.is_null() {
+        return ptr::null_mut();
+    }
+    let decoded = codec::decode(unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), len) });
+    unsafe { (api.free)(buffer.cast()) };
+    match decoded {
+        Ok(limiter) => Box::into_raw(Box::new(limiter)).cast(),
+        Err(e) => {
+            redis_module::logging::log_warning(format!("ratelimit: refusing a value: {e}"));
+            ptr::null_mut()
+        }
+    }
+}
+
+unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
+    let (Some(api), Some(limiter)) = (api(), unsafe { limiter(value) }) else {
+        return;
+    };
+    let bytes = codec::encode(limiter);
+    unsafe { (api.save_string_buffer)(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
+}
+
+unsafe extern "C" fn aof_rewrite(
+    aof: *mut RedisModuleIO,
+    key: *mut RedisModuleString,
+    value: *mut c_void,
+) {
+    let (Some(api), Some(limiter)) = (api(), unsafe { limiter(value) }) else {
+        return;
+    };
+    let bytes = codec::encode(limiter);
+    // Redis appends `PEXPIREAT key <expiry>` itself after the value's commands.
+    unsafe {
+        (api.emit_aof)(
+            aof,
+            RESTORE_COMMAND.as_ptr(),
+            c"sb".as_ptr(),
+            key,
+            bytes.as_ptr().cast::<c_char>(),
+            bytes.len(),
+        )
+    };
+}
+
+unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
+    let heap = unsafe { limiter(value) }.map_or(0, Limiter::heap_bytes);
+    std::mem::size_of::<Limiter>() + heap
+}
+
+unsafe extern "C" fn digest(md: *mut RedisModuleDigest, value: *mut c_void) {
+    let (Some(api), Some(limiter)) = (api(), unsafe { limiter(value) }) else {
+        return;
+    };
+    let bytes = codec::encode(limiter);
+    unsafe {
+        (api.digest_add_string_buffer)(md, bytes.as_ptr().cast::<c_char>(), bytes.len());
+        (api.digest_end_sequence)(md);
+    }
+}
+
+unsafe extern "C" fn free(value: *mut c_void) {
+    if !value.is_null() {
+        // SAFETY: our values are `Box<Limiter>` pointers, freed exactly once by Redis.
+        drop(unsafe { Box::from_raw(value.cast::<Limiter>()) });
+    }
+}
+
+unsafe extern "C" fn copy(
+    _from: *mut RedisModuleString,
+    _to: *mut RedisModuleString,
+    value: *const c_void,
+) -> *mut c_void {
+    match unsafe { limiter(value) } {
+        Some(limiter) => Box::into_raw(Box::new(limiter.clone())).cast(),
+        None => ptr::null_mut(),
+    }
+}

@@ -1,0 +1,37 @@
+//! The thin Redis layer: argument access, keys, the data type, replication, replies.
+//! All rate-limiting logic lives in `crate::core`.
+
+pub mod api;
+pub mod commands;
+pub mod config;
+pub mod datatype;
+pub mod key;
+pub mod registry;
+pub mod reply;
+pub mod stats;
+
+use redis_module::{raw, Context, RedisString, Status};
+
+/// Module initialisation, after the data type and configuration are registered: resolves the
+/// API (refusing servers older than 7.0.5), sets module options, registers the commands.
+pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
+    let api = match api::resolve() {
+        Ok(api) => api,
+        Err(missing) => {
+            ctx.log_warning(&format!(
+                "ratelimit: this server lacks {missing}; Redis >= 7.0.5 is required"
+            ));
+            return Status::Err;
+        }
+    };
+    let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+        | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
+    unsafe { (api.set_module_options)(ctx.ctx, options as i32) };
+    for spec in commands::COMMANDS {
+        if let Err(e) = registry::register(ctx.ctx, spec) {
+            ctx.log_warning(&format!("ratelimit: {e}"));
+            return Status::Err;
+        }
+    }
+    Status::Ok
+}

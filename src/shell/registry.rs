@@ -1,0 +1,103 @@
+//! Command registration with full `COMMAND INFO` / `COMMAND DOCS` metadata on Redis 7.0.
+//!
+//! The crate's `#[command]` attribute needs `RedisModule_SetCommandACLCategories` (Redis 7.2),
+//! so commands are created with the raw `CreateCommand` and then described with
+//! `SetCommandInfo` (7.0+): arity (enforced by Redis), key spec, summary, complexity, tips.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+use std::ptr;
+
+use redis_module::commands::{get_redis_key_spec, BeginSearch, FindKeys, KeySpec, KeySpecFlags};
+use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
+
+/// A raw command handler.
+pub type Handler = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
+
+/// Everything Redis needs to know about one command.
+pub struct CommandSpec {
+    pub name: &'static CStr,
+    pub handler: Handler,
+    /// Redis command flags, e.g. `write deny-oom fast`.
+    pub flags: &'static CStr,
+    /// Redis arity: positive = exact, negative = at least that many (command name included).
+    pub arity: c_int,
+    /// Whether the key is only read (`RO access`) rather than updated (`RW access update`).
+    pub read_only: bool,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+}
+
+static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
+    version: 1,
+    sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+    sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+    sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+};
+
+/// Creates the command and attaches its metadata.
+pub fn register(ctx: *mut RedisModuleCtx, spec: &CommandSpec) -> Result<(), String> {
+    let name = spec.name.to_string_lossy();
+    let create =
+        unsafe { raw::RedisModule_CreateCommand }.ok_or("RedisModule_CreateCommand missing")?;
+    let get = unsafe { raw::RedisModule_GetCommand }.ok_or("RedisModule_GetCommand missing")?;
+    let set_info =
+        unsafe { raw::RedisModule_SetCommandInfo }.ok_or("RedisModule_SetCommandInfo missing")?;
+
+    let created = unsafe {
+        create(
+            ctx,
+            spec.name.as_ptr(),
+            Some(spec.handler),
+            spec.flags.as_ptr(),
+            1,
+            1,
+            1,
+        )
+    };
+    if created != raw::REDISMODULE_OK as c_int {
+        return Err(format!("could not create command {name}"));
+    }
+    let command = unsafe { get(ctx, spec.name.as_ptr()) };
+    if command.is_null() {
+        return Err(format!("could not find command {name}"));
+    }
+    let flags = if spec.read_only {
+        KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS
+    } else {
+        KeySpecFlags::READ_WRITE | KeySpecFlags::ACCESS | KeySpecFlags::UPDATE
+    };
+    // One key, at argument 1. (No notes: the crate would leak their C string.)
+    let key_specs = get_redis_key_spec(vec![KeySpec::new(
+        None,
+        flags,
+        BeginSearch::new_index(1),
+        FindKeys::new_range(0, 1, 0),
+    )]);
+    let tips = if spec.read_only {
+        c""
+    } else {
+        c"nondeterministic_output"
+    };
+    let mut info = raw::RedisModuleCommandInfo {
+        version: &INFO_VERSION,
+        summary: spec.summary.as_ptr(),
+        complexity: spec.complexity.as_ptr(),
+        since: c"0.1.0".as_ptr(),
+        history: ptr::null_mut(),
+        tips: if tips.is_empty() {
+            ptr::null()
+        } else {
+            tips.as_ptr()
+        },
+        arity: spec.arity,
+        key_specs: key_specs.as_ptr().cast_mut(),
+        args: ptr::null_mut(),
+    };
+    // Redis copies everything it is given.
+    let status = unsafe { set_info(command, &mut info) };
+    if status != raw::REDISMODULE_OK as c_int {
+        return Err(format!("could not set command info of {name}"));
+    }
+    Ok(())
+}

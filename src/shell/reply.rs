@@ -1,0 +1,58 @@
+//! Writing replies: the five-integer decision, field maps, errors.
+
+use std::ffi::CString;
+use std::os::raw::{c_char, c_long};
+
+use redis_module::raw::RedisModuleCtx;
+
+use super::api::Api;
+
+/// Replies with an array of integers (the `RL.*` and `CL.THROTTLE` layouts).
+pub fn integers(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64]) {
+    unsafe { (api.reply_with_array)(ctx, values.len() as c_long) };
+    for v in values {
+        unsafe { (api.reply_with_long_long)(ctx, *v) };
+    }
+}
+
+/// Replies with an error. `text` must start with its error code (`ERR`, `WRONGTYPE`);
+/// control characters become spaces so the reply stays one protocol line.
+pub fn error(api: &Api, ctx: *mut RedisModuleCtx, text: &str) {
+    let clean: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let c_text = CString::new(clean).unwrap_or_else(|_| CString::from(c"ERR internal error"));
+    unsafe { (api.reply_with_error)(ctx, c_text.as_ptr()) };
+}
+
+pub fn null(api: &Api, ctx: *mut RedisModuleCtx) {
+    unsafe { (api.reply_with_null)(ctx) };
+}
+
+pub fn ok(api: &Api, ctx: *mut RedisModuleCtx) {
+    unsafe { (api.reply_with_simple_string)(ctx, c"OK".as_ptr()) };
+}
+
+/// A field value in an `RL.INFO` map.
+pub enum FieldValue<'a> {
+    Int(i64),
+    Text(&'a str),
+}
+
+/// Replies with a map (RESP3) that Redis flattens to an array of pairs for RESP2 clients.
+pub fn fields(api: &Api, ctx: *mut RedisModuleCtx, pairs: &[(&str, FieldValue<'_>)]) {
+    let text = |s: &str| unsafe {
+        (api.reply_with_string_buffer)(ctx, s.as_ptr().cast::<c_char>(), s.len());
+    };
+    unsafe { (api.reply_with_map)(ctx, pairs.len() as c_long) };
+    for (name, value) in pairs {
+        text(name);
+        match value {
+            FieldValue::Int(v) => unsafe {
+                (api.reply_with_long_long)(ctx, *v);
+            },
+            FieldValue::Text(s) => text(s),
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! `INFO ratelimit`: per-command counters of calls, admitted, limited and errors.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use redis_module::InfoContext;
+
+/// The commands counted, by their `INFO` field prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tally {
+    Token,
+    Period,
+    Slide,
+    Leaky,
+    Throttle,
+    Peek,
+    Info,
+    Restore,
+}
+
+impl Tally {
+    const ALL: [Tally; 8] = [
+        Tally::Token,
+        Tally::Period,
+        Tally::Slide,
+        Tally::Leaky,
+        Tally::Throttle,
+        Tally::Peek,
+        Tally::Info,
+        Tally::Restore,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Tally::Token => "token",
+            Tally::Period => "period",
+            Tally::Slide => "slide",
+            Tally::Leaky => "leaky",
+            Tally::Throttle => "throttle",
+            Tally::Peek => "peek",
+            Tally::Info => "info",
+            Tally::Restore => "restore",
+        }
+    }
+}
+
+/// How a call ended, for the counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Admitted,
+    Limited,
+    /// A call that neither admits nor limits (`RL.PEEK`, `RL.INFO`, `RL.RESTORE`).
+    Answered,
+    Error,
+}
+
+struct Counters {
+    calls: AtomicU64,
+    admitted: AtomicU64,
+    limited: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl Counters {
+    const fn new() -> Self {
+        Counters {
+            calls: AtomicU64::new(0),
+            admitted: AtomicU64::new(0),
+            limited: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+        }
+    }
+}
+
+static COUNTERS: [Counters; Tally::ALL.len()] = [const { Counters::new() }; Tally::ALL.len()];
+
+/// Counts one call (calls include errors).
+pub fn record(tally: Tally, outcome: Outcome) {
+    let Some(c) = COUNTERS.get(tally as usize) else {
+        return;
+    };
+    c.calls.fetch_add(1, Ordering::Relaxed);
+    let field = match outcome {
+        Outcome::Admitted => &c.admitted,
+        Outcome::Limited => &c.limited,
+        Outcome::Error => &c.errors,
+        Outcome::Answered => return,
+    };
+    field.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Adds the `stats` section (Redis prefixes it and every field with the module name:
+/// `# ratelimit_stats`, `ratelimit_token_calls:…`).
+pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
+    let mut fields: Vec<(String, i64)> = Vec::new();
+    for tally in Tally::ALL {
+        let Some(c) = COUNTERS.get(tally as usize) else {
+            continue;
+        };
+        for (suffix, value) in [
+            ("calls", &c.calls),
+            ("admitted", &c.admitted),
+            ("limited", &c.limited),
+            ("errors", &c.errors),
+        ] {
+            let v = i64::try_from(value.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+            fields.push((format!("{}_{suffix}", tally.name()), v));
+        }
+    }
+    let mut section = ctx.builder().add_section("stats");
+    for (name, value) in &fields {
+        section = match section.field(name, *value) {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+    }
+    if let Ok(builder) = section.build_section() {
+        let _ = builder.build_info();
+    }
+}
