@@ -8,7 +8,7 @@ pub fn ceil_div(a: u128, b: u128) -> u128 {
     if b == 0 {
         return u128::MAX;
     }
-    a / b + u128::from(a % b != 0)
+    a / b + u128::from(!a.is_multiple_of(b))
 }
 
 /// `⌊a / b⌋` for `b > 0`; `b == 0` yields `u128::MAX` instead of panicking.

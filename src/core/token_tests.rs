@@ -253,9 +253,8 @@ impl Model {
     fn tick_to(&mut self, t: i64) {
         while self.at < t {
             self.at += 1;
-            let gain = if !self.params.step {
-                u128::from(self.params.rate)
-            } else if (self.at - self.origin) % self.params.period_ms as i64 == 0 {
+            let on_grid = (self.at - self.origin) % self.params.period_ms as i64 == 0;
+            let gain = if !self.params.step || on_grid {
                 u128::from(self.params.rate)
             } else {
                 0

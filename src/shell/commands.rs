@@ -225,7 +225,7 @@ fn token(call: &Call) -> Result<Outcome, CommandError> {
 }
 
 /// The live limiter in a key opened for reading, `None` if missing or past its reset instant.
-fn read_live<'k>(key: &'k mut Key, now: i64) -> Result<Option<&'k mut Limiter>, CommandError> {
+fn read_live(key: &mut Key, now: i64) -> Result<Option<&mut Limiter>, CommandError> {
     match key.contents() {
         Contents::Empty => Ok(None),
         Contents::Limiter(held) if held.reset_at_ms() <= now => Ok(None),

@@ -95,7 +95,7 @@ pub fn register(ctx: *mut RedisModuleCtx, spec: &CommandSpec) -> Result<(), Stri
         args: ptr::null_mut(),
     };
     // Redis copies everything it is given.
-    let status = unsafe { set_info(command, &mut info) };
+    let status = unsafe { set_info(command, &raw mut info) };
     if status != raw::REDISMODULE_OK as c_int {
         return Err(format!("could not set command info of {name}"));
     }

@@ -1,0 +1,305 @@
+//! Integration-test harness: every test starts its own `redis-server` with the module loaded,
+//! on a unix socket in a fresh directory (plus a free loopback TCP port, for replication),
+//! waits for it with a deadline, and kills it and removes its directory on drop.
+//!
+//! The module is the `cdylib` cargo builds next to the test binary (`target/<profile>/deps`).
+//! Tests never link the module crate itself (its global allocator needs a running Redis).
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+pub use redis::{Connection, Value};
+
+const STARTUP_DEADLINE: Duration = Duration::from_secs(15);
+
+/// The module built for this test run.
+pub fn module_path() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().expect("test executable directory");
+    for candidate in [
+        dir.join("libredis_ratelimit.so"),
+        dir.join("../libredis_ratelimit.so"),
+    ] {
+        if candidate.exists() {
+            return candidate;
+        }
+    }
+    panic!("libredis_ratelimit.so not found next to {}", exe.display());
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local addr").port()
+}
+
+fn fresh_dir() -> PathBuf {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir()
+        .join("redis-ratelimit-tests")
+        .join(format!("{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create test dir");
+    dir
+}
+
+/// A running `redis-server` with the module loaded.
+pub struct Server {
+    child: Option<Child>,
+    pub dir: PathBuf,
+    pub sock: PathBuf,
+    pub port: u16,
+    args: Vec<String>,
+}
+
+impl Server {
+    /// A server with default settings (no persistence).
+    pub fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// A server with extra `redis-server` arguments (`--name value` pairs); module arguments
+    /// go through `start_with_module_args`.
+    pub fn start_with(extra: &[&str]) -> Server {
+        Server::start_full(extra, &[])
+    }
+
+    pub fn start_full(extra: &[&str], module_args: &[&str]) -> Server {
+        let dir = fresh_dir();
+        let sock = dir.join("redis.sock");
+        let port = free_port();
+        let mut args: Vec<String> = vec![
+            "--port".into(),
+            port.to_string(),
+            "--bind".into(),
+            "127.0.0.1".into(),
+            "--unixsocket".into(),
+            sock.display().to_string(),
+            "--dir".into(),
+            dir.display().to_string(),
+            "--save".into(),
+            "".into(),
+            "--appendonly".into(),
+            "no".into(),
+            "--enable-debug-command".into(),
+            "local".into(),
+            "--repl-diskless-sync-delay".into(),
+            "0".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut load = vec![
+            "--loadmodule".to_string(),
+            module_path().display().to_string(),
+        ];
+        load.extend(module_args.iter().map(|s| s.to_string()));
+        args.extend(load);
+        let mut server = Server {
+            child: None,
+            dir,
+            sock,
+            port,
+            args,
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let _ = std::fs::remove_file(&self.sock);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("server.log"))
+            .expect("open server log");
+        let child = Command::new("redis-server")
+            .args(&self.args)
+            .stdout(Stdio::from(log.try_clone().expect("clone log")))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn redis-server (is it installed? run `make deps`)");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + STARTUP_DEADLINE;
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("redis-server exited at startup ({status}):\n{}", self.log());
+                }
+            }
+            if self.sock.exists() {
+                if let Ok(mut con) = self.try_conn() {
+                    let loading: Result<String, _> = redis::cmd("PING").query(&mut con);
+                    if loading.is_ok() {
+                        return;
+                    }
+                }
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "redis-server did not start within {STARTUP_DEADLINE:?}:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The server's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    fn try_conn(&self) -> redis::RedisResult<Connection> {
+        redis::Client::open(format!("redis+unix://{}", self.sock.display()))?.get_connection()
+    }
+
+    /// A RESP2 connection.
+    pub fn conn(&self) -> Connection {
+        self.try_conn().expect("connect to test server")
+    }
+
+    /// A RESP3 connection.
+    pub fn conn_resp3(&self) -> Connection {
+        redis::Client::open(format!(
+            "redis+unix://{}?protocol=resp3",
+            self.sock.display()
+        ))
+        .and_then(|c| c.get_connection())
+        .expect("connect with RESP3")
+    }
+
+    /// Stops the server without saving and starts it again on the same directory and
+    /// arguments (so it reloads whatever RDB/AOF files are there).
+    pub fn restart(&mut self) {
+        let mut con = self.conn();
+        let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut con);
+        if let Some(mut child) = self.child.take() {
+            let _ = child.wait();
+        }
+        self.spawn();
+    }
+
+    /// Fails the test unless the server still answers (a panic in the module kills it).
+    pub fn assert_alive(&self) {
+        let mut con = self
+            .try_conn()
+            .unwrap_or_else(|e| panic!("server gone ({e}):\n{}", self.log()));
+        let pong: String = redis::cmd("PING").query(&mut con).expect("PING");
+        assert_eq!(pong, "PONG");
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        Path::new(&self.dir).join(name)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Runs a command given as byte-string arguments.
+pub fn cmd(args: &[&[u8]]) -> redis::Cmd {
+    let mut c = redis::cmd(std::str::from_utf8(args[0]).expect("command name"));
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    c
+}
+
+/// Runs a command given as string arguments and returns the raw reply.
+pub fn run(con: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
+    let bytes: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    cmd(&bytes).query(con)
+}
+
+/// Runs a limiting command and returns its integer reply.
+pub fn ints(con: &mut Connection, args: &[&str]) -> Vec<i64> {
+    let bytes: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
+    cmd(&bytes)
+        .query(con)
+        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}
+
+/// The full error text of a failing command (`CODE detail`).
+pub fn error_text(con: &mut Connection, args: &[&[u8]]) -> String {
+    match cmd(args).query::<Value>(con) {
+        Ok(v) => panic!("expected an error from {args:?}, got {v:?}"),
+        Err(e) => match (e.code(), e.detail()) {
+            (Some(code), Some(detail)) => format!("{code} {detail}"),
+            (Some(code), None) => code.to_string(),
+            _ => e.to_string(),
+        },
+    }
+}
+
+pub fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
+    redis::cmd("PEXPIRETIME")
+        .arg(key)
+        .query(con)
+        .expect("PEXPIRETIME")
+}
+
+/// `RL.INFO` as (field, value) pairs, without the now-dependent `ttl_ms`.
+pub fn stored_state(con: &mut Connection, key: &str) -> Vec<(String, String)> {
+    let v: Value = redis::cmd("RL.INFO").arg(key).query(con).expect("RL.INFO");
+    let items = match v {
+        Value::Array(items) => items,
+        Value::Map(pairs) => pairs.into_iter().flat_map(|(k, v)| [k, v]).collect(),
+        Value::Nil => return Vec::new(),
+        other => panic!("unexpected RL.INFO reply {other:?}"),
+    };
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::Int(i) => i.to_string(),
+        Value::SimpleString(s) => s.clone(),
+        other => format!("{other:?}"),
+    };
+    items
+        .chunks(2)
+        .map(|pair| (text(&pair[0]), text(&pair[1])))
+        .filter(|(k, _)| k != "ttl_ms")
+        .collect()
+}
+
+/// Everything that must survive persistence and replication for one key: the stored state,
+/// the absolute expiry and the value digest.
+pub fn snapshot(con: &mut Connection, key: &str) -> (Vec<(String, String)>, i64, String) {
+    let digest: String = redis::cmd("DEBUG")
+        .arg("DIGEST-VALUE")
+        .arg(key)
+        .query::<Vec<String>>(con)
+        .map(|mut v| v.pop().unwrap_or_default())
+        .expect("DEBUG DIGEST-VALUE");
+    (stored_state(con, key), pexpiretime(con, key), digest)
+}
+
+/// An `INFO` field as text.
+pub fn info_field(con: &mut Connection, section: &str, field: &str) -> String {
+    let info: String = redis::cmd("INFO").arg(section).query(con).expect("INFO");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+        .trim()
+        .to_string()
+}
+
+/// The current unix time in ms (for computing expectations near the server clock).
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,274 @@
+//! Persistence round trips: every path that serialises a limiter must give back the identical
+//! state (`RL.INFO`), absolute expiry (`PEXPIRETIME`) and value digest (`DEBUG DIGEST-VALUE`).
+
+mod common;
+use common::*;
+
+const T0: i64 = 4_000_000_000_000;
+
+/// Token-bucket keys in different states: smooth with a fraction, step, binary key name.
+fn populate(c: &mut Connection) -> Vec<String> {
+    let t = |dt: i64| (T0 + dt).to_string();
+    ints(
+        c,
+        &[
+            "RL.TOKEN",
+            "smooth",
+            "10",
+            "3",
+            "7",
+            "COST",
+            "4",
+            "AT",
+            &t(0),
+        ],
+    );
+    ints(
+        c,
+        &[
+            "RL.TOKEN",
+            "smooth",
+            "10",
+            "3",
+            "7",
+            "COST",
+            "2",
+            "AT",
+            &t(5),
+        ],
+    );
+    ints(
+        c,
+        &[
+            "RL.TOKEN",
+            "step",
+            "5",
+            "2",
+            "1s",
+            "STEP",
+            "COST",
+            "3",
+            "AT",
+            &t(0),
+        ],
+    );
+    ints(
+        c,
+        &[
+            "RL.TOKEN",
+            "step",
+            "5",
+            "2",
+            "1s",
+            "STEP",
+            "COST",
+            "1",
+            "AT",
+            &t(1500),
+        ],
+    );
+    ints(
+        c,
+        &[
+            "RL.TOKEN",
+            "big",
+            "1000000000000",
+            "1000000000000",
+            "1",
+            "COST",
+            "999999999999",
+            "AT",
+            &t(0),
+        ],
+    );
+    ints(c, &["RL.TOKEN", "slow", "1", "1", "3650d", "AT", &t(0)]);
+    vec!["smooth".into(), "step".into(), "big".into(), "slow".into()]
+}
+
+type Snapshot = Vec<(Vec<(String, String)>, i64, String)>;
+
+fn snapshots(c: &mut Connection, keys: &[String]) -> Snapshot {
+    keys.iter().map(|k| snapshot(c, k)).collect()
+}
+
+fn assert_same_after(s: &mut Server, action: impl FnOnce(&mut Server)) {
+    let mut c = s.conn();
+    let keys = populate(&mut c);
+    let before = snapshots(&mut c, &keys);
+    assert!(before
+        .iter()
+        .all(|(state, exp, _)| !state.is_empty() && *exp > T0));
+    drop(c);
+    action(s);
+    let mut c = s.conn();
+    assert_eq!(snapshots(&mut c, &keys), before);
+    // And the limiters still work from where they were.
+    assert_eq!(
+        ints(
+            &mut c,
+            &[
+                "RL.TOKEN",
+                "smooth",
+                "10",
+                "3",
+                "7",
+                "COST",
+                "0",
+                "AT",
+                &T0.to_string()
+            ]
+        ),
+        [1, 10, 6, 0, 9] // now' = T0+5 (updated_ms): 6 tokens + 1/7; 27/7 missing → 9 ms
+    );
+    s.assert_alive();
+}
+
+#[test]
+fn debug_reload() {
+    let mut s = Server::start();
+    assert_same_after(&mut s, |s| {
+        let _: () = redis::cmd("DEBUG")
+            .arg("RELOAD")
+            .query(&mut s.conn())
+            .unwrap();
+    });
+}
+
+#[test]
+fn save_and_restart_from_rdb() {
+    let mut s = Server::start();
+    assert_same_after(&mut s, |s| {
+        let _: () = redis::cmd("SAVE").query(&mut s.conn()).unwrap();
+        s.restart();
+    });
+}
+
+#[test]
+fn aof_always_and_restart() {
+    let mut s = Server::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    assert_same_after(&mut s, |s| s.restart());
+}
+
+#[test]
+fn aof_rewrite_without_rdb_preamble_and_restart() {
+    let mut s = Server::start_with(&["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]);
+    assert_same_after(&mut s, |s| {
+        let mut c = s.conn();
+        let _: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while info_field(&mut c, "persistence", "aof_rewrite_in_progress") != "0"
+            || info_field(&mut c, "persistence", "aof_rewrite_scheduled") != "0"
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "rewrite did not finish"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(
+            info_field(&mut c, "persistence", "aof_last_bgrewrite_status"),
+            "ok"
+        );
+        // The base file holds the rebuilding commands, not an RDB preamble.
+        let base = std::fs::read_dir(s.path("appendonlydir"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .find(|e| e.file_name().to_string_lossy().contains(".base.aof"))
+            .expect("base AOF file");
+        let text = std::fs::read(base.path()).unwrap();
+        let text = String::from_utf8_lossy(&text);
+        assert!(
+            text.contains("rl.restore") && text.contains("PEXPIREAT"),
+            "{text}"
+        );
+        drop(c);
+        s.restart();
+    });
+}
+
+#[test]
+fn dump_restore_copy_rename() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let keys = populate(&mut c);
+    for key in &keys {
+        let before = snapshot(&mut c, key);
+        let dump: Vec<u8> = redis::cmd("DUMP").arg(key).query(&mut c).unwrap();
+        let restored = format!("{key}:restored");
+        let _: () = redis::cmd("RESTORE")
+            .arg(&restored)
+            .arg(before.1)
+            .arg(&dump)
+            .arg("ABSTTL")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(snapshot(&mut c, &restored), before);
+
+        let copy = format!("{key}:copy");
+        let copied: i64 = redis::cmd("COPY")
+            .arg(key)
+            .arg(&copy)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(copied, 1);
+        assert_eq!(snapshot(&mut c, &copy), before);
+
+        let renamed = format!("{key}:renamed");
+        let _: () = redis::cmd("RENAME")
+            .arg(key)
+            .arg(&renamed)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(snapshot(&mut c, &renamed), before);
+        // The copy is independent of the original.
+        ints(&mut c, &["RL.TOKEN", &copy, "1", "1", "1", "COST", "0"]);
+        assert_eq!(snapshot(&mut c, &renamed), before);
+    }
+    s.assert_alive();
+}
+
+#[test]
+fn corrupt_payloads_are_refused_without_crashing() {
+    let s = Server::start();
+    let mut c = s.conn();
+    populate(&mut c);
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("smooth").query(&mut c).unwrap();
+    let mut refused = 0;
+    let mut payloads: Vec<Vec<u8>> = (0..dump.len()).map(|n| dump[..n].to_vec()).collect();
+    for bit in 0..dump.len() * 8 {
+        let mut flipped = dump.clone();
+        flipped[bit / 8] ^= 1 << (bit % 8);
+        payloads.push(flipped);
+    }
+    payloads.push(b"garbage".to_vec());
+    for p in &payloads {
+        let r: redis::RedisResult<()> = redis::cmd("RESTORE")
+            .arg("victim")
+            .arg(0)
+            .arg(p)
+            .arg("REPLACE")
+            .query(&mut c);
+        if r.is_err() {
+            refused += 1;
+        }
+    }
+    // DUMP has a CRC: almost every change is refused by Redis itself or by our decoder.
+    assert!(
+        refused >= payloads.len() - 2,
+        "{refused}/{}",
+        payloads.len()
+    );
+    // RL.RESTORE has no CRC: our validation is all that stands between bad bytes and state.
+    for n in 0..80usize {
+        let payload: Vec<u8> = [1u8, 1]
+            .into_iter()
+            .chain(std::iter::repeat_n(0xffu8, n))
+            .collect();
+        let r: redis::RedisResult<Value> =
+            cmd(&[b"RL.RESTORE", b"victim2", &payload]).query(&mut c);
+        assert!(r.is_err(), "{payload:?}");
+    }
+    let exists: i64 = redis::cmd("EXISTS").arg("victim2").query(&mut c).unwrap();
+    assert_eq!(exists, 0);
+    s.assert_alive();
+}

@@ -1,0 +1,110 @@
+//! Master + replica: admitted calls propagate rewritten with `AT <ms used>`, so the replica
+//! reaches the identical state and expiry whatever its clock says.
+
+mod common;
+use common::*;
+use std::time::{Duration, Instant};
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Starts a master and a replica of it, linked and in sync.
+pub fn master_and_replica() -> (Server, Server) {
+    let master = Server::start();
+    let port = master.port.to_string();
+    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let mut rc = replica.conn();
+    wait_for("replication link", || {
+        info_field(&mut rc, "replication", "master_link_status") == "up"
+    });
+    (master, replica)
+}
+
+fn wait_in_sync(master: &Server, replica: &Server) {
+    let mut mc = master.conn();
+    let mut rc = replica.conn();
+    let offset: i64 = info_field(&mut mc, "replication", "master_repl_offset").parse().unwrap();
+    // The master may add PINGs meanwhile, so the replica can pass this offset.
+    wait_for("replica offset", || {
+        let at: i64 = info_field(&mut rc, "replication", "slave_repl_offset").parse().unwrap_or(-1);
+        at >= offset
+    });
+}
+
+#[test]
+fn replica_state_equals_master_without_at() {
+    let (master, replica) = master_and_replica();
+    let mut mc = master.conn();
+    let keys: Vec<String> = (0..20).map(|i| format!("user:{i}")).collect();
+    let mut admitted = 0;
+    for i in 0..400usize {
+        let key = &keys[(i * 7) % keys.len()];
+        let capacity = ["5", "10", "3"][i % 3];
+        let cost = ["1", "2", "0", "4"][i % 4];
+        let mut args = vec!["RL.TOKEN", key.as_str(), capacity, "3", "7", "COST", cost];
+        if i % 5 == 0 {
+            args.push("STEP");
+        }
+        if i % 11 == 0 {
+            args.push("DRYRUN");
+        }
+        admitted += ints(&mut mc, &args)[0];
+        if i % 13 == 0 {
+            let _ = run(&mut mc, &["RL.PEEK", key]);
+        }
+    }
+    assert!(admitted > 50, "{admitted}");
+    wait_in_sync(&master, &replica);
+    let mut rc = replica.conn();
+    for key in &keys {
+        let m = stored_state(&mut mc, key);
+        let r = stored_state(&mut rc, key);
+        assert_eq!(m, r, "{key}");
+        assert_eq!(
+            pexpiretime(&mut mc, key),
+            pexpiretime(&mut rc, key),
+            "{key}"
+        );
+    }
+    let md: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut mc).unwrap();
+    let rd: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut rc).unwrap();
+    assert_eq!(md, rd);
+    // Peeks run on the replica (read-only command).
+    let peek: redis::RedisResult<Value> = redis::cmd("RL.PEEK").arg(&keys[0]).query(&mut rc);
+    assert!(peek.is_ok(), "{peek:?}");
+    // Limiting commands are writes: refused on a read-only replica.
+    assert!(run(&mut rc, &["RL.TOKEN", "x", "1", "1", "1"]).is_err());
+    master.assert_alive();
+    replica.assert_alive();
+}
+
+#[test]
+fn full_sync_carries_existing_limiters() {
+    let master = Server::start();
+    let mut mc = master.conn();
+    for i in 0..50 {
+        ints(
+            &mut mc,
+            &["RL.TOKEN", &format!("k{i}"), "10", "1", "1s", "COST", "3"],
+        );
+    }
+    let port = master.port.to_string();
+    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let mut rc = replica.conn();
+    wait_for("replication link", || {
+        info_field(&mut rc, "replication", "master_link_status") == "up"
+    });
+    wait_in_sync(&master, &replica);
+    for i in 0..50 {
+        let key = format!("k{i}");
+        assert_eq!(stored_state(&mut mc, &key), stored_state(&mut rc, &key));
+        assert_eq!(pexpiretime(&mut mc, &key), pexpiretime(&mut rc, &key));
+    }
+    master.assert_alive();
+    replica.assert_alive();
+}
