@@ -28,10 +28,14 @@ pub fn master_and_replica() -> (Server, Server) {
 fn wait_in_sync(master: &Server, replica: &Server) {
     let mut mc = master.conn();
     let mut rc = replica.conn();
-    let offset: i64 = info_field(&mut mc, "replication", "master_repl_offset").parse().unwrap();
+    let offset: i64 = info_field(&mut mc, "replication", "master_repl_offset")
+        .parse()
+        .unwrap();
     // The master may add PINGs meanwhile, so the replica can pass this offset.
     wait_for("replica offset", || {
-        let at: i64 = info_field(&mut rc, "replication", "slave_repl_offset").parse().unwrap_or(-1);
+        let at: i64 = info_field(&mut rc, "replication", "slave_repl_offset")
+            .parse()
+            .unwrap_or(-1);
         at >= offset
     });
 }
