@@ -7,7 +7,10 @@
 //! count). Decoding checks the length exactly and validates every field, so a corrupt or
 //! unknown payload is refused with an error, never accepted or crashed on.
 
+use super::gcra::GcraState;
+use super::leaky::LeakyBucket;
 use super::limiter::{CorruptState, Limiter};
+use super::period::PeriodWindow;
 use super::token::{Refill, TokenBucket};
 
 /// The encoding this build writes. Older versions it can still read are listed in
@@ -15,6 +18,9 @@ use super::token::{Refill, TokenBucket};
 pub const FORMAT_VERSION: u8 = 1;
 
 const TAG_TOKEN: u8 = 1;
+const TAG_PERIOD: u8 = 2;
+const TAG_LEAKY: u8 = 4;
+const TAG_GCRA: u8 = 5;
 
 /// Appends fixed-width fields to a buffer.
 #[derive(Default)]
@@ -80,6 +86,35 @@ pub fn encode(limiter: &Limiter) -> Vec<u8> {
             w.u8(TAG_TOKEN);
             encode_token(&mut w, b);
         }
+        Limiter::Period(p) => {
+            w.u8(TAG_PERIOD);
+            w.u64(p.limit);
+            w.u64(p.period_ms);
+            w.i64(p.align_offset_ms);
+            w.u64(p.used);
+            w.i64(p.window_start_ms);
+            w.i64(p.window_end_ms);
+            w.i64(p.updated_ms);
+        }
+        Limiter::Leaky(b) => {
+            w.u8(TAG_LEAKY);
+            w.u64(b.capacity);
+            w.u64(b.rate);
+            w.u64(b.period_ms);
+            w.u64(b.delay);
+            w.u64(b.level);
+            w.u64(b.fraction);
+            w.i64(b.updated_ms);
+        }
+        Limiter::Gcra(g) => {
+            w.u8(TAG_GCRA);
+            w.u64(g.max_burst);
+            w.u64(g.count);
+            w.u64(g.period_s);
+            w.i64(g.tat_ms);
+            w.u64(g.tat_frac);
+            w.i64(g.updated_ms);
+        }
     }
     w.into_bytes()
 }
@@ -93,6 +128,32 @@ pub fn decode(bytes: &[u8]) -> Result<Limiter, CorruptState> {
     }
     let limiter = match r.u8()? {
         TAG_TOKEN => Limiter::Token(decode_token(&mut r)?),
+        TAG_PERIOD => Limiter::Period(PeriodWindow {
+            limit: r.u64()?,
+            period_ms: r.u64()?,
+            align_offset_ms: r.i64()?,
+            used: r.u64()?,
+            window_start_ms: r.i64()?,
+            window_end_ms: r.i64()?,
+            updated_ms: r.i64()?,
+        }),
+        TAG_LEAKY => Limiter::Leaky(LeakyBucket {
+            capacity: r.u64()?,
+            rate: r.u64()?,
+            period_ms: r.u64()?,
+            delay: r.u64()?,
+            level: r.u64()?,
+            fraction: r.u64()?,
+            updated_ms: r.i64()?,
+        }),
+        TAG_GCRA => Limiter::Gcra(GcraState {
+            max_burst: r.u64()?,
+            count: r.u64()?,
+            period_s: r.u64()?,
+            tat_ms: r.i64()?,
+            tat_frac: r.u64()?,
+            updated_ms: r.i64()?,
+        }),
         _ => return Err(CorruptState("unknown algorithm tag")),
     };
     r.finish()?;
@@ -147,15 +208,38 @@ mod tests {
     use crate::core::token::{evaluate, TokenParams};
     use proptest::prelude::*;
 
+    const T0: i64 = 1_700_000_000_000;
+
     fn sample() -> Limiter {
         let p = TokenParams::new(10, 3, 7, false).unwrap();
-        Limiter::Token(evaluate(None, &p, 1_700_000_000_000, 4).next.unwrap())
+        Limiter::Token(evaluate(None, &p, T0, 4).next.unwrap())
+    }
+
+    /// One admitted state of every algorithm and mode.
+    fn samples() -> Vec<Limiter> {
+        use crate::core::{gcra, leaky, period};
+        let step = TokenParams::new(5, 2, 1000, true).unwrap();
+        let aligned = period::PeriodParams::new(5, 86_400_000, Some(-5 * 3_600_000)).unwrap();
+        let plain = period::PeriodParams::new(5, 1000, None).unwrap();
+        let delay = leaky::LeakyParams::new(10, 3, 7, leaky::LeakMode::Delay(2)).unwrap();
+        let nodelay = leaky::LeakyParams::new(10, 3, 7, leaky::LeakMode::NoDelay).unwrap();
+        let g = gcra::GcraParams::new(15, 30, 60).unwrap();
+        vec![
+            sample(),
+            Limiter::Token(evaluate(None, &step, T0, 3).next.unwrap()),
+            Limiter::Period(period::evaluate(None, &aligned, T0, 2).next.unwrap()),
+            Limiter::Period(period::evaluate(None, &plain, T0, 2).next.unwrap()),
+            Limiter::Leaky(leaky::evaluate(None, &delay, T0, 4).next.unwrap()),
+            Limiter::Leaky(leaky::evaluate(None, &nodelay, T0, 4).next.unwrap()),
+            Limiter::Gcra(gcra::evaluate(None, &g, T0, 3).next.unwrap()),
+        ]
     }
 
     #[test]
     fn round_trips() {
-        let l = sample();
-        assert_eq!(decode(&encode(&l)), Ok(l));
+        for l in samples() {
+            assert_eq!(decode(&encode(&l)), Ok(l.clone()), "{l:?}");
+        }
     }
 
     #[test]
@@ -184,8 +268,8 @@ mod tests {
         }
 
         #[test]
-        fn bit_flips_are_refused_or_valid(bit in 0usize..(8 * 59)) {
-            let mut bytes = encode(&sample());
+        fn bit_flips_are_refused_or_valid(which in 0usize..7, bit in 0usize..(8 * 59)) {
+            let mut bytes = encode(&samples()[which]);
             let (i, b) = (bit / 8, bit % 8);
             if let Some(byte) = bytes.get_mut(i) {
                 *byte ^= 1 << b;

@@ -1,9 +1,15 @@
-//! The stored limiter: one value per key, whatever the algorithm.
+//! The stored limiter: one value per key, whatever the algorithm, and the rules every
+//! algorithm shares (expired state counts as missing; calls that change parameters but store
+//! nothing answer for the limiter that stays stored).
 
 use std::fmt;
 
-use super::decision::Decision;
-use super::token::{self, Refill, TokenBucket};
+use super::arith::{add_ms, elapsed_ms};
+use super::decision::{saturate_i64, Decision, Evaluation};
+use super::gcra::{self, GcraParams, GcraState};
+use super::leaky::{self, LeakMode, LeakyBucket, LeakyParams};
+use super::period::{self, PeriodParams, PeriodWindow};
+use super::token::{self, Refill, TokenBucket, TokenParams};
 
 /// A decoded limiter that fails validation (corrupt RDB payload, hand-made RESTORE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,48 +58,140 @@ impl Algorithm {
     }
 }
 
-/// Links an algorithm's stored state to its variant of [`Limiter`].
+/// One algorithm's stored state: how it sits in a [`Limiter`], its parameters, and its pure
+/// evaluation function.
 pub trait Variant: Stored + Sized {
     const ALGORITHM: Algorithm;
+    type Params: PartialEq;
     /// This algorithm's state, if `limiter` holds one.
     fn from_limiter(limiter: &Limiter) -> Option<&Self>;
     fn into_limiter(self) -> Limiter;
+    /// The parameters of the last admitted call.
+    fn params(&self) -> Self::Params;
+    /// The algorithm itself (see each module).
+    fn evaluate(
+        stored: Option<&Self>,
+        params: &Self::Params,
+        now_ms: i64,
+        cost: u64,
+    ) -> Evaluation<Self>;
 }
 
-impl Variant for TokenBucket {
-    const ALGORITHM: Algorithm = Algorithm::Token;
-    fn from_limiter(limiter: &Limiter) -> Option<&Self> {
-        match limiter {
-            Limiter::Token(b) => Some(b),
+macro_rules! variant {
+    ($state:ty, $params:ty, $variant:ident, $module:ident) => {
+        impl Variant for $state {
+            const ALGORITHM: Algorithm = Algorithm::$variant;
+            type Params = $params;
+            fn from_limiter(limiter: &Limiter) -> Option<&Self> {
+                match limiter {
+                    Limiter::$variant(s) => Some(s),
+                    _ => None,
+                }
+            }
+            fn into_limiter(self) -> Limiter {
+                Limiter::$variant(self)
+            }
+            fn params(&self) -> $params {
+                <$state>::params(self)
+            }
+            fn evaluate(
+                stored: Option<&Self>,
+                params: &$params,
+                now_ms: i64,
+                cost: u64,
+            ) -> Evaluation<Self> {
+                $module::evaluate(stored, params, now_ms, cost)
+            }
+        }
+    };
+}
+
+variant!(TokenBucket, TokenParams, Token, token);
+variant!(PeriodWindow, PeriodParams, Period, period);
+variant!(LeakyBucket, LeakyParams, Leaky, leaky);
+variant!(GcraState, GcraParams, Gcra, gcra);
+
+/// Evaluates a request the way a command does.
+///
+/// When the call brings parameters other than the stored ones and stores nothing (limited,
+/// `COST 0`), the key keeps its stored limiter, which goes on under its stored parameters.
+/// The reply then answers for that limiter: `reset_after_ms` is its own reset instant (the
+/// key's expiry), and `retry_after_ms` is the first instant at which the same call would
+/// really be admitted — found by bisection over the algorithm itself, which is monotone in
+/// time (waiting never removes permits). With unchanged parameters this is exactly what the
+/// algorithm computes, so nothing is searched on the hot path.
+pub fn judge<V: Variant>(
+    stored: Option<&V>,
+    params: &V::Params,
+    now_ms: i64,
+    cost: u64,
+) -> Evaluation<V> {
+    let mut evaluation = V::evaluate(stored, params, now_ms, cost);
+    let Some(held) = live(stored, now_ms) else {
+        return evaluation;
+    };
+    if evaluation.next.is_some() || held.params() == *params {
+        return evaluation;
+    }
+    let now = now_ms.max(held.updated_ms());
+    let reset_at = held.reset_at_ms();
+    evaluation.decision.reset_after_ms = saturate_i64(elapsed_ms(now, reset_at));
+    if !evaluation.decision.allowed && evaluation.decision.retry_after_ms >= 0 {
+        let admitted = |t: i64| V::evaluate(stored, params, t, cost).decision.allowed;
+        // Not admitted at `now`; admitted at the reset instant (a fresh limiter under the
+        // call's parameters admits any cost within its limit).
+        let (mut lo, mut hi) = (now, reset_at);
+        if admitted(hi) {
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if admitted(mid) {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+            evaluation.decision.retry_after_ms = saturate_i64(elapsed_ms(now, hi));
+        } else {
+            evaluation.decision.retry_after_ms = -1;
         }
     }
-    fn into_limiter(self) -> Limiter {
-        Limiter::Token(self)
-    }
+    evaluation
 }
 
 /// The value stored in a limiter key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Limiter {
     Token(TokenBucket),
+    Period(PeriodWindow),
+    Leaky(LeakyBucket),
+    Gcra(GcraState),
 }
 
 impl Limiter {
     pub fn algorithm(&self) -> Algorithm {
         match self {
             Limiter::Token(_) => Algorithm::Token,
+            Limiter::Period(_) => Algorithm::Period,
+            Limiter::Leaky(_) => Algorithm::Leaky,
+            Limiter::Gcra(_) => Algorithm::Gcra,
         }
     }
 
     pub fn validate(&self) -> Result<(), CorruptState> {
         match self {
-            Limiter::Token(b) => b.validate(),
+            Limiter::Token(s) => s.validate(),
+            Limiter::Period(s) => s.validate(),
+            Limiter::Leaky(s) => s.validate(),
+            Limiter::Gcra(s) => s.validate(),
         }
     }
 
     fn stored(&self) -> &dyn Stored {
         match self {
-            Limiter::Token(b) => b,
+            Limiter::Token(s) => s,
+            Limiter::Period(s) => s,
+            Limiter::Leaky(s) => s,
+            Limiter::Gcra(s) => s,
         }
     }
 
@@ -106,23 +204,27 @@ impl Limiter {
     }
 
     /// The reply a `DRYRUN COST 1` request with the stored parameters would get at `now_ms`
-    /// (what `RL.PEEK` shows).
+    /// (what `RL.PEEK` shows), in the `RL.*` layout for every algorithm.
     pub fn peek(&self, now_ms: i64) -> Decision {
+        fn own<V: Variant>(s: &V, now_ms: i64) -> Decision {
+            V::evaluate(Some(s), &s.params(), now_ms, 1).decision
+        }
         match self {
-            Limiter::Token(b) => token::evaluate(Some(b), &b.params(), now_ms, 1).decision,
+            Limiter::Token(s) => own(s, now_ms),
+            Limiter::Period(s) => own(s, now_ms),
+            Limiter::Leaky(s) => own(s, now_ms),
+            Limiter::Gcra(s) => own(s, now_ms),
         }
     }
 
     /// Heap bytes owned beyond the value itself (a sliding log, bucket counters).
     pub fn heap_bytes(&self) -> usize {
-        match self {
-            Limiter::Token(_) => 0,
-        }
+        0
     }
 
     /// The stored parameters and state as `RL.INFO` shows them (after `algorithm`, before
     /// `updated_ms` and `ttl_ms`): parameters under their argument names, durations in ms
-    /// with a `_ms` suffix, flags as 0/1.
+    /// with a `_ms` suffix, flags as 0/1, state as of `updated_ms`.
     pub fn describe(&self) -> Vec<(&'static str, i64)> {
         let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         match self {
@@ -146,7 +248,45 @@ impl Limiter {
                 }
                 fields
             }
+            Limiter::Period(w) => {
+                let mut fields = vec![("limit", int(w.limit)), ("period_ms", int(w.period_ms))];
+                match w.align() {
+                    Some(offset) => fields.extend([("align", 1), ("utc_offset_ms", offset)]),
+                    None => fields.push(("align", 0)),
+                }
+                fields.extend([
+                    ("used", int(w.used)),
+                    ("window_start_ms", w.window_start_ms),
+                    ("window_end_ms", w.window_end_ms),
+                ]);
+                fields
+            }
+            Limiter::Leaky(b) => {
+                let mut fields = vec![
+                    ("capacity", int(b.capacity)),
+                    ("rate", int(b.rate)),
+                    ("period_ms", int(b.period_ms)),
+                ];
+                match b.mode() {
+                    LeakMode::NoDelay => fields.push(("nodelay", 1)),
+                    LeakMode::Delay(d) => fields.extend([("nodelay", 0), ("delay", int(d))]),
+                }
+                fields.extend([("level", int(b.level)), ("fraction", int(b.fraction))]);
+                fields
+            }
+            Limiter::Gcra(g) => vec![
+                ("max_burst", int(g.max_burst)),
+                ("count", int(g.count)),
+                ("period_ms", int(g.period_s.saturating_mul(1000))),
+                ("tat_ms", g.tat_ms),
+                ("tat_frac", int(g.tat_frac)),
+            ],
         }
+    }
+
+    /// The instant `reset_after_ms` after `now'`, for the key's expiry.
+    pub fn expiry_after(updated_ms: i64, reset_after_ms: i64) -> i64 {
+        add_ms(updated_ms, u128::try_from(reset_after_ms).unwrap_or(0))
     }
 }
 
@@ -162,6 +302,50 @@ mod tests {
             std::mem::size_of::<Limiter>() <= 64,
             "{}",
             std::mem::size_of::<Limiter>()
+        );
+    }
+
+    const T0: i64 = 1_700_000_000_000;
+
+    /// A limited call with a new rate answers for the stored bucket: waiting exactly its
+    /// `retry_after_ms` admits the call, one ms earlier does not.
+    #[test]
+    fn retry_after_a_rate_change_is_exact() {
+        let old = TokenParams::new(10, 1, 1000, false).unwrap();
+        let new = TokenParams::new(10, 10, 1000, false).unwrap();
+        let stored = token::evaluate(None, &old, T0, 10).next.unwrap();
+        let e = judge(Some(&stored), &new, T0, 5);
+        assert!(!e.decision.allowed);
+        assert!(e.next.is_none());
+        let retry = e.decision.retry_after_ms;
+        assert_eq!(retry, 5000); // the stored bucket refills at 1/s
+        assert!(judge(Some(&stored), &new, T0 + retry, 5).decision.allowed);
+        assert!(
+            !judge(Some(&stored), &new, T0 + retry - 1, 5)
+                .decision
+                .allowed
+        );
+        assert_eq!(e.decision.reset_after_ms, stored.reset_at_ms() - T0);
+    }
+
+    /// A cost the stored (smaller) bucket can never hold is admitted once it has reset.
+    #[test]
+    fn retry_waits_for_the_reset_when_the_stored_capacity_is_too_small() {
+        let old = TokenParams::new(5, 1, 1000, false).unwrap();
+        let new = TokenParams::new(10, 1, 1000, false).unwrap();
+        let stored = token::evaluate(None, &old, T0, 1).next.unwrap();
+        let e = judge(Some(&stored), &new, T0, 8);
+        assert_eq!(e.decision.retry_after_ms, 1000);
+        assert!(judge(Some(&stored), &new, T0 + 1000, 8).decision.allowed);
+    }
+
+    #[test]
+    fn unchanged_parameters_are_not_searched() {
+        let p = TokenParams::new(10, 3, 7, false).unwrap();
+        let stored = token::evaluate(None, &p, T0, 10).next.unwrap();
+        assert_eq!(
+            judge(Some(&stored), &p, T0, 4),
+            token::evaluate(Some(&stored), &p, T0, 4)
         );
     }
 }

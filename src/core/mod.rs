@@ -10,5 +10,8 @@ pub mod arith;
 pub mod codec;
 pub mod decision;
 pub mod error;
+pub mod gcra;
+pub mod leaky;
 pub mod limiter;
+pub mod period;
 pub mod token;

@@ -19,12 +19,14 @@ use super::stats::{self, Outcome, Tally};
 use crate::core::args::{
     parse_count, parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT,
 };
-use crate::core::arith::add_ms;
 use crate::core::codec;
 use crate::core::decision::{Decision, Evaluation};
 use crate::core::error::ArgError;
-use crate::core::limiter::{Algorithm, Limiter, Variant};
-use crate::core::token::{self, TokenBucket, TokenParams};
+use crate::core::gcra::{self, parse_throttle_args, GcraState};
+use crate::core::leaky::{LeakMode, LeakyBucket, LeakyParams};
+use crate::core::limiter::{judge, Algorithm, Limiter, Variant};
+use crate::core::period::{PeriodParams, PeriodWindow};
+use crate::core::token::{TokenBucket, TokenParams};
 
 /// Most arguments any valid call can have (each option at most once); more is refused
 /// before any parsing, so arguments fit a stack array.
@@ -170,26 +172,27 @@ fn dispatch(
 fn limit<V: Variant>(
     call: &Call,
     options: &Options,
-    evaluate: impl FnOnce(Option<&V>, i64, u64) -> Evaluation<V>,
+    params: &V::Params,
     reply_layout: impl FnOnce(&Decision) -> [i64; 5],
 ) -> Result<Outcome, CommandError> {
     let now = options.at_ms.unwrap_or_else(|| call.clock_ms());
     let mut key = call.open(Mode::Write)?;
-    let evaluation = match key.contents() {
-        Contents::Empty => evaluate(None, now, options.cost),
+    let evaluation: Evaluation<V> = match key.contents() {
+        Contents::Empty => judge(None, params, now, options.cost),
         // A limiter whose reset instant has passed is a missing key, whatever it held.
-        Contents::Limiter(held) if held.reset_at_ms() <= now => evaluate(None, now, options.cost),
+        Contents::Limiter(held) if held.reset_at_ms() <= now => {
+            judge(None, params, now, options.cost)
+        }
         Contents::Limiter(held) => {
             let state = V::from_limiter(held)
                 .ok_or_else(|| wrong_algorithm(held.algorithm(), V::ALGORITHM))?;
-            evaluate(Some(state), now, options.cost)
+            judge(Some(state), params, now, options.cost)
         }
         Contents::Foreign(held) => return Err(wrong_type(&held)),
     };
     let decision = evaluation.decision;
     if let (Some(next), false) = (evaluation.next, options.dry_run) {
-        let reset_after = u128::try_from(decision.reset_after_ms).unwrap_or(0);
-        let expire_at = add_ms(next.updated_ms(), reset_after);
+        let expire_at = Limiter::expiry_after(next.updated_ms(), decision.reset_after_ms);
         key.store(next.into_limiter(), expire_at)
             .map_err(|e| CommandError::Text(e.into()))?;
         call.replicate_at(options, now);
@@ -216,12 +219,55 @@ fn token(call: &Call) -> Result<Outcome, CommandError> {
         &[Keyword::Cost, Keyword::Step, Keyword::DryRun, Keyword::At],
     )?;
     let params = TokenParams::new(capacity, rate, period_ms, options.step)?;
-    limit::<TokenBucket>(
-        call,
-        &options,
-        |stored, now, cost| token::evaluate(stored, &params, now, cost),
-        Decision::to_reply,
-    )
+    limit::<TokenBucket>(call, &options, &params, Decision::to_reply)
+}
+
+/// `RL.PERIOD key limit period [COST n] [ALIGN [utc-offset]] [DRYRUN] [AT ms]`
+fn period(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _, limit_arg, period, rest @ ..] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let limit_count = parse_count("limit", limit_arg, 1, MAX_COUNT)?;
+    let period_ms = parse_duration("period", period)?;
+    let options = parse_options(
+        rest,
+        &[Keyword::Cost, Keyword::Align, Keyword::DryRun, Keyword::At],
+    )?;
+    let params = PeriodParams::new(limit_count, period_ms, options.align_offset_ms)?;
+    limit::<PeriodWindow>(call, &options, &params, Decision::to_reply)
+}
+
+/// `RL.LEAKY key capacity rate period [COST n] [NODELAY | DELAY d] [DRYRUN] [AT ms]`
+fn leaky(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _, capacity, rate, period, rest @ ..] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
+    let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
+    let period_ms = parse_duration("period", period)?;
+    let allowed = [
+        Keyword::Cost,
+        Keyword::NoDelay,
+        Keyword::Delay,
+        Keyword::DryRun,
+        Keyword::At,
+    ];
+    let options = parse_options(rest, &allowed)?;
+    let mode = if options.no_delay {
+        LeakMode::NoDelay
+    } else {
+        LeakMode::Delay(options.delay.unwrap_or(0))
+    };
+    let params = LeakyParams::new(capacity, rate, period_ms, mode)?;
+    limit::<LeakyBucket>(call, &options, &params, Decision::to_reply)
+}
+
+/// `CL.THROTTLE key max_burst count period [quantity] [DRYRUN] [AT ms]` (redis-cell).
+fn throttle(call: &Call) -> Result<Outcome, CommandError> {
+    let rest = call.args.get(2..).unwrap_or(&[]);
+    let mut parsed = parse_throttle_args(rest)?;
+    parsed.options.cost = parsed.quantity;
+    limit::<GcraState>(call, &parsed.options, &parsed.params, gcra::throttle_reply)
 }
 
 /// The live limiter in a key opened for reading, `None` if missing or past its reset instant.
@@ -312,6 +358,9 @@ macro_rules! command {
 }
 
 command!(rl_token, c"rl.token", Tally::Token, token);
+command!(rl_period, c"rl.period", Tally::Period, period);
+command!(rl_leaky, c"rl.leaky", Tally::Leaky, leaky);
+command!(cl_throttle, c"cl.throttle", Tally::Throttle, throttle);
 command!(rl_peek, c"rl.peek", Tally::Peek, peek);
 command!(rl_info, c"rl.info", Tally::Info, info);
 command!(rl_restore, c"rl.restore", Tally::Restore, restore);
@@ -328,6 +377,33 @@ pub const COMMANDS: &[CommandSpec] = &[
         arity: -5,
         read_only: false,
         summary: c"Token bucket: admits a request if the bucket holds COST tokens, refilled RATE per PERIOD",
+        complexity: c"O(1)",
+    },
+    CommandSpec {
+        name: c"rl.period",
+        handler: rl_period,
+        flags: LIMITING,
+        arity: -4,
+        read_only: false,
+        summary: c"Fixed window: at most LIMIT per PERIOD, optionally aligned to calendar boundaries",
+        complexity: c"O(1)",
+    },
+    CommandSpec {
+        name: c"rl.leaky",
+        handler: rl_leaky,
+        flags: LIMITING,
+        arity: -5,
+        read_only: false,
+        summary: c"Leaky bucket: a queue that drains RATE per PERIOD (delay mode) or a meter (NODELAY)",
+        complexity: c"O(1)",
+    },
+    CommandSpec {
+        name: c"cl.throttle",
+        handler: cl_throttle,
+        flags: LIMITING,
+        arity: -5,
+        read_only: false,
+        summary: c"GCRA, redis-cell compatible: COUNT per PERIOD seconds with burst MAX_BURST",
         complexity: c"O(1)",
     },
     CommandSpec {
