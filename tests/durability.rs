@@ -6,7 +6,7 @@ use common::*;
 
 const T0: i64 = 4_000_000_000_000;
 
-/// Token-bucket keys in different states: smooth with a fraction, step, binary key name.
+/// Keys of every algorithm and mode, in states with fractions and offsets.
 fn populate(c: &mut Connection) -> Vec<String> {
     let t = |dt: i64| (T0 + dt).to_string();
     ints(
@@ -82,7 +82,85 @@ fn populate(c: &mut Connection) -> Vec<String> {
         ],
     );
     ints(c, &["RL.TOKEN", "slow", "1", "1", "3650d", "AT", &t(0)]);
-    vec!["smooth".into(), "step".into(), "big".into(), "slow".into()]
+    ints(
+        c,
+        &["RL.PERIOD", "window", "10", "1m", "COST", "3", "AT", &t(0)],
+    );
+    ints(
+        c,
+        &[
+            "RL.PERIOD",
+            "aligned",
+            "10",
+            "1d",
+            "ALIGN",
+            "-5h",
+            "COST",
+            "3",
+            "AT",
+            &t(0),
+        ],
+    );
+    ints(
+        c,
+        &[
+            "RL.LEAKY",
+            "queue",
+            "10",
+            "3",
+            "7",
+            "COST",
+            "4",
+            "AT",
+            &t(0),
+        ],
+    );
+    ints(
+        c,
+        &[
+            "RL.LEAKY",
+            "meter",
+            "10",
+            "3",
+            "7",
+            "NODELAY",
+            "COST",
+            "4",
+            "AT",
+            &t(1),
+        ],
+    );
+    ints(
+        c,
+        &[
+            "RL.LEAKY",
+            "delayed",
+            "10",
+            "3",
+            "7",
+            "DELAY",
+            "2",
+            "COST",
+            "4",
+            "AT",
+            &t(1),
+        ],
+    );
+    ints(
+        c,
+        &["CL.THROTTLE", "cell", "15", "30", "60", "3", "AT", &t(0)],
+    );
+    ints(
+        c,
+        &["CL.THROTTLE", "thirds", "5", "3", "1", "2", "AT", &t(1)],
+    );
+    [
+        "smooth", "step", "big", "slow", "window", "aligned", "queue", "meter", "delayed", "cell",
+        "thirds",
+    ]
+    .iter()
+    .map(|k| k.to_string())
+    .collect()
 }
 
 type Snapshot = Vec<(Vec<(String, String)>, i64, String)>;
@@ -220,8 +298,8 @@ fn dump_restore_copy_rename() {
             .query(&mut c)
             .unwrap();
         assert_eq!(snapshot(&mut c, &renamed), before);
-        // The copy is independent of the original.
-        ints(&mut c, &["RL.TOKEN", &copy, "1", "1", "1", "COST", "0"]);
+        // The copy owns its value: deleting it leaves the original intact.
+        let _: i64 = redis::cmd("DEL").arg(&copy).query(&mut c).unwrap();
         assert_eq!(snapshot(&mut c, &renamed), before);
     }
     s.assert_alive();

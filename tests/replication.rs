@@ -50,14 +50,31 @@ fn replica_state_equals_master_without_at() {
         let key = &keys[(i * 7) % keys.len()];
         let capacity = ["5", "10", "3"][i % 3];
         let cost = ["1", "2", "0", "4"][i % 4];
-        let mut args = vec!["RL.TOKEN", key.as_str(), capacity, "3", "7", "COST", cost];
-        if i % 5 == 0 {
+        // Each key keeps one algorithm: key index mod 4.
+        let mut args = match (i * 7) % keys.len() % 4 {
+            0 => vec!["RL.TOKEN", key.as_str(), capacity, "3", "7", "COST", cost],
+            1 => vec!["RL.PERIOD", key.as_str(), capacity, "50", "COST", cost],
+            2 => vec!["RL.LEAKY", key.as_str(), capacity, "3", "7", "COST", cost],
+            _ => vec!["CL.THROTTLE", key.as_str(), capacity, "30", "1", cost],
+        };
+        if i % 5 == 0 && args[0] == "RL.TOKEN" {
             args.push("STEP");
+        }
+        if i % 5 == 0 && args[0] == "RL.PERIOD" {
+            args.push("ALIGN");
+        }
+        if i % 5 == 0 && args[0] == "RL.LEAKY" {
+            args.push("NODELAY");
         }
         if i % 11 == 0 {
             args.push("DRYRUN");
         }
-        admitted += ints(&mut mc, &args)[0];
+        let reply = ints(&mut mc, &args);
+        admitted += if args[0] == "CL.THROTTLE" {
+            1 - reply[0]
+        } else {
+            reply[0]
+        };
         if i % 13 == 0 {
             let _ = run(&mut mc, &["RL.PEEK", key]);
         }

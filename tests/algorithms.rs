@@ -1,0 +1,344 @@
+//! `RL.PERIOD`, `RL.LEAKY`, `CL.THROTTLE` (and cross-algorithm rules) against a real
+//! redis-server: scripted scenarios with `AT`, expiry, errors, wrong types.
+
+mod common;
+use common::*;
+
+/// 2100-01-01T00:00:00Z: a UTC midnight far enough ahead that keys do not expire mid-test.
+const DAY0: i64 = 4_102_444_800_000;
+const HOUR: i64 = 3_600_000;
+
+fn t(ms: i64) -> String {
+    ms.to_string()
+}
+
+#[test]
+fn fixed_window_scenario() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let p = |c: &mut Connection, at: i64, cost: &str| {
+        ints(
+            c,
+            &[
+                "RL.PERIOD",
+                "w",
+                "3",
+                "1s",
+                "COST",
+                cost,
+                "AT",
+                &t(DAY0 + at),
+            ],
+        )
+    };
+    assert_eq!(p(&mut c, 0, "0"), [1, 3, 3, 0, 0]);
+    assert_eq!(p(&mut c, 10, "1"), [1, 3, 2, 0, 1000]); // the window starts at the first admission
+    assert_eq!(p(&mut c, 110, "2"), [1, 3, 0, 0, 900]);
+    assert_eq!(p(&mut c, 210, "1"), [0, 3, 0, 800, 800]);
+    assert_eq!(p(&mut c, 210, "4"), [0, 3, 0, -1, 800]);
+    assert_eq!(p(&mut c, 1009, "1"), [0, 3, 0, 1, 1]);
+    assert_eq!(p(&mut c, 1010, "1"), [1, 3, 2, 0, 1000]); // a new window
+    assert_eq!(pexpiretime(&mut c, "w"), DAY0 + 2010);
+    s.assert_alive();
+}
+
+#[test]
+fn aligned_windows_follow_the_local_calendar() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // 5 per calendar day in UTC+8: at 00:00Z it is 08:00 local, so the day ends at 16:00Z.
+    let r = ints(
+        &mut c,
+        &[
+            "RL.PERIOD",
+            "sms:+8",
+            "5",
+            "1d",
+            "ALIGN",
+            "8h",
+            "AT",
+            &t(DAY0),
+        ],
+    );
+    assert_eq!(r, [1, 5, 4, 0, 16 * HOUR]);
+    assert_eq!(pexpiretime(&mut c, "sms:+8"), DAY0 + 16 * HOUR);
+    // UTC-5: at 00:00Z it is 19:00 local the day before; the day ends at 05:00Z.
+    let r = ints(
+        &mut c,
+        &[
+            "RL.PERIOD",
+            "sms:-5",
+            "5",
+            "1d",
+            "ALIGN",
+            "-5h",
+            "AT",
+            &t(DAY0),
+        ],
+    );
+    assert_eq!(r, [1, 5, 4, 0, 5 * HOUR]);
+    // Bare ALIGN means UTC, and may be followed by options.
+    let r = ints(
+        &mut c,
+        &[
+            "RL.PERIOD",
+            "utc",
+            "5",
+            "1h",
+            "ALIGN",
+            "COST",
+            "2",
+            "AT",
+            &t(DAY0 + 90_000),
+        ],
+    );
+    assert_eq!(r, [1, 5, 3, 0, HOUR - 90_000]);
+    // Exhausted until the next local midnight, then a fresh day.
+    ints(
+        &mut c,
+        &[
+            "RL.PERIOD",
+            "sms:+8",
+            "5",
+            "1d",
+            "ALIGN",
+            "8h",
+            "COST",
+            "4",
+            "AT",
+            &t(DAY0 + HOUR),
+        ],
+    );
+    let r = ints(
+        &mut c,
+        &[
+            "RL.PERIOD",
+            "sms:+8",
+            "5",
+            "1d",
+            "ALIGN",
+            "8h",
+            "AT",
+            &t(DAY0 + 2 * HOUR),
+        ],
+    );
+    assert_eq!(r, [0, 5, 0, 14 * HOUR, 14 * HOUR]);
+    let r = ints(
+        &mut c,
+        &[
+            "RL.PERIOD",
+            "sms:+8",
+            "5",
+            "1d",
+            "ALIGN",
+            "8h",
+            "AT",
+            &t(DAY0 + 16 * HOUR),
+        ],
+    );
+    assert_eq!(r, [1, 5, 4, 0, 24 * HOUR]);
+    s.assert_alive();
+}
+
+#[test]
+fn leaky_bucket_shapes_and_meters() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let q = |c: &mut Connection, key: &str, at: i64, extra: &[&str]| {
+        let when = t(DAY0 + at);
+        let mut args = vec!["RL.LEAKY", key, "3", "1", "1s"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["AT", &when]);
+        ints(c, &args)
+    };
+    // Delay mode: each admitted request waits for the water ahead of it.
+    assert_eq!(q(&mut c, "queue", 0, &[]), [1, 3, 2, 0, 1000]);
+    assert_eq!(q(&mut c, "queue", 0, &[]), [1, 3, 1, 1000, 2000]);
+    assert_eq!(q(&mut c, "queue", 0, &[]), [1, 3, 0, 2000, 3000]);
+    assert_eq!(q(&mut c, "queue", 0, &[]), [0, 3, 0, 1000, 3000]);
+    assert_eq!(
+        q(&mut c, "queue", 1000, &["COST", "0"]),
+        [1, 3, 1, 2000, 2000]
+    );
+    assert_eq!(q(&mut c, "queue", 1000, &[]), [1, 3, 0, 2000, 3000]);
+    assert_eq!(pexpiretime(&mut c, "queue"), DAY0 + 4000);
+    // NODELAY: a meter; admitted requests go at once.
+    assert_eq!(q(&mut c, "meter", 0, &["NODELAY"]), [1, 3, 2, 0, 1000]);
+    assert_eq!(
+        q(&mut c, "meter", 0, &["NODELAY", "COST", "2"]),
+        [1, 3, 0, 0, 3000]
+    );
+    assert_eq!(q(&mut c, "meter", 500, &["NODELAY"]), [0, 3, 0, 500, 2500]);
+    // DELAY 1: one unit of water ahead is tolerated without delay.
+    assert_eq!(q(&mut c, "burst", 0, &["DELAY", "1"]), [1, 3, 2, 0, 1000]);
+    assert_eq!(q(&mut c, "burst", 0, &["DELAY", "1"]), [1, 3, 1, 0, 2000]);
+    assert_eq!(
+        q(&mut c, "burst", 0, &["DELAY", "1"]),
+        [1, 3, 0, 1000, 3000]
+    );
+    s.assert_alive();
+}
+
+#[test]
+fn throttle_matches_redis_cell() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let cell = |c: &mut Connection, at: i64, extra: &[&str]| {
+        let when = t(DAY0 + at);
+        let mut args = vec!["CL.THROTTLE", "user123", "15", "30", "60"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["AT", &when]);
+        ints(c, &args)
+    };
+    // redis-cell's README example: 30 per minute (one per 2 s), burst 15.
+    assert_eq!(cell(&mut c, 0, &["1"]), [0, 16, 15, -1, 2]);
+    for _ in 0..15 {
+        assert_eq!(cell(&mut c, 0, &[])[0], 0);
+    }
+    assert_eq!(cell(&mut c, 0, &[]), [1, 16, 0, 2, 32]);
+    assert_eq!(cell(&mut c, 0, &["17"]), [1, 16, 0, -1, 32]);
+    assert_eq!(cell(&mut c, 1999, &[]), [1, 16, 0, 1, 31]);
+    assert_eq!(cell(&mut c, 2000, &[]), [0, 16, 0, -1, 32]);
+    assert_eq!(cell(&mut c, 2000, &["0"]), [0, 16, 0, -1, 32]);
+    // The key expires at the theoretical arrival time.
+    assert_eq!(pexpiretime(&mut c, "user123"), DAY0 + 2000 + 32_000);
+    // RL.PEEK shows a gcra key in the RL layout, in ms.
+    let peek: Vec<i64> = redis::cmd("RL.PEEK").arg("user123").query(&mut c).unwrap();
+    assert_eq!(peek, [0, 16, 0, 2000, 32_000]);
+    s.assert_alive();
+}
+
+#[test]
+fn argument_errors_of_every_command() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let cases: Vec<(Vec<&[u8]>, &str)> = vec![
+        (vec![b"RL.PERIOD", b"k", b"5"], "ERR wrong number of arguments for 'rl.period' command"),
+        (vec![b"RL.PERIOD", b"k", b"0", b"1s"], "ERR limit must be an integer between 1 and 1000000000000"),
+        (vec![b"RL.PERIOD", b"k", b"\xff", b"1s"], "ERR limit must be an integer between 1 and 1000000000000"),
+        (vec![b"RL.PERIOD", b"k", b"5", b"1y"], "ERR invalid duration '1y' for period (use an integer with an optional unit ms, s, m, h or d)"),
+        (vec![b"RL.PERIOD", b"k", b"5", b"1d", b"ALIGN", b"1d"], "ERR utc-offset must be shorter than the period: a duration between -86399999ms and 86399999ms"),
+        (vec![b"RL.PERIOD", b"k", b"5", b"1d", b"ALIGN", b"8x"], "ERR invalid duration '8x' for utc-offset (use an integer with an optional unit ms, s, m, h or d)"),
+        (vec![b"RL.PERIOD", b"k", b"5", b"1d", b"ALIGN", b"ALIGN"], "ERR syntax error: option ALIGN given more than once"),
+        (vec![b"RL.PERIOD", b"k", b"5", b"1d", b"STEP"], "ERR syntax error: unknown option 'STEP'"),
+        (vec![b"RL.LEAKY", b"k", b"5", b"1"], "ERR wrong number of arguments for 'rl.leaky' command"),
+        (vec![b"RL.LEAKY", b"k", b"5", b"1", b"1s", b"DELAY", b"6"], "ERR DELAY must be an integer between 0 and the capacity (5)"),
+        (vec![b"RL.LEAKY", b"k", b"5", b"1", b"1s", b"DELAY", b"-1"], "ERR DELAY must be an integer between 0 and 1000000000000"),
+        (vec![b"RL.LEAKY", b"k", b"5", b"1", b"1s", b"DELAY"], "ERR syntax error: DELAY needs a value"),
+        (vec![b"RL.LEAKY", b"k", b"5", b"1", b"1s", b"NODELAY", b"DELAY", b"1"], "ERR syntax error: NODELAY and DELAY cannot be combined"),
+        (vec![b"RL.LEAKY", b"k", b"1000000000000", b"1", b"1d"], "ERR parameters give a full reset time (capacity × period / rate) above 100 years"),
+        (vec![b"CL.THROTTLE", b"k", b"1", b"2"], "ERR wrong number of arguments for 'cl.throttle' command"),
+        (vec![b"CL.THROTTLE", b"k", b"-1", b"30", b"60"], "ERR max_burst must be an integer between 0 and 1000000000000"),
+        (vec![b"CL.THROTTLE", b"k", b"1", b"0", b"60"], "ERR count must be an integer between 1 and 1000000000000"),
+        (vec![b"CL.THROTTLE", b"k", b"1", b"30", b"1s"], "ERR period must be an integer between 1 and 315360000"),
+        (vec![b"CL.THROTTLE", b"k", b"1", b"30", b"60", b"-1"], "ERR quantity must be an integer between 0 and 1000000000000"),
+        (vec![b"CL.THROTTLE", b"k", b"1", b"30", b"60", b"\xff\xfe"], "ERR quantity must be an integer between 0 and 1000000000000"),
+        (vec![b"CL.THROTTLE", b"k", b"1", b"30", b"60", b"1", b"COST", b"1"], "ERR syntax error: unknown option 'COST'"),
+        (vec![b"CL.THROTTLE", b"k", b"1", b"30", b"60", b"1", b"2"], "ERR syntax error: unknown option '2'"),
+        (vec![b"CL.THROTTLE", b"k", b"1000000000000", b"1", b"315360000"], "ERR parameters give a full reset time ((max_burst + 1) × period / count) above 100 years"),
+    ];
+    for (args, want) in cases {
+        assert_eq!(error_text(&mut c, &args), want, "{args:?}");
+    }
+    let size: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(size, 0);
+    s.assert_alive();
+}
+
+#[test]
+fn wrong_algorithm_is_named_and_nothing_changes() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let when = t(DAY0);
+    let create: [(&str, Vec<&str>); 4] = [
+        (
+            "token",
+            vec!["RL.TOKEN", "token", "5", "1", "1s", "AT", &when],
+        ),
+        (
+            "period",
+            vec!["RL.PERIOD", "period", "5", "1s", "AT", &when],
+        ),
+        (
+            "leaky",
+            vec!["RL.LEAKY", "leaky", "5", "1", "1s", "AT", &when],
+        ),
+        (
+            "gcra",
+            vec!["CL.THROTTLE", "gcra", "5", "1", "1", "AT", &when],
+        ),
+    ];
+    for (_, args) in &create {
+        ints(&mut c, args);
+    }
+    let use_as = |key: &str| -> Vec<(&'static str, Vec<String>)> {
+        let k = key.to_string();
+        vec![
+            (
+                "token",
+                vec![
+                    "RL.TOKEN".into(),
+                    k.clone(),
+                    "5".into(),
+                    "1".into(),
+                    "1s".into(),
+                ],
+            ),
+            (
+                "period",
+                vec!["RL.PERIOD".into(), k.clone(), "5".into(), "1s".into()],
+            ),
+            (
+                "leaky",
+                vec![
+                    "RL.LEAKY".into(),
+                    k.clone(),
+                    "5".into(),
+                    "1".into(),
+                    "1s".into(),
+                ],
+            ),
+            (
+                "gcra",
+                vec!["CL.THROTTLE".into(), k, "5".into(), "1".into(), "1".into()],
+            ),
+        ]
+    };
+    for (held, _) in &create {
+        let before = snapshot(&mut c, held);
+        for (wanted, args) in use_as(held) {
+            if wanted == *held {
+                continue;
+            }
+            let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            assert_eq!(
+                error_text(&mut c, &bytes),
+                format!("WRONGTYPE key holds a {held} limiter, not a {wanted} limiter")
+            );
+        }
+        assert_eq!(snapshot(&mut c, held), before);
+        // Peek and info work for every algorithm.
+        let peek: Vec<i64> = redis::cmd("RL.PEEK").arg(*held).query(&mut c).unwrap();
+        assert_eq!(peek.len(), 5);
+        assert_eq!(
+            stored_state(&mut c, held)[0],
+            ("algorithm".to_string(), held.to_string())
+        );
+    }
+    s.assert_alive();
+}
+
+#[test]
+fn an_expired_limiter_of_another_algorithm_is_a_missing_key() {
+    let s = Server::start();
+    let mut c = s.conn();
+    // Reset instant DAY0 + 1000; at that instant the key counts as missing.
+    ints(&mut c, &["RL.TOKEN", "x", "5", "1", "1s", "AT", &t(DAY0)]);
+    let r = ints(
+        &mut c,
+        &["RL.PERIOD", "x", "2", "1s", "AT", &t(DAY0 + 1000)],
+    );
+    assert_eq!(r, [1, 2, 1, 0, 1000]);
+    assert_eq!(stored_state(&mut c, "x")[0].1, "period");
+    s.assert_alive();
+}
