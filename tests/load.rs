@@ -15,7 +15,7 @@ const AT: &str = "4000000000000";
 
 /// Sends `CALLS_PER_CONNECTION` calls of `args` on each of `CONNECTIONS` open connections and
 /// returns how many were admitted (per `admitted(reply)`).
-fn hammer(s: &Server, args: &[&str], admitted: fn(&[i64]) -> bool) -> i64 {
+fn hammer(s: &Server, args: &[&str], admitted: Admitted) -> i64 {
     let total = Arc::new(AtomicI64::new(0));
     let per_thread = CONNECTIONS / THREADS;
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -52,6 +52,12 @@ fn hammer(s: &Server, args: &[&str], admitted: fn(&[i64]) -> bool) -> i64 {
     total.load(Ordering::Relaxed)
 }
 
+/// Whether a reply admits the request (the layouts differ: RL.* vs redis-cell).
+type Admitted = fn(&[i64]) -> bool;
+
+/// (name, command, how to read admission, exact number admitted)
+type Case<'a> = (&'a str, Vec<&'a str>, Admitted, i64);
+
 fn rl_admitted(reply: &[i64]) -> bool {
     reply[0] == 1
 }
@@ -81,7 +87,7 @@ fn assert_connections_released(s: &Server) {
 #[test]
 fn hot_key_admits_exactly_the_bound() {
     let s = Server::start_with(&["--maxclients", "4000"]);
-    let cases: [(&str, Vec<&str>, fn(&[i64]) -> bool, i64); 5] = [
+    let cases: [Case; 5] = [
         (
             "token",
             vec!["RL.TOKEN", "hot:t", "500", "1", "1d", "AT", AT],
