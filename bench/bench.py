@@ -1,0 +1,564 @@
+#!/usr/bin/env python3
+"""The measurements of `make bench` (SPEC §5), run by bench/run.sh against the redis-server
+it started (module loaded, no persistence). Standard library only.
+
+For every command — INCR (the floor), each RL.* command, CL.THROTTLE, and the Lua twin of
+each algorithm (bench/lua/*.lua, run with EVALSHA) — and for random keys (-r) and one hot key,
+at -P 1 and -P 16, it runs redis-benchmark REPS times, the variants alternated (A B C … A B C …),
+and reports medians of: ops/s, p50/p99 latency (redis-benchmark --csv) and the server time per
+call (INFO commandstats after CONFIG RESETSTAT). Then memory: the used_memory delta over
+MEM_KEYS keys each created by one admitted call, and the bytes per extra RL.SLIDE log entry.
+
+Environment (set by run.sh): REDIS_HOST, REDIS_PORT, MODULE, RESULTS, BENCH_DIR, CLIENT_CPU
+(a taskset prefix or empty), MACHINE_NPROC. Tuning: BENCH_REPS (3), BENCH_N_P1 (100000), BENCH_N_P16
+(300000), BENCH_CLIENTS (50), BENCH_KEYSPACE (100000), BENCH_MEM_KEYS (100000),
+BENCH_SLIDE_ENTRIES (100000).
+"""
+
+import csv
+import datetime
+import io
+import os
+import platform
+import shlex
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+
+def env_int(name, default):
+    value = os.environ.get(name, "")
+    return int(value) if value else default
+
+
+HOST = os.environ.get("REDIS_HOST", "127.0.0.1")
+PORT = env_int("REDIS_PORT", 6379)
+MODULE = os.environ.get("MODULE", "")
+BENCH_DIR = os.environ.get("BENCH_DIR", os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.environ.get("RESULTS", os.path.join(BENCH_DIR, "RESULTS.md"))
+CLIENT_CPU = shlex.split(os.environ.get("CLIENT_CPU", ""))
+REPS = env_int("BENCH_REPS", 3)
+N_BY_PIPELINE = {1: env_int("BENCH_N_P1", 100_000), 16: env_int("BENCH_N_P16", 300_000)}
+CLIENTS = env_int("BENCH_CLIENTS", 50)
+KEYSPACE = env_int("BENCH_KEYSPACE", 100_000)
+MEM_KEYS = env_int("BENCH_MEM_KEYS", 100_000)
+SLIDE_ENTRIES = env_int("BENCH_SLIDE_ENTRIES", 100_000)
+PIPELINES = (1, 16)
+KEYMODES = ("random", "hot")
+
+# SPEC §5 bars.
+BAR_USEC = 1.5  # server time per call ≤ 1.5 × INCR
+BAR_P16 = 0.8  # throughput ≥ 0.8 × INCR at -P 16
+BAR_P1 = 0.95  # throughput ≥ 0.95 × INCR at -P 1
+BAR_LUA = 4.0  # throughput ≥ 4 × the Lua twin at -P 16
+BAR_BYTES_KEY = 200  # bytes per key
+BAR_BYTES_ENTRY = 16  # bytes per extra RL.SLIDE log entry
+
+HOUR_MS = 3_600_000
+
+
+# ---------------------------------------------------------------------------------------------
+# A minimal RESP2 client (one connection; pipelining for bulk loads).
+
+
+class ReplyError(Exception):
+    pass
+
+
+class Redis:
+    def __init__(self, host=HOST, port=PORT):
+        self.sock = socket.create_connection((host, port), timeout=120)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reader = self.sock.makefile("rb", buffering=1 << 16)
+
+    def close(self):
+        self.reader.close()
+        self.sock.close()
+
+    @staticmethod
+    def encode(args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            b = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
+        return b"".join(out)
+
+    def read(self):
+        line = self.reader.readline()
+        if not line:
+            raise ConnectionError("server closed the connection")
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            return ReplyError(rest.decode(errors="replace"))
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.reader.read(n + 2)
+            return data[:-2].decode(errors="replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise ValueError(f"unexpected reply line {line!r}")
+
+    def call(self, *args):
+        self.sock.sendall(self.encode(args))
+        reply = self.read()
+        if isinstance(reply, ReplyError):
+            raise reply
+        return reply
+
+    def pipeline(self, commands, chunk=1000):
+        """Sends the commands in pipelined chunks; returns every reply (errors as values)."""
+        replies = []
+        for start in range(0, len(commands), chunk):
+            batch = commands[start : start + chunk]
+            self.sock.sendall(b"".join(self.encode(c) for c in batch))
+            replies.extend(self.read() for _ in batch)
+        return replies
+
+    def info(self, section):
+        fields = {}
+        for line in self.call("INFO", section).splitlines():
+            if line and not line.startswith("#") and ":" in line:
+                k, v = line.split(":", 1)
+                fields[k] = v
+        return fields
+
+
+# ---------------------------------------------------------------------------------------------
+# What is measured.
+
+
+@dataclass
+class Variant:
+    name: str  # shown in the table
+    stat: str  # its INFO commandstats name
+    args: list  # the command, "{key}" standing for the key
+    prefix: str  # key prefix, distinct per variant
+    twin: str = ""  # the Lua twin's name (for native commands)
+    mem_args: list = field(default_factory=list)  # one admitted call with a long TTL
+    mem_bar: bool = False  # held to the 200 bytes-per-key bar
+    native: bool = False
+    admitted: object = None  # reply → admitted? (for the memory load check)
+    sha: str = ""  # Lua variants: the script's SHA1, filled after SCRIPT LOAD
+    script: str = ""  # Lua variants: the script's file under bench/lua/
+
+    def command(self, key):
+        return [a.replace("{key}", key).replace("{sha}", self.sha) for a in self.args]
+
+    def mem_command(self, key):
+        return [a.replace("{key}", key).replace("{sha}", self.sha) for a in self.mem_args]
+
+
+def rl_admitted(reply):
+    return isinstance(reply, list) and reply[:1] == [1]
+
+
+def cell_admitted(reply):  # CL.THROTTLE's first field is "limited"
+    return isinstance(reply, list) and reply[:1] == [0]
+
+
+# Typical parameters: 100 per minute (burst 100, refilled 10 per minute for the buckets). A key
+# outlives a run (TTL ≥ 6 s), so random keys are created and then updated in the same
+# proportion as INCR's (no churn through expiry) and are all admitted: the write path. The hot
+# key soon runs out and is mostly limited: the read-only path. Memory: the same algorithms
+# with an hour-long period, so no key expires while it is counted.
+VARIANTS = [
+    Variant("INCR", "incr", ["INCR", "{key}"], "incr",
+            mem_args=["INCR", "{key}"], admitted=lambda r: r == 1),
+    Variant("RL.TOKEN", "rl.token", ["RL.TOKEN", "{key}", "100", "10", "1m"], "tok",
+            twin="Lua token bucket", native=True, mem_bar=True, admitted=rl_admitted,
+            mem_args=["RL.TOKEN", "{key}", "100", "1", "1h"]),
+    Variant("RL.PERIOD", "rl.period", ["RL.PERIOD", "{key}", "100", "1m"], "per",
+            twin="Lua fixed window", native=True, mem_bar=True, admitted=rl_admitted,
+            mem_args=["RL.PERIOD", "{key}", "100", "1h"]),
+    Variant("RL.SLIDE", "rl.slide", ["RL.SLIDE", "{key}", "100", "1m"], "sld",
+            twin="Lua sliding log", native=True, mem_bar=True, admitted=rl_admitted,
+            mem_args=["RL.SLIDE", "{key}", "100", "1h"]),
+    Variant("RL.LEAKY", "rl.leaky", ["RL.LEAKY", "{key}", "100", "10", "1m"], "lky",
+            twin="Lua leaky bucket", native=True, mem_bar=True, admitted=rl_admitted,
+            mem_args=["RL.LEAKY", "{key}", "100", "1", "1h"]),
+    Variant("CL.THROTTLE", "cl.throttle", ["CL.THROTTLE", "{key}", "99", "10", "60"], "thr",
+            twin="Lua GCRA", native=True, mem_bar=True, admitted=cell_admitted,
+            mem_args=["CL.THROTTLE", "{key}", "99", "1", "3600"]),
+    Variant("Lua token bucket", "evalsha",
+            ["EVALSHA", "{sha}", "1", "{key}", "100", "10", "60000", "1"], "ltok",
+            script="token_bucket.lua", admitted=rl_admitted,
+            mem_args=["EVALSHA", "{sha}", "1", "{key}", "100", "1", str(HOUR_MS), "1"]),
+    Variant("Lua fixed window", "evalsha",
+            ["EVALSHA", "{sha}", "1", "{key}", "100", "60000", "1"], "lper",
+            script="fixed_window.lua", admitted=rl_admitted,
+            mem_args=["EVALSHA", "{sha}", "1", "{key}", "100", str(HOUR_MS), "1"]),
+    Variant("Lua sliding log", "evalsha",
+            ["EVALSHA", "{sha}", "1", "{key}", "100", "60000", "1"], "lsld",
+            script="sliding_log.lua", admitted=rl_admitted,
+            mem_args=["EVALSHA", "{sha}", "1", "{key}", "100", str(HOUR_MS), "1"]),
+    Variant("Lua leaky bucket", "evalsha",
+            ["EVALSHA", "{sha}", "1", "{key}", "100", "10", "60000", "1"], "llky",
+            script="leaky_bucket.lua", admitted=rl_admitted,
+            mem_args=["EVALSHA", "{sha}", "1", "{key}", "100", "1", str(HOUR_MS), "1"]),
+    Variant("Lua GCRA", "evalsha",
+            ["EVALSHA", "{sha}", "1", "{key}", "99", "10", "60", "1"], "lthr",
+            script="gcra.lua", admitted=cell_admitted,
+            mem_args=["EVALSHA", "{sha}", "1", "{key}", "99", "1", "3600", "1"]),
+]
+BY_NAME = {v.name: v for v in VARIANTS}
+
+
+@dataclass
+class Sample:
+    rps: float
+    p50: float
+    p99: float
+    usec: float  # server time per call
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def median(values):
+    return statistics.median(values) if values else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs.
+
+
+def key_for(variant, keymode):
+    return f"{variant.prefix}:__rand_int__" if keymode == "random" else f"{variant.prefix}:hot"
+
+
+def benchmark(r, variant, keymode, pipeline, n):
+    """One redis-benchmark run on an empty database with fresh command statistics."""
+    r.call("FLUSHALL", "SYNC")
+    r.call("CONFIG", "RESETSTAT")
+    cmd = CLIENT_CPU + [
+        "redis-benchmark", "-h", HOST, "-p", str(PORT), "-c", str(CLIENTS), "-n", str(n),
+        "-P", str(pipeline), "--csv",
+    ]
+    if keymode == "random":
+        cmd += ["-r", str(KEYSPACE)]
+    cmd += variant.command(key_for(variant, keymode))
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    rows = [row for row in csv.reader(io.StringIO(out)) if row and row[0] != "test"]
+    if not rows:
+        raise RuntimeError(f"no result from {shlex.join(cmd)}:\n{out}")
+    header = ["test", "rps", "avg", "min", "p50", "p95", "p99", "max"]
+    row = dict(zip(header, rows[-1]))
+    stats = r.info("commandstats").get(f"cmdstat_{variant.stat}", "")
+    fields = dict(kv.split("=", 1) for kv in stats.split(",") if "=" in kv)
+    calls = int(fields.get("calls", 0))
+    failed = int(fields.get("failed_calls", 0)) + int(fields.get("rejected_calls", 0))
+    if calls < n or failed:
+        errors = r.info("errorstats")
+        raise RuntimeError(
+            f"{variant.name} ({keymode}, -P {pipeline}): {calls} calls of {n}, "
+            f"{failed} failed; errorstats {errors}"
+        )
+    return Sample(
+        rps=float(row["rps"]),
+        p50=float(row["p50"]),
+        p99=float(row["p99"]),
+        usec=int(fields["usec"]) / calls,
+    )
+
+
+def run_throughput(r, variants):
+    """REPS rounds; in each, every variant once per key mode and pipeline depth (alternated)."""
+    samples = {}  # (name, keymode, pipeline) -> [Sample]
+    log("warm-up …")
+    for v in variants:
+        for keymode in KEYMODES:
+            benchmark(r, v, keymode, 16, 20_000)
+    for rep in range(1, REPS + 1):
+        for keymode in KEYMODES:
+            for pipeline in PIPELINES:
+                started = time.monotonic()
+                for v in variants:
+                    s = benchmark(r, v, keymode, pipeline, N_BY_PIPELINE[pipeline])
+                    samples.setdefault((v.name, keymode, pipeline), []).append(s)
+                log(f"round {rep}/{REPS}: {keymode} keys, -P {pipeline} "
+                    f"({time.monotonic() - started:.1f}s)")
+    return samples
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory.
+
+
+def settled_used_memory(r):
+    """used_memory once it stops moving (incremental rehashing, freed client buffers)."""
+    last = int(r.info("memory")["used_memory"])
+    for _ in range(20):
+        time.sleep(0.1)
+        now = int(r.info("memory")["used_memory"])
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def load(commands, admitted=None):
+    """Runs the commands pipelined on a connection of their own, closed before returning so
+    its buffers are not counted; checks there was no error (and every call was admitted)."""
+    bulk = Redis()
+    try:
+        replies = bulk.pipeline(commands)
+    finally:
+        bulk.close()
+    errors = [x for x in replies if isinstance(x, ReplyError)]
+    if errors:
+        raise RuntimeError(f"{len(errors)} errors loading keys, first: {errors[0]}")
+    if admitted is not None:
+        refused = [x for x in replies if not admitted(x)]
+        if refused:
+            raise RuntimeError(f"{len(refused)} calls not admitted, first reply: {refused[0]}")
+    return replies
+
+
+def mem_key(i):
+    return f"mem:{i:012d}"  # the shape of redis-benchmark's __rand_int__ keys
+
+
+def memory_per_key(r, v):
+    """used_memory delta per key over MEM_KEYS keys, each created by one admitted call (with a
+    TTL), plus MEMORY USAGE of one of them as a cross-check."""
+    r.call("FLUSHALL", "SYNC")
+    base = settled_used_memory(r)
+    commands = [v.mem_command(mem_key(i)) for i in range(MEM_KEYS)]
+    if v.name == "INCR":  # a counter with a TTL, as the INCR + PEXPIRE idiom leaves it
+        commands = [c for i in range(MEM_KEYS)
+                    for c in (["INCR", mem_key(i)], ["PEXPIRE", mem_key(i), HOUR_MS])]
+        load(commands)
+    else:
+        load(commands, v.admitted)
+    after = settled_used_memory(r)
+    keys = r.call("DBSIZE")
+    if keys != MEM_KEYS:
+        raise RuntimeError(f"{v.name}: {keys} keys after loading {MEM_KEYS}")
+    sample = mem_key(MEM_KEYS // 2)
+    if r.call("PTTL", sample) <= 0:
+        raise RuntimeError(f"{v.name}: key {sample} has no TTL")
+    usage = r.call("MEMORY", "USAGE", sample, "SAMPLES", "0")
+    r.call("FLUSHALL", "SYNC")
+    return (after - base) / MEM_KEYS, usage
+
+
+def memory_per_entry(r, make_command):
+    """Bytes per extra log entry: one key filled with SLIDE_ENTRIES entries at distinct ms,
+    against the same key with one entry."""
+    t0 = int(r.call("TIME")[0]) * 1000
+
+    def fill(n):
+        r.call("FLUSHALL", "SYNC")
+        base = settled_used_memory(r)
+        load([make_command(t0 + i) for i in range(n)])
+        used = settled_used_memory(r) - base
+        r.call("FLUSHALL", "SYNC")
+        return used
+
+    one = fill(1)
+    full = fill(SLIDE_ENTRIES)
+    return (full - one) / (SLIDE_ENTRIES - 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The table.
+
+
+def fmt_int(x):
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def verdict(ratio, ok):
+    return f"{ratio:.2f} {'pass' if ok else 'FAIL'}"
+
+
+def build_table(samples, memory, entry_bytes, present):
+    def med(name, keymode, pipeline, attr):
+        runs = samples.get((name, keymode, pipeline), [])
+        return median([getattr(s, attr) for s in runs])
+
+    def usec(name, keymode):  # pooled over both pipeline depths: per-call server time
+        runs = [s for p in PIPELINES for s in samples.get((name, keymode, p), [])]
+        return median([s.usec for s in runs])
+
+    head = ["command", "keys",
+            "ops/s -P1", "p50/p99 ms -P1", "ops/s -P16", "p50/p99 ms -P16",
+            "server µs/call", "µs ÷ INCR ≤1.5",
+            "ops ÷ INCR -P16 ≥0.8", "ops ÷ INCR -P1 ≥0.95", "ops ÷ Lua -P16 ≥4",
+            "bytes/key ≤200", "MEMORY USAGE"]
+    rows = []
+    for v in VARIANTS:
+        for keymode in KEYMODES:
+            if v.name not in present:
+                if keymode == "random":
+                    rows.append([v.name, "—"] + ["n/a"] * (len(head) - 2))
+                continue
+            cells = [v.name, keymode]
+            for p in PIPELINES:
+                cells.append(fmt_int(med(v.name, keymode, p, "rps")))
+                cells.append(f"{med(v.name, keymode, p, 'p50'):.3f} / "
+                             f"{med(v.name, keymode, p, 'p99'):.3f}")
+            us = usec(v.name, keymode)
+            cells.append(f"{us:.3f}")
+            if v.native:
+                floor = usec("INCR", keymode)
+                cells.append(verdict(us / floor, us <= BAR_USEC * floor))
+                for p, bar in ((16, BAR_P16), (1, BAR_P1)):
+                    ratio = med(v.name, keymode, p, "rps") / med("INCR", keymode, p, "rps")
+                    cells.append(verdict(ratio, ratio >= bar))
+                if v.twin in present:
+                    ratio = med(v.name, keymode, 16, "rps") / med(v.twin, keymode, 16, "rps")
+                    cells.append(verdict(ratio, ratio >= BAR_LUA))
+                else:
+                    cells.append("n/a")
+            else:
+                cells += ["—"] * 4
+            if keymode == "random" and v.name in memory:
+                per_key, usage = memory[v.name]
+                cells.append(f"{per_key:.1f} {'pass' if per_key <= BAR_BYTES_KEY else 'FAIL'}"
+                             if v.mem_bar else f"{per_key:.1f}")
+                cells.append(str(usage))
+            else:
+                cells += ["—", "—"]
+            rows.append(cells)
+    # Per-entry cost of a sliding log.
+    blank = ["—"] * (len(head) - 4)
+    slide = entry_bytes.get("RL.SLIDE")
+    rows.append(["RL.SLIDE +1 log entry", "1 key"] + blank +
+                [f"{slide:.1f} {'pass' if slide <= BAR_BYTES_ENTRY else 'FAIL'}"
+                 if slide is not None else "n/a", "—"])
+    zset = entry_bytes.get("zset")
+    rows.append(["Lua sliding log +1 entry", "1 key"] + blank +
+                [f"{zset:.1f}" if zset is not None else "n/a", "—"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def git_revision():
+    try:
+        rev = subprocess.run(["git", "-C", BENCH_DIR, "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        return rev or "unknown"
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main():
+    started = time.monotonic()
+    r = Redis()
+    server = r.info("server")
+
+    # Which commands exist (RL.SLIDE may not yet), and the Lua twins' SHA1s.
+    present = set()
+    for v in VARIANTS:
+        if v.script:
+            with open(os.path.join(BENCH_DIR, "lua", v.script), "rb") as f:
+                v.sha = r.call("SCRIPT", "LOAD", f.read())
+            present.add(v.name)
+        elif r.call("COMMAND", "INFO", v.stat) != [None]:
+            present.add(v.name)
+        else:
+            log(f"{v.name}: not in this build, reported as n/a")
+    variants = [v for v in VARIANTS if v.name in present]
+
+    # Each variant once, so a broken script or command fails before anything is timed.
+    for v in variants:
+        reply = r.call(*v.command(f"{v.prefix}:check"))
+        if v.name != "INCR" and not (isinstance(reply, list) and len(reply) == 5
+                                     and all(isinstance(x, int) for x in reply)):
+            raise RuntimeError(f"{v.name}: unexpected reply {reply!r}")
+        if not v.admitted(reply):
+            raise RuntimeError(f"{v.name}: first call not admitted: {reply!r}")
+
+    samples = run_throughput(r, variants)
+
+    log("memory per key …")
+    memory = {v.name: memory_per_key(r, v) for v in variants}
+    entry_bytes = {}
+    if "RL.SLIDE" in present:
+        log("memory per RL.SLIDE log entry …")
+        limit = str(max(SLIDE_ENTRIES, 1))
+        entry_bytes["RL.SLIDE"] = memory_per_entry(
+            r, lambda ms: ["RL.SLIDE", "slide:log", limit, "1h", "AT", str(ms)])
+    log("memory per sorted-set log entry …")
+    entry_bytes["zset"] = memory_per_entry(
+        r, lambda ms: ["ZADD", "zset:log", str(ms), f"{ms // 1000}.{ms % 1000 * 1000}:1"])
+
+    table = build_table(samples, memory, entry_bytes, present)
+    print(table)
+
+    pinning = "server on CPU 0, redis-benchmark on CPU 1" if CLIENT_CPU else "none"
+    header = f"""# Benchmark results
+
+Generated by `make bench` (`bench/run.sh`) on {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}
+in {time.monotonic() - started:.0f} s.
+
+- Machine: `nproc` {os.environ.get('MACHINE_NPROC', os.cpu_count())}, {cpu_model()}, Linux {platform.release()}
+- Redis {server.get('redis_version', '?')} ({server.get('mem_allocator', '?')}), `save ""`, `appendonly no`, TCP 127.0.0.1
+- Module: `{MODULE}` (repository at {git_revision()})
+- Pinning: {pinning}
+- redis-benchmark: {CLIENTS} clients; -P 1 runs of {N_BY_PIPELINE[1]:,} requests, -P 16 runs of
+  {N_BY_PIPELINE[16]:,}; random keys `-r {KEYSPACE:,}` or one hot key; {REPS} rounds, variants
+  alternated within each round; every figure is the median of the rounds.
+"""
+    notes = f"""
+- Parameters: `RL.TOKEN k 100 10 1m`, `RL.PERIOD k 100 1m`, `RL.SLIDE k 100 1m`,
+  `RL.LEAKY k 100 10 1m`, `CL.THROTTLE k 99 10 60`; the Lua twins (`bench/lua/`) get the same
+  parameters through `EVALSHA`. Every run starts from an empty database (`FLUSHALL`). With
+  random keys every call is admitted (the write path: store, expire, replicate) and keys
+  outlive the run, so they are created and updated in the same proportion as INCR's; the hot
+  key soon runs out and is then limited (the read-only path). INCR writes in both cases.
+- `server µs/call`: `usec / calls` of the command in `INFO commandstats` (`CONFIG RESETSTAT`
+  before each run), median over the runs at both pipeline depths; for the Lua twins it is
+  `EVALSHA`'s, script included.
+- `bytes/key`: `used_memory` delta over {MEM_KEYS:,} keys each created by one admitted call with
+  an hour-long period (TTL included; INCR = `INCR` + `PEXPIRE`), key names `mem:` + 12 digits;
+  `MEMORY USAGE` (one key, `SAMPLES 0`) is Redis' own estimate, as a cross-check.
+- `+1 log entry`: (`used_memory` of one key holding {SLIDE_ENTRIES:,} log entries at distinct
+  ms − the same key holding one) ÷ {SLIDE_ENTRIES - 1:,}; RL.SLIDE filled with `AT`, the
+  sorted set with `ZADD` of members shaped like `sliding_log.lua`'s.
+- Bars (SPEC §5): server time ≤ {BAR_USEC} × INCR; throughput ≥ {BAR_P16} × INCR at -P 16 and
+  ≥ {BAR_P1} × at -P 1; ≥ {BAR_LUA:g} × the Lua twin at -P 16; ≤ {BAR_BYTES_KEY} bytes per key;
+  ≤ {BAR_BYTES_ENTRY} bytes per extra RL.SLIDE log entry. "n/a": the command is not in this build.
+"""
+    raw = ["", "<details><summary>Raw samples (ops/s · p50 · p99 ms · server µs/call)</summary>",
+           "", "| command | keys | -P | rounds |", "|---|---|---|---|"]
+    for (name, keymode, p), runs in samples.items():
+        rounds = "; ".join(f"{s.rps:,.0f} · {s.p50:.3f} · {s.p99:.3f} · {s.usec:.3f}"
+                           for s in runs)
+        raw.append(f"| {name} | {keymode} | {p} | {rounds} |")
+    raw += ["", "</details>", ""]
+    with open(RESULTS, "w") as f:
+        f.write(header + "\n" + table + "\n" + notes + "\n".join(raw))
+    log(f"written to {RESULTS} ({time.monotonic() - started:.0f} s)")
+    r.close()
+
+
+if __name__ == "__main__":
+    main()
