@@ -129,3 +129,67 @@ fn full_sync_carries_existing_limiters() {
     master.assert_alive();
     replica.assert_alive();
 }
+
+#[test]
+fn transactions_and_scripts_replicate_exactly() {
+    let (master, replica) = master_and_replica();
+    let mut mc = master.conn();
+    for round in 0..30 {
+        let key = format!("tx:{}", round % 4);
+        let _: Value = redis::pipe()
+            .atomic()
+            .cmd("RL.TOKEN")
+            .arg(&key)
+            .arg(10)
+            .arg(3)
+            .arg(7)
+            .arg("COST")
+            .arg(2)
+            .cmd("RL.LEAKY")
+            .arg(format!("{key}:q"))
+            .arg(10)
+            .arg(3)
+            .arg(7)
+            .cmd("RL.TOKEN")
+            .arg(&key)
+            .arg(10)
+            .arg(3)
+            .arg(7)
+            .arg("DRYRUN")
+            .query(&mut mc)
+            .unwrap();
+        let _: Value = redis::cmd("EVAL")
+            .arg(
+                "redis.call('RL.TOKEN', KEYS[1], 10, 3, '7s'); \
+                 redis.call('CL.THROTTLE', KEYS[2], 5, 3, 10); \
+                 return redis.call('RL.PERIOD', KEYS[3], 4, '50s')",
+            )
+            .arg(3)
+            .arg(&key)
+            .arg(format!("{key}:cell"))
+            .arg(format!("{key}:window"))
+            .query(&mut mc)
+            .unwrap();
+    }
+    wait_in_sync(&master, &replica);
+    let mut rc = replica.conn();
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut mc).unwrap();
+    assert!(keys.len() >= 12, "{keys:?}");
+    for key in &keys {
+        assert_eq!(
+            stored_state(&mut mc, key),
+            stored_state(&mut rc, key),
+            "{key}"
+        );
+        assert_eq!(
+            pexpiretime(&mut mc, key),
+            pexpiretime(&mut rc, key),
+            "{key}"
+        );
+    }
+    let md: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut mc).unwrap();
+    let rd: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut rc).unwrap();
+    assert_eq!(md, rd);
+    master.assert_alive();
+    replica.assert_alive();
+}
