@@ -31,9 +31,15 @@ pub fn module_path() -> PathBuf {
     panic!("libredis_ratelimit.so not found next to {}", exe.display());
 }
 
+/// A free loopback port whose cluster bus port (+10000) is free too.
 fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local addr").port()
+    loop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+        let port = listener.local_addr().expect("local addr").port();
+        if port <= 55_535 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
 }
 
 fn fresh_dir() -> PathBuf {
@@ -193,6 +199,11 @@ impl Server {
             .unwrap_or_else(|e| panic!("server gone ({e}):\n{}", self.log()));
         let pong: String = redis::cmd("PING").query(&mut con).expect("PING");
         assert_eq!(pong, "PONG");
+    }
+
+    /// `host:port` of this server.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
     }
 
     pub fn path(&self, name: &str) -> PathBuf {

@@ -1,0 +1,266 @@
+//! Redis Cluster: a 3-master cluster on loopback, every command driven through a
+//! cluster-aware client over thousands of keys spread across slots; slots resharded to another
+//! master mid-traffic (keys move with MIGRATE, i.e. DUMP/RESTORE of our type); then replicas
+//! added and a master failed over. Every limiter's state and expiry must survive each step.
+
+mod common;
+use common::*;
+use redis::cluster::{ClusterClient, ClusterConnection};
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const KEYS: usize = 3000;
+const AT: &str = "4000000000000";
+
+fn cluster_node() -> Server {
+    Server::start_with(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "3000",
+    ])
+}
+
+fn redis_cli(args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(args)
+        .output()
+        .expect("run redis-cli");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "redis-cli {args:?} failed:\n{text}");
+    text
+}
+
+fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn node_id(s: &Server) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut s.conn())
+        .unwrap()
+}
+
+fn cluster_ok(nodes: &[&Server]) {
+    for n in nodes {
+        let mut c = n.conn();
+        wait_for("cluster_state:ok", 30, || {
+            info_of(&mut c).contains("cluster_state:ok")
+        });
+    }
+}
+
+fn info_of(c: &mut Connection) -> String {
+    redis::cmd("CLUSTER")
+        .arg("INFO")
+        .query(c)
+        .unwrap_or_default()
+}
+
+/// The key for limiter `i` and the command that creates / updates it.
+fn command_for(i: usize, extra_cost: &str) -> Vec<String> {
+    let key = format!("user:{i}");
+    let args: Vec<&str> = match i % 5 {
+        0 => vec!["RL.TOKEN", &key, "10", "3", "7s", "COST", extra_cost],
+        1 => vec![
+            "RL.PERIOD",
+            &key,
+            "10",
+            "1d",
+            "ALIGN",
+            "8h",
+            "COST",
+            extra_cost,
+        ],
+        2 => vec!["RL.LEAKY", &key, "10", "3", "7s", "COST", extra_cost],
+        3 => vec!["CL.THROTTLE", &key, "9", "3", "10", extra_cost],
+        _ => vec!["RL.TOKEN", &key, "5", "1", "1m", "STEP", "COST", extra_cost],
+    };
+    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    args.extend(["AT".to_string(), AT.to_string()]);
+    args
+}
+
+fn call(c: &mut ClusterConnection, args: &[String]) -> Vec<i64> {
+    let mut command = redis::cmd(&args[0]);
+    for a in &args[1..] {
+        command.arg(a);
+    }
+    command.query(c).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+type State = (Value, i64);
+
+/// `RL.INFO` (without the now-dependent `ttl_ms`) and `PEXPIRETIME` of every key.
+fn states(c: &mut ClusterConnection) -> BTreeMap<String, State> {
+    (0..KEYS)
+        .map(|i| {
+            let key = format!("user:{i}");
+            let info: Value = redis::cmd("RL.INFO").arg(&key).query(c).unwrap();
+            let info = match info {
+                Value::Array(items) => Value::Array(items[..items.len() - 2].to_vec()),
+                other => panic!("{key}: {other:?}"),
+            };
+            let expiry: i64 = redis::cmd("PEXPIRETIME").arg(&key).query(c).unwrap();
+            (key, (info, expiry))
+        })
+        .collect()
+}
+
+/// Compares two snapshots: states must be identical; expiries may differ by at most
+/// `expiry_slack_ms` (Redis' MIGRATE carries TTLs as relative ms, so they can drift by a
+/// millisecond or two in transit; the limiter's own reset instant comes from its state).
+fn assert_same(
+    before: &BTreeMap<String, State>,
+    after: &BTreeMap<String, State>,
+    expiry_slack_ms: i64,
+    step: &str,
+) {
+    let mut diffs = Vec::new();
+    for (key, (info, expiry)) in before {
+        match after.get(key) {
+            Some((i, e)) if i == info && (e - expiry).abs() <= expiry_slack_ms => {}
+            other => diffs.push(format!("{key}: {info:?} {expiry} → {other:?}")),
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "{step}: {} keys differ, e.g. {:?}",
+        diffs.len(),
+        &diffs[..diffs.len().min(3)]
+    );
+}
+
+#[test]
+fn limiters_survive_resharding_and_failover() {
+    let started = Instant::now();
+    let masters: Vec<Server> = (0..3).map(|_| cluster_node()).collect();
+    let addrs: Vec<String> = masters.iter().map(Server::addr).collect();
+    let mut create = vec!["--cluster", "create"];
+    create.extend(addrs.iter().map(String::as_str));
+    create.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+    redis_cli(&create);
+    cluster_ok(&masters.iter().collect::<Vec<_>>());
+
+    let client = ClusterClient::new(vec![format!("redis://{}", addrs[0])]).unwrap();
+    let mut c = client.get_connection().unwrap();
+    for i in 0..KEYS {
+        call(&mut c, &command_for(i, "2"));
+    }
+    // Keys are spread over every master.
+    for m in &masters {
+        let n: usize = redis::cmd("DBSIZE").query(&mut m.conn()).unwrap();
+        assert!(n > KEYS / 5, "a master holds only {n} keys");
+    }
+    let before = states(&mut c);
+
+    // Reshard 1000 slots from master 0 to master 1 while other keys take traffic.
+    let stop = Arc::new(AtomicBool::new(false));
+    let traffic_calls = Arc::new(AtomicUsize::new(0));
+    let traffic = {
+        let (stop, calls) = (Arc::clone(&stop), Arc::clone(&traffic_calls));
+        let client = client.clone();
+        std::thread::spawn(move || {
+            let mut c = client.get_connection().unwrap();
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("traffic:{}", i % 500);
+                let _: Vec<i64> = redis::cmd("RL.TOKEN")
+                    .arg(&key)
+                    .arg(&["100", "1", "1s", "AT", AT])
+                    .query(&mut c)
+                    .expect("traffic during resharding");
+                calls.fetch_add(1, Ordering::Relaxed);
+                i += 1;
+            }
+        })
+    };
+    let (from, to) = (node_id(&masters[0]), node_id(&masters[1]));
+    redis_cli(&[
+        "--cluster",
+        "reshard",
+        &addrs[0],
+        "--cluster-from",
+        &from,
+        "--cluster-to",
+        &to,
+        "--cluster-slots",
+        "1000",
+        "--cluster-yes",
+        "--cluster-pipeline",
+        "100",
+    ]);
+    stop.store(true, Ordering::Relaxed);
+    traffic.join().expect("traffic thread");
+    let moved_to: usize = redis::cmd("DBSIZE").query(&mut masters[1].conn()).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let after_reshard = states(&mut c);
+    assert_same(&before, &after_reshard, 5, "resharding");
+
+    // Add a replica to every master, then fail master 1 over to its replica.
+    let replicas: Vec<Server> = (0..3).map(|_| cluster_node()).collect();
+    for (replica, master) in replicas.iter().zip(&masters) {
+        let id = node_id(master);
+        redis_cli(&[
+            "--cluster",
+            "add-node",
+            &replica.addr(),
+            &master.addr(),
+            "--cluster-slave",
+            "--cluster-master-id",
+            &id,
+        ]);
+    }
+    let all: Vec<&Server> = masters.iter().chain(&replicas).collect();
+    cluster_ok(&all);
+    let promoted = &replicas[1];
+    let mut pc = promoted.conn();
+    wait_for("replica in sync", 30, || {
+        info_field(&mut pc, "replication", "master_link_status") == "up"
+            && info_field(&mut pc, "replication", "master_sync_in_progress") == "0"
+    });
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut pc)
+        .unwrap();
+    wait_for("failover", 30, || {
+        info_field(&mut pc, "replication", "role") == "master"
+    });
+    cluster_ok(&all);
+    let client = ClusterClient::new(vec![format!("redis://{}", promoted.addr())]).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let mut after = states(&mut c);
+    // The cluster client may still route a few reads to the old master until it refreshes.
+    for _ in 0..20 {
+        if after == after_reshard {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        c = client.get_connection().unwrap();
+        after = states(&mut c);
+    }
+    // Replication carries absolute expiries: exact equality across the failover.
+    assert_same(&after_reshard, &after, 0, "failover");
+    // Limiters keep working on the new master from where they were.
+    let reply = call(&mut c, &command_for(1, "0"));
+    assert_eq!(reply[..3], [1, 10, 8]);
+    for n in &all {
+        n.assert_alive();
+    }
+    eprintln!(
+        "cluster: {KEYS} limiters, 1000 slots ({moved_to} keys on the target after) resharded under {} traffic calls, failover; {:?}",
+        traffic_calls.load(Ordering::Relaxed),
+        started.elapsed()
+    );
+}
