@@ -209,6 +209,158 @@ fn throttle_matches_redis_cell() {
 }
 
 #[test]
+fn sliding_log_is_exact() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let w = |c: &mut Connection, at: i64, cost: &str| {
+        ints(
+            c,
+            &[
+                "RL.SLIDE",
+                "log",
+                "3",
+                "1s",
+                "COST",
+                cost,
+                "AT",
+                &t(DAY0 + at),
+            ],
+        )
+    };
+    assert_eq!(w(&mut c, 0, "1"), [1, 3, 2, 0, 1000]);
+    assert_eq!(w(&mut c, 100, "1"), [1, 3, 1, 0, 1000]);
+    assert_eq!(w(&mut c, 200, "1"), [1, 3, 0, 0, 1000]);
+    assert_eq!(w(&mut c, 300, "1"), [0, 3, 0, 700, 900]); // the entry at 0 leaves at 1000
+    assert_eq!(w(&mut c, 300, "2"), [0, 3, 0, 800, 900]); // and the one at 100 at 1100
+    assert_eq!(w(&mut c, 300, "4"), [0, 3, 0, -1, 900]);
+    assert_eq!(w(&mut c, 999, "1"), [0, 3, 0, 1, 201]);
+    assert_eq!(w(&mut c, 1000, "1"), [1, 3, 0, 0, 1000]);
+    assert_eq!(pexpiretime(&mut c, "log"), DAY0 + 2000);
+    // Same-ms requests merge into one entry.
+    ints(&mut c, &["RL.SLIDE", "merge", "10", "1s", "AT", &t(DAY0)]);
+    ints(
+        &mut c,
+        &["RL.SLIDE", "merge", "10", "1s", "COST", "3", "AT", &t(DAY0)],
+    );
+    let state = stored_state(&mut c, "merge");
+    assert!(
+        state.contains(&("entries".to_string(), "1".to_string())),
+        "{state:?}"
+    );
+    assert!(
+        state.contains(&("used".to_string(), "4".to_string())),
+        "{state:?}"
+    );
+    s.assert_alive();
+}
+
+#[test]
+fn sliding_buckets_estimate() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let b = |c: &mut Connection, at: i64, cost: &str| {
+        ints(
+            c,
+            &[
+                "RL.SLIDE",
+                "est",
+                "10",
+                "1s",
+                "BUCKETS",
+                "1",
+                "COST",
+                cost,
+                "AT",
+                &t(DAY0 + at),
+            ],
+        )
+    };
+    // Two-counter estimate: 10 in the previous second, weighted by the part still inside.
+    // Sub-windows are aligned seconds; the key resets when its newest second has fully left.
+    assert_eq!(b(&mut c, 0, "10"), [1, 10, 0, 0, 1999]);
+    // 499 ms into the next second, (1000 − 499 − 1)/1000 of the previous 10 still count: 5.
+    assert_eq!(b(&mut c, 1499, "5"), [1, 10, 0, 0, 1500]);
+    // One more fits once the old second weighs ≤ 4: 10·(999 − r)/1000 ≤ 4 ⇔ r ≥ 599.
+    assert_eq!(b(&mut c, 1499, "1"), [0, 10, 0, 100, 1500]);
+    assert_eq!(b(&mut c, 1598, "1")[0], 0);
+    assert_eq!(b(&mut c, 1599, "1"), [1, 10, 0, 0, 1400]);
+    s.assert_alive();
+}
+
+/// The worst case the README states for `BUCKETS b`: `limit` admitted at the last ms of a
+/// sub-window, then `limit − ⌈limit / w⌉` more `window − 1` ms later, i.e.
+/// `2·limit − ⌈limit·b/window⌉` inside one window.
+#[test]
+fn buckets_over_admission_reaches_the_documented_bound() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let (limit, window, b) = (10i64, 1000i64, 10i64);
+    let w = window / b;
+    let first = DAY0 + w - 1; // last ms of sub-window 0
+    let a = ints(
+        &mut c,
+        &[
+            "RL.SLIDE",
+            "edge",
+            "10",
+            "1s",
+            "BUCKETS",
+            "10",
+            "COST",
+            "10",
+            "AT",
+            &t(first),
+        ],
+    );
+    assert_eq!(a[0], 1);
+    let mut more = 0;
+    let second = first + window - 1; // second-to-last ms of the sub-window b later
+    while ints(
+        &mut c,
+        &[
+            "RL.SLIDE",
+            "edge",
+            "10",
+            "1s",
+            "BUCKETS",
+            "10",
+            "AT",
+            &t(second),
+        ],
+    )[0] == 1
+    {
+        more += 1;
+    }
+    let bound = 2 * limit - (limit * b + window - 1) / window;
+    assert_eq!(
+        limit + more,
+        bound,
+        "admitted within {} ms",
+        second - first + 1
+    );
+    assert!(second - first < window);
+    // The exact log never exceeds the limit in the same pattern.
+    ints(
+        &mut c,
+        &[
+            "RL.SLIDE",
+            "exact",
+            "10",
+            "1s",
+            "COST",
+            "10",
+            "AT",
+            &t(first),
+        ],
+    );
+    assert_eq!(
+        ints(&mut c, &["RL.SLIDE", "exact", "10", "1s", "AT", &t(second)])[0],
+        0
+    );
+    s.assert_alive();
+}
+
+#[test]
 fn argument_errors_of_every_command() {
     let s = Server::start();
     let mut c = s.conn();
@@ -221,6 +373,14 @@ fn argument_errors_of_every_command() {
         (vec![b"RL.PERIOD", b"k", b"5", b"1d", b"ALIGN", b"8x"], "ERR invalid duration '8x' for utc-offset (use an integer with an optional unit ms, s, m, h or d)"),
         (vec![b"RL.PERIOD", b"k", b"5", b"1d", b"ALIGN", b"ALIGN"], "ERR syntax error: option ALIGN given more than once"),
         (vec![b"RL.PERIOD", b"k", b"5", b"1d", b"STEP"], "ERR syntax error: unknown option 'STEP'"),
+        (vec![b"RL.SLIDE", b"k", b"5"], "ERR wrong number of arguments for 'rl.slide' command"),
+        (vec![b"RL.SLIDE", b"k", b"0", b"1s"], "ERR limit must be an integer between 1 and 1000000000000"),
+        (vec![b"RL.SLIDE", b"k", b"5", b"0"], "ERR window must be a duration between 1ms and 315360000000ms"),
+        (vec![b"RL.SLIDE", b"k", b"100001", b"1s"], "ERR limit 100001 is above ratelimit.slide-log-max (100000) for an exact sliding window; use BUCKETS b for a bucketed window, or raise ratelimit.slide-log-max"),
+        (vec![b"RL.SLIDE", b"k", b"5", b"1s", b"BUCKETS", b"3"], "ERR BUCKETS 3 does not divide the window (1000ms) into whole milliseconds"),
+        (vec![b"RL.SLIDE", b"k", b"5", b"1s", b"BUCKETS", b"1001"], "ERR BUCKETS must be an integer between 1 and 1000"),
+        (vec![b"RL.SLIDE", b"k", b"5", b"1s", b"BUCKETS"], "ERR syntax error: BUCKETS needs a value"),
+        (vec![b"RL.SLIDE", b"k", b"5", b"1s", b"STEP"], "ERR syntax error: unknown option 'STEP'"),
         (vec![b"RL.LEAKY", b"k", b"5", b"1"], "ERR wrong number of arguments for 'rl.leaky' command"),
         (vec![b"RL.LEAKY", b"k", b"5", b"1", b"1s", b"DELAY", b"6"], "ERR DELAY must be an integer between 0 and the capacity (5)"),
         (vec![b"RL.LEAKY", b"k", b"5", b"1", b"1s", b"DELAY", b"-1"], "ERR DELAY must be an integer between 0 and 1000000000000"),

@@ -71,7 +71,8 @@ fn info_of(c: &mut Connection) -> String {
 /// The key for limiter `i` and the command that creates / updates it.
 fn command_for(i: usize, extra_cost: &str) -> Vec<String> {
     let key = format!("user:{i}");
-    let args: Vec<&str> = match i % 5 {
+    let args: Vec<&str> = match i % 6 {
+        5 => vec!["RL.SLIDE", &key, "10", "1m", "COST", extra_cost],
         0 => vec!["RL.TOKEN", &key, "10", "3", "7s", "COST", extra_cost],
         1 => vec![
             "RL.PERIOD",

@@ -103,9 +103,9 @@ const TIMES: &[&[u8]] = &[
 /// A well-formed call of a random limiting command with random valid options; with some
 /// probability one argument is then replaced by a hostile token.
 fn structured_vector(rng: &mut Rng) -> Vec<Vec<u8>> {
-    let algorithm = rng.below(4);
+    let algorithm = rng.below(5);
     // Mostly keys of this algorithm; sometimes a shared one, to meet other algorithms.
-    let own: [&[u8]; 4] = [b"t\xff", b"p\xff", b"l\xff", b"g\xff"];
+    let own: [&[u8]; 5] = [b"t\xff", b"p\xff", b"l\xff", b"g\xff", b"s\xff"];
     let key: &[u8] = if rng.below(10) == 0 {
         b"shared"
     } else {
@@ -156,6 +156,10 @@ fn structured_vector(rng: &mut Rng) -> Vec<Vec<u8>> {
         (b"RL.PERIOD", 0) => v.extend([&b"ALIGN"[..], rng.pick(&[b"0", b"-1", b"+1", b"1h"])]),
         (b"RL.LEAKY", 0) => v.push(b"NODELAY"),
         (b"RL.LEAKY", 1) => v.extend([&b"DELAY"[..], rng.pick(&[b"0", b"1", b"3"])]),
+        (b"RL.SLIDE", 0) => v.extend([
+            &b"BUCKETS"[..],
+            rng.pick(&[b"1", b"2", b"5", b"7", b"1000"]),
+        ]),
         _ => {}
     }
     if rng.below(5) == 0 {

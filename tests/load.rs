@@ -87,7 +87,7 @@ fn assert_connections_released(s: &Server) {
 #[test]
 fn hot_key_admits_exactly_the_bound() {
     let s = Server::start_with(&["--maxclients", "4000"]);
-    let cases: [Case; 5] = [
+    let cases: [Case; 7] = [
         (
             "token",
             vec!["RL.TOKEN", "hot:t", "500", "1", "1d", "AT", AT],
@@ -120,6 +120,18 @@ fn hot_key_admits_exactly_the_bound() {
             cell_admitted,
             250,
         ),
+        (
+            "slide",
+            vec!["RL.SLIDE", "hot:s", "400", "1d", "AT", AT],
+            rl_admitted,
+            400,
+        ),
+        (
+            "slide buckets",
+            vec!["RL.SLIDE", "hot:b", "400", "1d", "BUCKETS", "24", "AT", AT],
+            rl_admitted,
+            400,
+        ),
     ];
     let started = Instant::now();
     for (name, args, admitted, bound) in cases {
@@ -129,7 +141,7 @@ fn hot_key_admits_exactly_the_bound() {
     }
     eprintln!(
         "load: {} algorithms × {CONNECTIONS} connections × {CALLS_PER_CONNECTION} calls in {:?}",
-        5,
+        7,
         started.elapsed()
     );
     s.assert_alive();

@@ -70,3 +70,48 @@ fn idle_limiters_expire_by_themselves() {
     );
     s.assert_alive();
 }
+
+fn memory_usage(c: &mut Connection, key: &str) -> i64 {
+    redis::cmd("MEMORY").arg("USAGE").arg(key).query(c).unwrap()
+}
+
+/// An exact sliding log costs at most 16 bytes per further entry (`MEMORY USAGE` counts the
+/// heap buffer through the type's `mem_usage` callback), and `used_memory` agrees.
+#[test]
+fn sliding_log_entries_cost_at_most_16_bytes() {
+    let s = Server::start();
+    let mut c = s.conn();
+    const ENTRIES: i64 = 10_000;
+    let t0: i64 = 4_000_000_000_000;
+    ints(
+        &mut c,
+        &["RL.SLIDE", "log", "100000", "1d", "AT", &t0.to_string()],
+    );
+    let one = memory_usage(&mut c, "log");
+    let before = used_memory(&mut c);
+    let mut pipe = redis::pipe();
+    for i in 1..ENTRIES {
+        // Distinct ms, gaps of 1–37 ms: one entry each.
+        let at = t0 + i * 19 + (i * 7919) % 19;
+        pipe.cmd("RL.SLIDE")
+            .arg("log")
+            .arg(100_000)
+            .arg("1d")
+            .arg("AT")
+            .arg(at)
+            .ignore();
+    }
+    let _: () = pipe.query(&mut c).unwrap();
+    let state = stored_state(&mut c, "log");
+    assert!(
+        state.contains(&("entries".to_string(), ENTRIES.to_string())),
+        "{state:?}"
+    );
+    let many = memory_usage(&mut c, "log");
+    let per_entry = (many - one) as f64 / (ENTRIES - 1) as f64;
+    let grown = (used_memory(&mut c) - before) as f64 / (ENTRIES - 1) as f64;
+    eprintln!("sliding log: 1 entry {one} B, {ENTRIES} entries {many} B: {per_entry:.2} B/entry (used_memory: {grown:.2})");
+    assert!(per_entry <= 16.0, "{per_entry} bytes per entry");
+    assert!(grown <= 16.0, "{grown} bytes per entry of used_memory");
+    s.assert_alive();
+}

@@ -51,12 +51,16 @@ fn replica_state_equals_master_without_at() {
         let capacity = ["5", "10", "3"][i % 3];
         let cost = ["1", "2", "0", "4"][i % 4];
         // Each key keeps one algorithm: key index mod 4.
-        let mut args = match (i * 7) % keys.len() % 4 {
+        let mut args = match (i * 7) % keys.len() % 5 {
             0 => vec!["RL.TOKEN", key.as_str(), capacity, "3", "7", "COST", cost],
             1 => vec!["RL.PERIOD", key.as_str(), capacity, "50", "COST", cost],
             2 => vec!["RL.LEAKY", key.as_str(), capacity, "3", "7", "COST", cost],
+            3 => vec!["RL.SLIDE", key.as_str(), capacity, "40", "COST", cost],
             _ => vec!["CL.THROTTLE", key.as_str(), capacity, "30", "1", cost],
         };
+        if i % 3 == 0 && args[0] == "RL.SLIDE" {
+            args.extend(["BUCKETS", "4"]);
+        }
         if i % 5 == 0 && args[0] == "RL.TOKEN" {
             args.push("STEP");
         }

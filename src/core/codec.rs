@@ -11,6 +11,7 @@ use super::gcra::GcraState;
 use super::leaky::LeakyBucket;
 use super::limiter::{CorruptState, Limiter};
 use super::period::PeriodWindow;
+use super::slide::SlideState;
 use super::token::{Refill, TokenBucket};
 
 /// The encoding this build writes. Older versions it can still read are listed in
@@ -19,6 +20,7 @@ pub const FORMAT_VERSION: u8 = 1;
 
 const TAG_TOKEN: u8 = 1;
 const TAG_PERIOD: u8 = 2;
+const TAG_SLIDE: u8 = 3;
 const TAG_LEAKY: u8 = 4;
 const TAG_GCRA: u8 = 5;
 
@@ -67,6 +69,11 @@ impl<'a> Reader<'a> {
     pub fn i64(&mut self) -> Result<i64, CorruptState> {
         Ok(i64::from_be_bytes(self.take()?))
     }
+    /// How many `size`-byte items the rest of the input can hold at most (bounds allocations
+    /// driven by a count read from untrusted input).
+    pub fn room_for(&self, size: usize) -> usize {
+        self.rest.len() / size.max(1)
+    }
     /// Fails unless every byte was consumed.
     pub fn finish(self) -> Result<(), CorruptState> {
         if self.rest.is_empty() {
@@ -95,6 +102,27 @@ pub fn encode(limiter: &Limiter) -> Vec<u8> {
             w.i64(p.window_start_ms);
             w.i64(p.window_end_ms);
             w.i64(p.updated_ms);
+        }
+        Limiter::Slide(state) => {
+            w.u8(TAG_SLIDE);
+            w.u64(state.limit);
+            w.u64(state.window_ms);
+            w.u64(u64::from(state.buckets));
+            w.i64(state.updated_ms);
+            if state.buckets == 0 {
+                let entries: Vec<(i64, u64)> = state.entries().collect();
+                w.u64(entries.len() as u64);
+                for (ts, cost) in entries {
+                    w.i64(ts);
+                    w.u64(cost);
+                }
+            } else {
+                let counters: Vec<u64> = state.counters().collect();
+                w.u64(counters.len() as u64);
+                for c in counters {
+                    w.u64(c);
+                }
+            }
         }
         Limiter::Leaky(b) => {
             w.u8(TAG_LEAKY);
@@ -137,6 +165,7 @@ pub fn decode(bytes: &[u8]) -> Result<Limiter, CorruptState> {
             window_end_ms: r.i64()?,
             updated_ms: r.i64()?,
         }),
+        TAG_SLIDE => Limiter::Slide(decode_slide(&mut r)?),
         TAG_LEAKY => Limiter::Leaky(LeakyBucket {
             capacity: r.u64()?,
             rate: r.u64()?,
@@ -159,6 +188,34 @@ pub fn decode(bytes: &[u8]) -> Result<Limiter, CorruptState> {
     r.finish()?;
     limiter.validate()?;
     Ok(limiter)
+}
+
+fn decode_slide(r: &mut Reader<'_>) -> Result<SlideState, CorruptState> {
+    let limit = r.u64()?;
+    let window_ms = r.u64()?;
+    let buckets =
+        u16::try_from(r.u64()?).map_err(|_| CorruptState("slide buckets out of range"))?;
+    let updated_ms = r.i64()?;
+    let count = usize::try_from(r.u64()?).map_err(|_| CorruptState("slide count out of range"))?;
+    if buckets == 0 {
+        if count > r.room_for(16) {
+            return Err(CorruptState("payload truncated"));
+        }
+        let mut entries = Vec::with_capacity(count);
+        for _ in 0..count {
+            entries.push((r.i64()?, r.u64()?));
+        }
+        SlideState::from_entries(limit, window_ms, updated_ms, &entries)
+    } else {
+        if count > r.room_for(8) {
+            return Err(CorruptState("payload truncated"));
+        }
+        let mut counters = Vec::with_capacity(count);
+        for _ in 0..count {
+            counters.push(r.u64()?);
+        }
+        SlideState::from_counters(limit, window_ms, buckets, updated_ms, &counters)
+    }
 }
 
 fn encode_token(w: &mut Writer, b: &TokenBucket) {
@@ -232,7 +289,22 @@ mod tests {
             Limiter::Leaky(leaky::evaluate(None, &delay, T0, 4).next.unwrap()),
             Limiter::Leaky(leaky::evaluate(None, &nodelay, T0, 4).next.unwrap()),
             Limiter::Gcra(gcra::evaluate(None, &g, T0, 3).next.unwrap()),
+            slide_sample(None),
+            slide_sample(Some(10)),
         ]
+    }
+
+    /// A sliding window after a few admissions at different instants.
+    fn slide_sample(buckets: Option<u64>) -> Limiter {
+        use crate::core::slide;
+        let p = slide::SlideParams::new(10, 1000, buckets, 100).unwrap();
+        let mut state = None;
+        for (dt, cost) in [(0, 2), (5, 1), (300, 3), (999, 1)] {
+            if let Some(next) = slide::evaluate(state.as_ref(), &p, T0 + dt, cost).next {
+                state = Some(next);
+            }
+        }
+        Limiter::Slide(state.unwrap())
     }
 
     #[test]
@@ -268,7 +340,7 @@ mod tests {
         }
 
         #[test]
-        fn bit_flips_are_refused_or_valid(which in 0usize..7, bit in 0usize..(8 * 59)) {
+        fn bit_flips_are_refused_or_valid(which in 0usize..9, bit in 0usize..(8 * 59)) {
             let mut bytes = encode(&samples()[which]);
             let (i, b) = (bit / 8, bit % 8);
             if let Some(byte) = bytes.get_mut(i) {

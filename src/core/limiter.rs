@@ -9,6 +9,7 @@ use super::decision::{saturate_i64, Decision, Evaluation};
 use super::gcra::{self, GcraParams, GcraState};
 use super::leaky::{self, LeakMode, LeakyBucket, LeakyParams};
 use super::period::{self, PeriodParams, PeriodWindow};
+use super::slide::{self, SlideParams, SlideState};
 use super::token::{self, Refill, TokenBucket, TokenParams};
 
 /// A decoded limiter that fails validation (corrupt RDB payload, hand-made RESTORE).
@@ -65,6 +66,7 @@ pub trait Variant: Stored + Sized {
     type Params: PartialEq;
     /// This algorithm's state, if `limiter` holds one.
     fn from_limiter(limiter: &Limiter) -> Option<&Self>;
+    fn from_limiter_mut(limiter: &mut Limiter) -> Option<&mut Self>;
     fn into_limiter(self) -> Limiter;
     /// The parameters of the last admitted call.
     fn params(&self) -> Self::Params;
@@ -75,14 +77,32 @@ pub trait Variant: Stored + Sized {
         now_ms: i64,
         cost: u64,
     ) -> Evaluation<Self>;
+    /// Evaluates against this live stored state, updating it in place when admitted (and
+    /// `commit`), for algorithms whose state is costly to copy. Returns the decision and
+    /// whether the state changed, or `None` to use [`judge`] instead.
+    fn evaluate_in_place(
+        &mut self,
+        _params: &Self::Params,
+        _now_ms: i64,
+        _cost: u64,
+        _commit: bool,
+    ) -> Option<(Decision, bool)> {
+        None
+    }
 }
 
 macro_rules! variant {
-    ($state:ty, $params:ty, $variant:ident, $module:ident) => {
+    ($state:ty, $params:ty, $variant:ident, $module:ident $(, $in_place:item)*) => {
         impl Variant for $state {
             const ALGORITHM: Algorithm = Algorithm::$variant;
             type Params = $params;
             fn from_limiter(limiter: &Limiter) -> Option<&Self> {
+                match limiter {
+                    Limiter::$variant(s) => Some(s),
+                    _ => None,
+                }
+            }
+            fn from_limiter_mut(limiter: &mut Limiter) -> Option<&mut Self> {
                 match limiter {
                     Limiter::$variant(s) => Some(s),
                     _ => None,
@@ -110,6 +130,23 @@ variant!(TokenBucket, TokenParams, Token, token);
 variant!(PeriodWindow, PeriodParams, Period, period);
 variant!(LeakyBucket, LeakyParams, Leaky, leaky);
 variant!(GcraState, GcraParams, Gcra, gcra);
+variant!(
+    SlideState,
+    SlideParams,
+    Slide,
+    slide,
+    /// With unchanged parameters the log is judged and appended to in place (no copy).
+    fn evaluate_in_place(
+        &mut self,
+        params: &SlideParams,
+        now_ms: i64,
+        cost: u64,
+        commit: bool,
+    ) -> Option<(Decision, bool)> {
+        let unchanged = self.params() == *params && self.reset_at_ms() > now_ms;
+        unchanged.then(|| slide::evaluate_in_place(self, params, now_ms, cost, commit))
+    }
+);
 
 /// Evaluates a request the way a command does.
 ///
@@ -163,6 +200,7 @@ pub fn judge<V: Variant>(
 pub enum Limiter {
     Token(TokenBucket),
     Period(PeriodWindow),
+    Slide(SlideState),
     Leaky(LeakyBucket),
     Gcra(GcraState),
 }
@@ -172,6 +210,7 @@ impl Limiter {
         match self {
             Limiter::Token(_) => Algorithm::Token,
             Limiter::Period(_) => Algorithm::Period,
+            Limiter::Slide(_) => Algorithm::Slide,
             Limiter::Leaky(_) => Algorithm::Leaky,
             Limiter::Gcra(_) => Algorithm::Gcra,
         }
@@ -181,6 +220,7 @@ impl Limiter {
         match self {
             Limiter::Token(s) => s.validate(),
             Limiter::Period(s) => s.validate(),
+            Limiter::Slide(s) => s.validate(),
             Limiter::Leaky(s) => s.validate(),
             Limiter::Gcra(s) => s.validate(),
         }
@@ -190,6 +230,7 @@ impl Limiter {
         match self {
             Limiter::Token(s) => s,
             Limiter::Period(s) => s,
+            Limiter::Slide(s) => s,
             Limiter::Leaky(s) => s,
             Limiter::Gcra(s) => s,
         }
@@ -212,6 +253,7 @@ impl Limiter {
         match self {
             Limiter::Token(s) => own(s, now_ms),
             Limiter::Period(s) => own(s, now_ms),
+            Limiter::Slide(s) => own(s, now_ms),
             Limiter::Leaky(s) => own(s, now_ms),
             Limiter::Gcra(s) => own(s, now_ms),
         }
@@ -219,7 +261,10 @@ impl Limiter {
 
     /// Heap bytes owned beyond the value itself (a sliding log, bucket counters).
     pub fn heap_bytes(&self) -> usize {
-        0
+        match self {
+            Limiter::Slide(s) => s.heap_bytes(),
+            _ => 0,
+        }
     }
 
     /// The stored parameters and state as `RL.INFO` shows them (after `algorithm`, before
@@ -261,6 +306,16 @@ impl Limiter {
                 ]);
                 fields
             }
+            Limiter::Slide(w) => vec![
+                ("limit", int(w.limit)),
+                ("window_ms", int(w.window_ms)),
+                ("buckets", i64::from(w.buckets)),
+                ("used", int(w.stored_total())),
+                (
+                    "entries",
+                    i64::try_from(w.entry_count()).unwrap_or(i64::MAX),
+                ),
+            ],
             Limiter::Leaky(b) => {
                 let mut fields = vec![
                     ("capacity", int(b.capacity)),

@@ -14,4 +14,5 @@ pub mod gcra;
 pub mod leaky;
 pub mod limiter;
 pub mod period;
+pub mod slide;
 pub mod token;

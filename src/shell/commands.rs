@@ -12,6 +12,7 @@ use std::os::raw::{c_int, c_longlong};
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
 use super::api::{api, bytes, Api};
+use super::config::slide_log_max;
 use super::key::{Contents, Key, Mode};
 use super::registry::CommandSpec;
 use super::reply::{self, FieldValue};
@@ -26,6 +27,7 @@ use crate::core::gcra::{self, parse_throttle_args, GcraState};
 use crate::core::leaky::{LeakMode, LeakyBucket, LeakyParams};
 use crate::core::limiter::{judge, Algorithm, Limiter, Variant};
 use crate::core::period::{PeriodParams, PeriodWindow};
+use crate::core::slide::{SlideParams, SlideState};
 use crate::core::token::{TokenBucket, TokenParams};
 
 /// Most arguments any valid call can have (each option at most once); more is refused
@@ -184,8 +186,27 @@ fn limit<V: Variant>(
             judge(None, params, now, options.cost)
         }
         Contents::Limiter(held) => {
-            let state = V::from_limiter(held)
-                .ok_or_else(|| wrong_algorithm(held.algorithm(), V::ALGORITHM))?;
+            let algorithm = held.algorithm();
+            let state = V::from_limiter_mut(held)
+                .ok_or_else(|| wrong_algorithm(algorithm, V::ALGORITHM))?;
+            let commit = !options.dry_run;
+            if let Some((decision, changed)) =
+                state.evaluate_in_place(params, now, options.cost, commit)
+            {
+                if changed {
+                    let expire_at =
+                        Limiter::expiry_after(state.updated_ms(), decision.reset_after_ms);
+                    key.changed(expire_at);
+                    call.replicate_at(options, now);
+                }
+                drop(key);
+                reply::integers(call.api, call.ctx, &reply_layout(&decision));
+                return Ok(if decision.allowed {
+                    Outcome::Admitted
+                } else {
+                    Outcome::Limited
+                });
+            }
             judge(Some(state), params, now, options.cost)
         }
         Contents::Foreign(held) => return Err(wrong_type(&held)),
@@ -235,6 +256,24 @@ fn period(call: &Call) -> Result<Outcome, CommandError> {
     )?;
     let params = PeriodParams::new(limit_count, period_ms, options.align_offset_ms)?;
     limit::<PeriodWindow>(call, &options, &params, Decision::to_reply)
+}
+
+/// `RL.SLIDE key limit window [COST n] [BUCKETS b] [DRYRUN] [AT ms]`
+fn slide(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _, limit_arg, window, rest @ ..] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let limit_count = parse_count("limit", limit_arg, 1, MAX_COUNT)?;
+    let window_ms = parse_duration("window", window)?;
+    let allowed = [
+        Keyword::Cost,
+        Keyword::Buckets,
+        Keyword::DryRun,
+        Keyword::At,
+    ];
+    let options = parse_options(rest, &allowed)?;
+    let params = SlideParams::new(limit_count, window_ms, options.buckets, slide_log_max())?;
+    limit::<SlideState>(call, &options, &params, Decision::to_reply)
 }
 
 /// `RL.LEAKY key capacity rate period [COST n] [NODELAY | DELAY d] [DRYRUN] [AT ms]`
@@ -359,6 +398,7 @@ macro_rules! command {
 
 command!(rl_token, c"rl.token", Tally::Token, token);
 command!(rl_period, c"rl.period", Tally::Period, period);
+command!(rl_slide, c"rl.slide", Tally::Slide, slide);
 command!(rl_leaky, c"rl.leaky", Tally::Leaky, leaky);
 command!(cl_throttle, c"cl.throttle", Tally::Throttle, throttle);
 command!(rl_peek, c"rl.peek", Tally::Peek, peek);
@@ -387,6 +427,15 @@ pub const COMMANDS: &[CommandSpec] = &[
         read_only: false,
         summary: c"Fixed window: at most LIMIT per PERIOD, optionally aligned to calendar boundaries",
         complexity: c"O(1)",
+    },
+    CommandSpec {
+        name: c"rl.slide",
+        handler: rl_slide,
+        flags: LIMITING,
+        arity: -4,
+        read_only: false,
+        summary: c"Sliding window: at most LIMIT in any WINDOW, as an exact log or BUCKETS counters",
+        complexity: c"O(1) amortized (O(b) with BUCKETS b)",
     },
     CommandSpec {
         name: c"rl.leaky",

@@ -12,7 +12,6 @@ pub const SLIDE_LOG_MAX_LIMIT: i64 = 100_000_000;
 pub static SLIDE_LOG_MAX: AtomicI64 = AtomicI64::new(SLIDE_LOG_MAX_DEFAULT);
 
 /// The current `ratelimit.slide-log-max`.
-#[allow(dead_code)] // read by RL.SLIDE
 pub fn slide_log_max() -> u64 {
     u64::try_from(SLIDE_LOG_MAX.load(Ordering::Relaxed)).unwrap_or(0)
 }

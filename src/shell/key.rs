@@ -137,9 +137,18 @@ impl Key {
             }
             Contents::Foreign(_) => return Err("WRONGTYPE key holds another type"),
         }
+        self.changed(expire_at_ms);
+        Ok(())
+    }
+
+    /// Records that the value (changed in place) now resets at `expire_at_ms`: sets the
+    /// absolute expiry and signals the key as modified (WATCH, client-side caching).
+    pub fn changed(&mut self, expire_at_ms: i64) {
+        if self.raw.is_null() {
+            return;
+        }
         unsafe { (self.api.set_abs_expire)(self.raw, expire_at_ms) };
         unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
-        Ok(())
     }
 
     /// The key's absolute expiry in unix ms, if it has one.

@@ -1,0 +1,1059 @@
+use super::*;
+use proptest::prelude::*;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn exact(limit: u64, window: u64) -> SlideParams {
+    SlideParams::new(limit, window, None, MAX_COUNT).unwrap()
+}
+
+fn bucketed(limit: u64, window: u64, b: u64) -> SlideParams {
+    SlideParams::new(limit, window, Some(b), MAX_COUNT).unwrap()
+}
+
+fn reply(d: &Decision) -> [i64; 5] {
+    d.to_reply()
+}
+
+/// A stored limiter driven through `evaluate`, checked against `evaluate_in_place` and
+/// `validate` at every step.
+#[derive(Debug, Default)]
+struct Driver {
+    state: Option<SlideState>,
+}
+
+impl Driver {
+    fn call(&mut self, p: &SlideParams, now: i64, cost: u64) -> Decision {
+        let e = evaluate(self.state.as_ref(), p, now, cost);
+        // The in-place variant agrees, for a dry run and for a commit.
+        if let Some(s) = &self.state {
+            let mut copy = s.clone();
+            let (d, changed) = evaluate_in_place(&mut copy, p, now, cost, false);
+            assert_eq!(d, e.decision);
+            assert!(!changed);
+            assert_eq!(&copy, s);
+            let (d, changed) = evaluate_in_place(&mut copy, p, now, cost, true);
+            assert_eq!(d, e.decision);
+            assert_eq!(changed, e.next.is_some());
+            if let Some(n) = &e.next {
+                assert_eq!(&copy, n);
+            }
+        }
+        if let Some(n) = &e.next {
+            n.validate().unwrap_or_else(|err| panic!("{err}: {n:?}"));
+            let t = live(self.state.as_ref(), now).map_or(now, |s| now.max(s.updated_ms));
+            assert_eq!(n.updated_ms, t);
+            assert_eq!(
+                i128::from(n.reset_at_ms()) - i128::from(t),
+                i128::from(e.decision.reset_after_ms)
+            );
+            self.state = Some(n.clone());
+        }
+        e.decision
+    }
+
+    fn peek(&self, p: &SlideParams, now: i64, cost: u64) -> Decision {
+        evaluate(self.state.as_ref(), p, now, cost).decision
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Brute-force reference models (explicit event lists, ms-by-ms scans)
+
+/// Exact sliding window: every admitted request kept explicitly.
+#[derive(Debug, Clone, Default)]
+struct ExactModel {
+    window: i64,
+    events: Vec<(i64, u64)>,
+    updated: i64,
+}
+
+fn count_in(events: &[(i64, u64)], window: i64, t: i64) -> u64 {
+    events
+        .iter()
+        .filter(|(ts, _)| *ts <= t && *ts > t - window)
+        .map(|e| e.1)
+        .sum()
+}
+
+impl ExactModel {
+    fn call(&mut self, limit: u64, window: u64, now: i64, cost: u64) -> [i64; 5] {
+        let window = window as i64;
+        let live = self.events.iter().any(|e| e.0 + self.window > now);
+        let (t, view): (i64, Vec<(i64, u64)>) = if live {
+            let t = now.max(self.updated);
+            let stored_window = self.window;
+            let view = self
+                .events
+                .iter()
+                .copied()
+                .filter(|(ts, _)| *ts > t - stored_window && *ts > t - window)
+                .collect();
+            (t, view)
+        } else {
+            (now, Vec::new())
+        };
+        let used = count_in(&view, window, t);
+        let allowed = cost == 0 || used + cost <= limit;
+        let remaining = if allowed {
+            limit.saturating_sub(used + cost)
+        } else {
+            limit.saturating_sub(used)
+        };
+        let retry = if allowed {
+            0
+        } else if cost > limit {
+            -1
+        } else {
+            (1..)
+                .find(|d| count_in(&view, window, t + d) + cost <= limit)
+                .unwrap()
+        };
+        let mut after = view;
+        if allowed && cost > 0 {
+            after.push((t, cost));
+        }
+        let reset = (0..)
+            .find(|d| count_in(&after, window, t + d) == 0)
+            .unwrap();
+        if allowed && cost > 0 {
+            self.events = after;
+            self.window = window;
+            self.updated = t;
+        }
+        [allowed as i64, limit as i64, remaining as i64, retry, reset]
+    }
+}
+
+/// Bucketed estimate: every admitted request kept explicitly, weighted by its sub-window.
+#[derive(Debug, Clone, Default)]
+struct BucketModel {
+    b: i64,
+    w: i64,
+    events: Vec<(i64, u64)>,
+    updated: i64,
+}
+
+impl BucketModel {
+    fn new(window: u64, b: u64) -> Self {
+        BucketModel {
+            b: b as i64,
+            w: (window / b) as i64,
+            events: Vec::new(),
+            updated: 0,
+        }
+    }
+
+    /// `used(t) · w`.
+    fn used_w(&self, events: &[(i64, u64)], t: i64) -> u128 {
+        let (b, w) = (self.b, self.w);
+        let i = t.div_euclid(w);
+        let r = t - i * w;
+        let mut sum = 0u128;
+        for &(ts, c) in events.iter().filter(|e| e.0 <= t) {
+            let j = ts.div_euclid(w);
+            if j > i - b {
+                sum += w as u128 * c as u128;
+            } else if j == i - b {
+                sum += (w - r - 1) as u128 * c as u128;
+            }
+        }
+        sum
+    }
+
+    fn call(&mut self, limit: u64, now: i64, cost: u64) -> [i64; 5] {
+        let live =
+            !self.events.is_empty() && (now < self.updated || self.used_w(&self.events, now) > 0);
+        // A dead limiter is judged as a fresh one (nothing changes unless admitted).
+        let view = if live {
+            self.events.clone()
+        } else {
+            Vec::new()
+        };
+        let t = if live { now.max(self.updated) } else { now };
+        let w = self.w as u128;
+        let cap = w * limit as u128;
+        let est = self.used_w(&view, t);
+        let allowed = cost == 0 || est + w * cost as u128 <= cap;
+        let taken = if allowed { w * cost as u128 } else { 0 };
+        let remaining = cap.saturating_sub(est + taken) / w;
+        let retry = if allowed {
+            0
+        } else if cost > limit {
+            -1
+        } else {
+            (1..)
+                .find(|d| self.used_w(&view, t + d) + w * cost as u128 <= cap)
+                .unwrap()
+        };
+        let mut after = view;
+        if allowed && cost > 0 {
+            after.push((t, cost));
+        }
+        let reset = (0..).find(|d| self.used_w(&after, t + d) == 0).unwrap();
+        if allowed && cost > 0 {
+            self.events = after;
+            self.updated = t;
+        }
+        [allowed as i64, limit as i64, remaining as i64, retry, reset]
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Model {
+    Exact(ExactModel),
+    Buckets(BucketModel),
+}
+
+impl Model {
+    /// A reference model holding exactly what `s` holds.
+    fn of(s: &SlideState) -> Model {
+        if s.buckets == 0 {
+            Model::Exact(ExactModel {
+                window: s.window_ms as i64,
+                events: s.entries().collect(),
+                updated: s.updated_ms,
+            })
+        } else {
+            let mut m = BucketModel::new(s.window_ms, u64::from(s.buckets));
+            let first = s.updated_ms.div_euclid(m.w) - m.b;
+            m.events = s
+                .counters()
+                .enumerate()
+                .filter(|(_, c)| *c > 0)
+                .map(|(k, c)| ((first + k as i64) * m.w, c))
+                .collect();
+            m.updated = s.updated_ms;
+            Model::Buckets(m)
+        }
+    }
+
+    fn call(&mut self, p: &SlideParams, now: i64, cost: u64) -> [i64; 5] {
+        match self {
+            Model::Exact(m) => m.call(p.limit, p.window_ms, now, cost),
+            Model::Buckets(m) => m.call(p.limit, now, cost),
+        }
+    }
+}
+
+/// `used(t)·scale` and `scale` of a stored state judged under its own parameters, by the
+/// reference formulas.
+fn reference_used(s: &SlideState, t: i64) -> (u128, u128) {
+    match Model::of(s) {
+        Model::Exact(m) => (count_in(&m.events, m.window, t) as u128, 1),
+        Model::Buckets(m) => (m.used_w(&m.events, t), m.w as u128),
+    }
+}
+
+/// The largest total admitted in any interval of `window` ms.
+fn max_in_window(admitted: &[(i64, u64)], window: i64) -> u64 {
+    admitted
+        .iter()
+        .map(|&(end, _)| count_in(admitted, window, end))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The documented worst case of `BUCKETS b`: `2·limit − ⌈limit·b / window⌉`.
+fn bucket_bound(limit: u64, window: u64, b: u64) -> u64 {
+    2 * limit - (limit * b).div_ceil(window)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unit tests
+
+#[test]
+fn state_fits_in_56_bytes() {
+    assert!(
+        std::mem::size_of::<SlideState>() <= 56,
+        "{}",
+        std::mem::size_of::<SlideState>()
+    );
+}
+
+#[test]
+fn params_are_checked() {
+    assert_eq!(
+        exact(10, 1000),
+        SlideParams {
+            limit: 10,
+            window_ms: 1000,
+            buckets: 0
+        }
+    );
+    assert_eq!(bucketed(10, 1000, 10).buckets, 10);
+    let over = SlideParams::new(100_001, 1000, None, DEFAULT_LOG_MAX)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        over.starts_with("ERR ")
+            && over.contains("ratelimit.slide-log-max")
+            && over.contains("BUCKETS"),
+        "{over}"
+    );
+    assert!(SlideParams::new(100_000, 1000, None, DEFAULT_LOG_MAX).is_ok());
+    assert!(SlideParams::new(MAX_COUNT, 1000, Some(1), DEFAULT_LOG_MAX).is_ok());
+    let indivisible = SlideParams::new(10, 1000, Some(3), DEFAULT_LOG_MAX)
+        .unwrap_err()
+        .to_string();
+    assert!(indivisible.starts_with("ERR BUCKETS"), "{indivisible}");
+    for b in [0, 1001] {
+        let e = SlideParams::new(10, 3_000_000, Some(b), DEFAULT_LOG_MAX).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "ERR BUCKETS must be an integer between 1 and 1000"
+        );
+    }
+    assert!(SlideParams::new(0, 1000, None, DEFAULT_LOG_MAX).is_err());
+    assert!(SlideParams::new(MAX_COUNT + 1, 1000, Some(1), DEFAULT_LOG_MAX).is_err());
+    assert!(SlideParams::new(1, 0, None, DEFAULT_LOG_MAX).is_err());
+    assert!(SlideParams::new(1, MAX_DURATION_MS + 1, None, DEFAULT_LOG_MAX).is_err());
+    assert!(SlideParams::new(1, MAX_DURATION_MS, Some(1000), DEFAULT_LOG_MAX).is_ok());
+}
+
+#[test]
+fn reset_never_exceeds_100_years() {
+    let p = bucketed(1, MAX_DURATION_MS, 1);
+    let e = evaluate(None, &p, super::super::args::MAX_AT_MS, 1);
+    assert!((e.decision.reset_after_ms as u128) < super::super::args::MAX_RESET_MS);
+    assert_eq!(
+        e.decision.reset_after_ms as u64,
+        2 * MAX_DURATION_MS - 1 - (super::super::args::MAX_AT_MS as u64 % MAX_DURATION_MS)
+    );
+}
+
+#[test]
+fn exact_slides() {
+    let p = exact(3, 1000);
+    let mut d = Driver::default();
+    assert_eq!(reply(&d.call(&p, T0, 1)), [1, 3, 2, 0, 1000]);
+    assert_eq!(reply(&d.call(&p, T0 + 100, 1)), [1, 3, 1, 0, 1000]);
+    assert_eq!(reply(&d.call(&p, T0 + 200, 1)), [1, 3, 0, 0, 1000]);
+    // Full: the first entry leaves at T0 + 1000.
+    assert_eq!(reply(&d.call(&p, T0 + 500, 1)), [0, 3, 0, 500, 700]);
+    assert_eq!(reply(&d.call(&p, T0 + 999, 1)), [0, 3, 0, 1, 201]);
+    assert_eq!(reply(&d.call(&p, T0 + 1000, 1)), [1, 3, 0, 0, 1000]);
+    // Needs two to leave: T0+100 and T0+200.
+    assert_eq!(reply(&d.call(&p, T0 + 1000, 2)), [0, 3, 0, 200, 1000]);
+    assert_eq!(reply(&d.call(&p, T0 + 1200, 2)), [1, 3, 0, 0, 1000]);
+    assert_eq!(
+        d.state.as_ref().unwrap().entries().collect::<Vec<_>>(),
+        vec![(T0 + 1000, 1), (T0 + 1200, 2)]
+    );
+    // Cost above the limit never passes; cost 0 always does and changes nothing.
+    assert_eq!(reply(&d.call(&p, T0 + 1300, 4)), [0, 3, 0, -1, 900]);
+    assert_eq!(reply(&d.call(&p, T0 + 1300, 0)), [1, 3, 0, 0, 900]);
+}
+
+#[test]
+fn same_ms_requests_merge() {
+    let p = exact(100, 1000);
+    let mut d = Driver::default();
+    for _ in 0..10 {
+        assert!(d.call(&p, T0, 3).allowed);
+    }
+    d.call(&p, T0 + 5, 1);
+    d.call(&p, T0 + 5, 1);
+    let s = d.state.unwrap();
+    assert_eq!(s.entries().collect::<Vec<_>>(), vec![(T0, 30), (T0 + 5, 2)]);
+    assert_eq!(s.entry_count(), 2);
+    assert_eq!(s.stored_total(), 32);
+}
+
+#[test]
+fn one_entry_log_needs_no_heap() {
+    let p = exact(10, 60_000);
+    let e = evaluate(None, &p, T0, 1);
+    assert_eq!(e.next.as_ref().unwrap().heap_bytes(), 0);
+    let e2 = evaluate(e.next.as_ref(), &p, T0, 4);
+    assert_eq!(e2.next.unwrap().heap_bytes(), 0);
+}
+
+#[test]
+fn log_memory_stays_within_16_bytes_per_entry() {
+    fn admit(state: &mut Option<SlideState>, p: &SlideParams, t: i64) {
+        match state {
+            Some(s) => assert!(evaluate_in_place(s, p, t, 1, true).0.allowed),
+            None => *state = evaluate(None, p, t, 1).next,
+        }
+    }
+    // Typical entries: cost 1, gaps under 16 s.
+    let p = exact(100_000, 36_000_000);
+    let mut state = None;
+    let mut t = T0;
+    for n in 1..=5000u64 {
+        t += (n * 7919) as i64 % 1500 + 1;
+        admit(&mut state, &p, t);
+        let s = state.as_ref().unwrap();
+        assert!(
+            s.heap_bytes() as u64 <= 16 * n,
+            "{n} entries: {} bytes",
+            s.heap_bytes()
+        );
+    }
+    let s = state.as_ref().unwrap();
+    s.validate().unwrap();
+    assert_eq!(s.entry_count(), 5000);
+    let per_entry = s.heap_bytes() as f64 / 5000.0;
+    assert!(per_entry < 5.0, "{per_entry}");
+    // Steady state: entries leave as new ones come, the buffer does not creep.
+    let p = exact(2000, 10_000);
+    let mut state = None;
+    let mut most = 0;
+    for k in 0..20_000i64 {
+        admit(&mut state, &p, T0 + k * 10 + k % 3);
+        most = most.max(state.as_ref().unwrap().heap_bytes());
+    }
+    let s = state.as_ref().unwrap();
+    s.validate().unwrap();
+    let n = s.entry_count();
+    assert!(most <= 4 * n, "{n} entries, {most} bytes at most");
+    // After a burst, the buffer shrinks as entries leave.
+    let p = exact(1000, 1000);
+    let mut state = None;
+    for k in 0..1000 {
+        admit(&mut state, &p, T0 + k);
+    }
+    let big = state.as_ref().unwrap().heap_bytes();
+    admit(&mut state, &p, T0 + 1995);
+    let s = state.as_ref().unwrap();
+    s.validate().unwrap();
+    assert_eq!(s.entry_count(), 5);
+    assert!(
+        s.heap_bytes() <= 16 * 5 && s.heap_bytes() < big,
+        "{} {big}",
+        s.heap_bytes()
+    );
+}
+
+#[test]
+fn retry_and_reset_are_exact() {
+    let p = exact(5, 777);
+    let mut d = Driver::default();
+    for (gap, cost) in [(0, 2), (13, 1), (100, 2)] {
+        assert!(d.call(&p, T0 + gap, cost).allowed);
+    }
+    let at = T0 + 300;
+    let limited = d.peek(&p, at, 3);
+    assert!(!limited.allowed);
+    let r = limited.retry_after_ms;
+    assert!(d.peek(&p, at + r, 3).allowed);
+    assert!(!d.peek(&p, at + r - 1, 3).allowed);
+    let reset = d.peek(&p, at, 0).reset_after_ms;
+    assert_eq!(at + reset, T0 + 100 + 777);
+    assert_eq!(reply(&d.peek(&p, at + reset, 5)), [1, 5, 0, 0, 777]);
+    assert!(!d.peek(&p, at + reset - 1, 5).allowed);
+    assert!(live(d.state.as_ref(), at + reset).is_none());
+    assert!(live(d.state.as_ref(), at + reset - 1).is_some());
+}
+
+#[test]
+fn time_going_backwards_counts_as_no_time_passing() {
+    let p = exact(2, 1000);
+    let mut d = Driver::default();
+    d.call(&p, T0, 1);
+    d.call(&p, T0 + 500, 1);
+    // An AT before the last admitted call: judged at T0 + 500.
+    assert_eq!(reply(&d.call(&p, T0 - 10_000, 1)), [0, 2, 0, 500, 1000]);
+    assert_eq!(reply(&d.call(&p, T0 + 200, 0)), [1, 2, 0, 0, 1000]);
+    assert_eq!(d.state.as_ref().unwrap().updated_ms, T0 + 500);
+    // Admitted at now' = updated_ms: merged into the newest entry.
+    let p3 = exact(3, 1000);
+    assert_eq!(reply(&d.call(&p3, T0, 1)), [1, 3, 0, 0, 1000]);
+    assert_eq!(
+        d.state.as_ref().unwrap().entries().collect::<Vec<_>>(),
+        vec![(T0, 1), (T0 + 500, 2)]
+    );
+    let b = bucketed(2, 1000, 4);
+    let mut d = Driver::default();
+    d.call(&b, T0 + 600, 2);
+    assert_eq!(reply(&d.call(&b, T0, 1)), [0, 2, 0, 1024, 1149]);
+}
+
+#[test]
+fn extreme_parameters_do_not_overflow() {
+    let max_at = super::super::args::MAX_AT_MS;
+    // 1 per 10 years.
+    let p = exact(1, MAX_DURATION_MS);
+    let mut d = Driver::default();
+    assert!(d.call(&p, 0, 1).allowed);
+    assert_eq!(
+        reply(&d.call(&p, 5, 1)),
+        [
+            0,
+            1,
+            0,
+            MAX_DURATION_MS as i64 - 5,
+            MAX_DURATION_MS as i64 - 5
+        ]
+    );
+    assert!(d.call(&p, MAX_DURATION_MS as i64, 1).allowed);
+    // 10^12 per ms, cost 10^12, at the end of time.
+    for p in [
+        exact(MAX_COUNT, 1),
+        bucketed(MAX_COUNT, 1, 1),
+        bucketed(MAX_COUNT, MAX_DURATION_MS, 1000),
+    ] {
+        let mut d = Driver::default();
+        assert!(d.call(&p, max_at - 1, MAX_COUNT).allowed);
+        assert!(!d.call(&p, max_at - 1, 1).allowed);
+        assert_eq!(d.call(&p, max_at, MAX_COUNT + 1).retry_after_ms, -1);
+        let _ = d.call(&p, max_at, MAX_COUNT);
+        let _ = d.call(&exact(MAX_COUNT, MAX_DURATION_MS), max_at, MAX_COUNT);
+        let _ = d.call(&bucketed(1, 1000, 1000), max_at, 1);
+    }
+    // Many distinct large entries.
+    let p = exact(MAX_COUNT, MAX_DURATION_MS);
+    let mut d = Driver::default();
+    for k in 0..100i64 {
+        assert!(d.call(&p, k * 3_000_000_000, 9_000_000_000).allowed);
+    }
+    assert!(d.state.as_ref().unwrap().heap_bytes() <= 16 * 100);
+}
+
+#[test]
+fn buckets_two_counter_estimate() {
+    // b = 1: 10 per 1000 ms; 8 in [0, 1000), then at 1250 the previous counts 8·(1000−250−1)/1000.
+    let p = bucketed(10, 1000, 1);
+    let mut d = Driver::default();
+    assert_eq!(
+        reply(&d.call(&p, T0 - T0 % 1000 + 900, 8)),
+        [1, 10, 2, 0, 1099]
+    );
+    let base = T0 - T0 % 1000;
+    // At base+1250: used = 8·749/1000 = 5.992 → remaining ⌊4.008⌋ = 4.
+    assert_eq!(reply(&d.peek(&p, base + 1250, 0)), [1, 10, 4, 0, 749]);
+    assert_eq!(reply(&d.call(&p, base + 1250, 4)), [1, 10, 0, 0, 1749]);
+    // 1 more needs used ≤ 9 − ... : 8·(999−r)/1000 + 4 ≤ 9 → r ≥ 374.
+    let limited = d.call(&p, base + 1250, 1);
+    assert_eq!(reply(&limited), [0, 10, 0, 124, 1749]);
+    assert!(d.peek(&p, base + 1374, 1).allowed);
+    assert!(!d.peek(&p, base + 1373, 1).allowed);
+    // 6 more: the old counter must be gone (r = 999), and then still 4 + 6 ≤ 10.
+    assert_eq!(d.peek(&p, base + 1250, 6).retry_after_ms, 749);
+    // 7 more: the current 4 must leave too: across a sub-window boundary.
+    let r = d.peek(&p, base + 1250, 7).retry_after_ms;
+    assert!(d.peek(&p, base + 1250 + r, 7).allowed);
+    assert!(!d.peek(&p, base + 1250 + r - 1, 7).allowed);
+}
+
+#[test]
+fn buckets_over_admission_bound_is_reached() {
+    for limit in [1u64, 2, 3, 5, 10, 100, 1001] {
+        for b in [1u64, 2, 3, 5] {
+            for w in [1u64, 2, 3, 7, 100, 1000] {
+                let window = b * w;
+                let p = bucketed(limit, window, b);
+                let w = w as i64;
+                let m = T0.div_euclid(w) + 1;
+                let first = (m + 1) * w - 1;
+                let mut d = Driver::default();
+                assert!(d.call(&p, first, limit).allowed);
+                let extra = limit - limit.div_ceil(w as u64);
+                let mut admitted = vec![(first, limit)];
+                if w >= 2 {
+                    let second = (m + b as i64 + 1) * w - 2;
+                    assert_eq!(second - first, window as i64 - 1);
+                    if extra > 0 {
+                        assert!(d.call(&p, second, extra).allowed);
+                        admitted.push((second, extra));
+                    }
+                    assert!(!d.peek(&p, second, 1).allowed);
+                }
+                let most = max_in_window(&admitted, window as i64);
+                assert_eq!(
+                    most,
+                    bucket_bound(limit, window, b),
+                    "limit {limit} b {b} w {w}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn exact_to_buckets_and_back() {
+    let e = exact(10, 1000);
+    let mut d = Driver::default();
+    let base = T0 - T0 % 1000;
+    d.call(&e, base + 100, 2);
+    d.call(&e, base + 250, 3);
+    d.call(&e, base + 600, 1);
+    // To 4 buckets of 250 ms at base+900: events go to ⌈ts/250⌉ → sub-windows 1, 1, 3 (capped).
+    let b4 = bucketed(10, 1000, 4);
+    let dec = d.peek(&b4, base + 900, 0);
+    assert_eq!(dec.remaining, 4);
+    let conv = convert(d.state.as_ref().unwrap(), &b4, base + 900).unwrap();
+    let i = (base + 900) / 250;
+    assert_eq!(conv.counters().collect::<Vec<_>>(), vec![0, 0, 5, 0, 1]);
+    assert_eq!(conv.updated_ms, base + 900);
+    assert_eq!(i % 5, (conv.updated_ms / 250) % 5);
+    assert!(d.call(&b4, base + 900, 1).allowed);
+    // Back to exact: each sub-window at its last ms, the current one at now'.
+    let conv = convert(d.state.as_ref().unwrap(), &e, base + 950).unwrap();
+    assert_eq!(
+        conv.entries().collect::<Vec<_>>(),
+        vec![(base + 499, 5), (base + 950, 2)]
+    );
+    // Shorter window: drops what falls outside.
+    let short = exact(10, 300);
+    let conv = convert(d.state.as_ref().unwrap(), &short, base + 950).unwrap();
+    assert_eq!(conv.entries().collect::<Vec<_>>(), vec![(base + 950, 2)]);
+    assert_eq!(
+        reply(&d.call(&exact(10, 40), base + 950, 1)),
+        [1, 10, 7, 0, 40]
+    );
+    // Nothing left: judged as a fresh limiter at now'.
+    let mut d = Driver::default();
+    d.call(&e, base + 100, 2);
+    assert!(convert(d.state.as_ref().unwrap(), &exact(10, 40), base + 950).is_none());
+    assert_eq!(
+        reply(&d.call(&exact(10, 40), base + 950, 1)),
+        [1, 10, 9, 0, 40]
+    );
+}
+
+#[test]
+fn limit_change_keeps_the_log_whole() {
+    let big = exact(10, 1000);
+    let mut d = Driver::default();
+    for k in 0..8 {
+        d.call(&big, T0 + k * 10, 1);
+    }
+    let small = exact(3, 1000);
+    // 8 used against a limit of 3: remaining 0, wait until 6 have left.
+    assert_eq!(reply(&d.call(&small, T0 + 100, 1)), [0, 3, 0, 950, 970]);
+    assert_eq!(reply(&d.call(&small, T0 + 1050, 1)), [1, 3, 0, 0, 1000]);
+    assert_eq!(d.state.as_ref().unwrap().entry_count(), 3);
+    // Larger limit: no top-up beyond what the log allows.
+    assert_eq!(d.call(&exact(100, 1000), T0 + 1050, 0).remaining, 97);
+}
+
+#[test]
+fn round_trip_through_entries_and_counters() {
+    let p = exact(50, 10_000);
+    let mut d = Driver::default();
+    for k in 0..30i64 {
+        d.call(&p, T0 + k * k * 7, (k % 3 + 1) as u64);
+    }
+    let s = d.state.unwrap();
+    let entries: Vec<_> = s.entries().collect();
+    let back = SlideState::from_entries(s.limit, s.window_ms, s.updated_ms, &entries).unwrap();
+    assert_eq!(back, s);
+    let p = bucketed(50, 10_000, 10);
+    let mut d = Driver::default();
+    for k in 0..30i64 {
+        d.call(&p, T0 + k * k * 7, (k % 3 + 1) as u64);
+    }
+    let s = d.state.unwrap();
+    let counters: Vec<_> = s.counters().collect();
+    assert_eq!(counters.len(), 11);
+    let back = SlideState::from_counters(s.limit, s.window_ms, s.buckets, s.updated_ms, &counters)
+        .unwrap();
+    assert_eq!(back, s);
+}
+
+#[test]
+fn from_entries_refuses_impossible_logs() {
+    let ok = [(T0, 1), (T0 + 5, 2)];
+    assert!(SlideState::from_entries(3, 100, T0 + 5, &ok).is_ok());
+    assert!(
+        SlideState::from_entries(2, 100, T0 + 5, &ok).is_err(),
+        "above the limit"
+    );
+    assert!(
+        SlideState::from_entries(3, 5, T0 + 5, &ok).is_err(),
+        "outside the window"
+    );
+    assert!(
+        SlideState::from_entries(3, 100, T0 + 6, &ok).is_err(),
+        "not ending at updated"
+    );
+    assert!(SlideState::from_entries(3, 100, T0 + 5, &[(T0 + 5, 1), (T0 + 5, 1)]).is_err());
+    assert!(SlideState::from_entries(3, 100, T0 + 5, &[(T0, 0), (T0 + 5, 1)]).is_err());
+    assert!(SlideState::from_entries(3, 100, T0, &[]).is_err());
+    assert!(SlideState::from_entries(3, 100, -5, &[(-5, 1)]).is_err());
+    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 0, 1]).is_ok());
+    assert!(
+        SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 1]).is_err(),
+        "b + 1 counters"
+    );
+    assert!(
+        SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 1, 0]).is_err(),
+        "newest empty"
+    );
+    assert!(
+        SlideState::from_counters(3, 100, 4, T0, &[0, 2, 0, 0, 2]).is_err(),
+        "above the limit"
+    );
+    assert!(
+        SlideState::from_counters(3, 100, 3, T0, &[0, 0, 0, 1]).is_err(),
+        "indivisible"
+    );
+    assert!(SlideState::from_counters(3, 100, 4, T0, &[u64::MAX, 0, 0, 0, 1]).is_err());
+}
+
+#[test]
+fn validate_catches_corrupt_buffers() {
+    let p = exact(50, 10_000);
+    let mut d = Driver::default();
+    for k in 0..5i64 {
+        d.call(&p, T0 + k * 10, 1);
+    }
+    let s = d.state.unwrap();
+    assert!(s.validate().is_ok());
+    let mut bad = s.clone();
+    bad.log.word = 0;
+    assert!(bad.validate().is_err());
+    let mut bad = s.clone();
+    bad.updated_ms += 1;
+    assert!(bad.validate().is_err());
+    let mut bad = s.clone();
+    bad.limit = 4;
+    assert!(bad.validate().is_err());
+    for at in 0..s.log.heap.len() {
+        let mut bad = s.clone();
+        let mut heap = bad.log.heap.to_vec();
+        heap[at] ^= 0x41;
+        bad.log.heap = heap.into_boxed_slice();
+        let _ = bad.validate();
+        let _ = evaluate(Some(&bad), &p, T0 + 20, 1);
+    }
+    let mut bad = s.clone();
+    bad.buckets = 1;
+    assert!(bad.validate().is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Property tests
+
+#[derive(Debug, Clone)]
+struct Call {
+    gap: i64,
+    cost: u64,
+}
+
+fn calls(max_gap: i64, max_cost: u64, n: usize) -> impl Strategy<Value = Vec<Call>> {
+    proptest::collection::vec(
+        (
+            -max_gap / 4..=max_gap,
+            prop_oneof![3 => 1..=max_cost, 1 => Just(0u64), 1 => 1..=max_cost * 2],
+        )
+            .prop_map(|(gap, cost)| Call { gap, cost }),
+        1..n,
+    )
+}
+
+proptest! {
+    /// Exact mode equals the explicit event list, field for field; no window ever holds more
+    /// than the limit; retry and reset are exact.
+    #[test]
+    fn exact_matches_reference(
+        limit in prop_oneof![1u64..8, 8u64..40],
+        window in 1u64..120,
+        start in 0i64..1_000_000,
+        ops in calls(60, 4, 50),
+    ) {
+        let p = exact(limit, window);
+        let mut d = Driver::default();
+        let mut m = ExactModel::default();
+        let mut now = start;
+        let mut admitted = Vec::new();
+        for op in ops {
+            now = (now + op.gap).max(0);
+            let got = d.call(&p, now, op.cost);
+            prop_assert_eq!(reply(&got), m.call(limit, window, now, op.cost), "at {} cost {}", now, op.cost);
+            if got.allowed && op.cost > 0 {
+                admitted.push((m.updated, op.cost));
+            }
+            if !got.allowed && got.retry_after_ms > 0 {
+                let t = now.max(d.state.as_ref().map_or(now, |s| s.updated_ms));
+                prop_assert!(d.peek(&p, t + got.retry_after_ms, op.cost).allowed);
+                prop_assert!(!d.peek(&p, t + got.retry_after_ms - 1, op.cost).allowed);
+            }
+            if let Some(s) = &d.state {
+                prop_assert!(s.entry_count() as u64 <= limit);
+                prop_assert!(s.heap_bytes() <= 16 * s.entry_count());
+                let at = s.reset_at_ms();
+                prop_assert!(d.peek(&p, at, limit).allowed);
+                prop_assert!(!d.peek(&p, at - 1, limit).allowed || at - 1 < s.updated_ms);
+            }
+        }
+        prop_assert!(max_in_window(&admitted, window as i64) <= limit);
+    }
+
+    /// Window and limit changes between calls (exact mode) equal the explicit event list: kept
+    /// whole, judged against the new limit, shorter windows drop entries.
+    #[test]
+    fn exact_parameter_changes_match_reference(
+        start in 0i64..1_000_000,
+        ops in proptest::collection::vec((calls(80, 4, 2), 1u64..8, 1u64..150), 1..25),
+    ) {
+        let mut d = Driver::default();
+        let mut m = ExactModel::default();
+        let mut now = start;
+        for (batch, limit, window) in ops {
+            let p = exact(limit, window);
+            for op in batch {
+                now = (now + op.gap).max(0);
+                let got = d.call(&p, now, op.cost);
+                prop_assert_eq!(reply(&got), m.call(limit, window, now, op.cost));
+            }
+        }
+    }
+
+    /// Bucketed mode equals an independent per-event weighting with ms-by-ms scans, also
+    /// under limit changes.
+    #[test]
+    fn buckets_match_reference(
+        (b, w) in prop_oneof![(1u64..5, 1u64..30), (5u64..13, 1u64..8)],
+        start in 0i64..1_000_000,
+        ops in proptest::collection::vec((calls(70, 5, 4), 1u64..9), 1..12),
+    ) {
+        let window = b * w;
+        let mut d = Driver::default();
+        let mut m = BucketModel::new(window, b);
+        let mut now = start;
+        for (batch, limit) in ops {
+            let p = bucketed(limit, window, b);
+            for op in batch {
+                now = (now + op.gap).max(0);
+                let got = d.call(&p, now, op.cost);
+                prop_assert_eq!(reply(&got), m.call(limit, now, op.cost), "at {} cost {}", now, op.cost);
+                if !got.allowed && got.retry_after_ms > 0 {
+                    let t = now.max(d.state.as_ref().map_or(now, |s| s.updated_ms));
+                    prop_assert!(d.peek(&p, t + got.retry_after_ms, op.cost).allowed);
+                    prop_assert!(!d.peek(&p, t + got.retry_after_ms - 1, op.cost).allowed);
+                }
+            }
+        }
+    }
+
+    /// With fixed parameters, `BUCKETS b` never admits more than `2·limit − ⌈limit·b/window⌉`
+    /// in any interval of `window` ms.
+    #[test]
+    fn buckets_over_admission_is_bounded(
+        limit in 1u64..12,
+        b in 1u64..6,
+        w in 1u64..40,
+        start in 0i64..1_000_000,
+        ops in calls(50, 6, 80),
+    ) {
+        let window = b * w;
+        let p = bucketed(limit, window, b);
+        let mut d = Driver::default();
+        let mut now = start;
+        let mut admitted = Vec::new();
+        for op in ops {
+            now = (now + op.gap.abs()).max(0);
+            if d.call(&p, now, op.cost).allowed && op.cost > 0 {
+                admitted.push((now, op.cost));
+            }
+        }
+        prop_assert!(max_in_window(&admitted, window as i64) <= bucket_bound(limit, window, b));
+    }
+
+    /// The constructed worst case reaches the bound for any parameters.
+    #[test]
+    fn buckets_bound_is_tight(limit in 1u64..MAX_COUNT, b in 1u64..=1000, w in 2u64..1_000_000, m in 0i64..1_000_000) {
+        let window = b * w;
+        prop_assume!(window <= MAX_DURATION_MS);
+        let p = bucketed(limit, window, b);
+        let w = w as i64;
+        let first = (m + 1) * w - 1;
+        let second = (m + b as i64 + 1) * w - 2;
+        let extra = limit - limit.div_ceil(w as u64);
+        let e = evaluate(None, &p, first, limit);
+        prop_assert!(e.decision.allowed);
+        let s = e.next.unwrap();
+        let e2 = evaluate(Some(&s), &p, second, extra);
+        prop_assert!(e2.decision.allowed);
+        prop_assert!(!evaluate(Some(&s), &p, second, extra + 1).decision.allowed);
+        prop_assert_eq!(limit + extra, bucket_bound(limit, window, b));
+    }
+
+    /// Any switch of mode, `b`, window or limit: never more permits at the conversion instant
+    /// than the stored state had under its own parameters; stored states stay valid; after the
+    /// first admission under new parameters, calls match a reference model of what is stored.
+    #[test]
+    fn mode_changes_are_conservative(
+        start in 0i64..1_000_000,
+        segments in proptest::collection::vec(
+            (0usize..6, 1u64..10, calls(90, 5, 8)), 1..10),
+    ) {
+        let shapes: [(u64, Option<u64>); 6] =
+            [(60, None), (120, None), (60, Some(1)), (60, Some(4)), (120, Some(3)), (120, Some(120))];
+        let mut d = Driver::default();
+        let mut model: Option<Model> = None;
+        let mut model_shape = usize::MAX;
+        let mut now = start;
+        for (shape, limit, batch) in segments {
+            let (window, b) = shapes[shape];
+            let p = SlideParams::new(limit, window, b, MAX_COUNT).unwrap();
+            if shape != model_shape {
+                model = None;
+            }
+            model_shape = shape;
+            for op in batch {
+                now = (now + op.gap).max(0);
+                let stored = live(d.state.as_ref(), now).cloned();
+                if let Some(s) = stored.as_ref().filter(|s| !s.same_shape(&p)) {
+                    model = None;
+                    let t = now.max(s.updated_ms);
+                    // A shorter window drops what falls outside it (SPEC §2): the baseline is
+                    // the stored state judged under the shorter window where that is defined.
+                    let (used_old, scale) = match Model::of(s) {
+                        Model::Exact(m) => (count_in(&m.events, m.window.min(window as i64), t) as u128, 1),
+                        Model::Buckets(_) if window < s.window_ms => (0, 1),
+                        Model::Buckets(_) => reference_used(s, t),
+                    };
+                    let remaining_new = d.peek(&p, now, 0).remaining as u128;
+                    let bound = (u128::from(limit) * scale).saturating_sub(used_old) / scale;
+                    prop_assert!(remaining_new <= bound, "{} > {}", remaining_new, bound);
+                }
+                let expected = model.as_mut().map(|m| m.call(&p, now, op.cost));
+                let got = d.call(&p, now, op.cost);
+                if let Some(expected) = expected {
+                    prop_assert_eq!(reply(&got), expected);
+                }
+                if model.is_none() && got.allowed && op.cost > 0 {
+                    model = Some(Model::of(d.state.as_ref().unwrap()));
+                }
+                if let Some(s) = &d.state {
+                    if s.buckets == 0 {
+                        prop_assert!(s.stored_total() <= s.limit);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Conversions keep what they carry in the window at least as long, at any later instant
+    /// up to the new window: exact → buckets counts every carried entry while it would count.
+    #[test]
+    fn exact_to_buckets_counts_at_least_the_log(
+        limit in 1u64..20,
+        b in 1u64..6,
+        w in 1u64..30,
+        start in 0i64..1_000_000,
+        ops in calls(40, 3, 30),
+        probe in 0i64..200,
+    ) {
+        let window = b * w;
+        let e = exact(limit, window);
+        let mut d = Driver::default();
+        d.call(&e, start, 1);
+        let mut now = start;
+        for op in ops {
+            now = (now + op.gap.abs()).max(0);
+            d.call(&e, now, op.cost);
+        }
+        prop_assume!(d.state.is_some());
+        let s = d.state.clone().unwrap();
+        let t = now.max(s.updated_ms);
+        let Some(conv) = convert(&s, &bucketed(limit, window, b), t) else {
+            prop_assert!(live(Some(&s), t).is_none());
+            return Ok(());
+        };
+        let at = t + probe % (window as i64);
+        let Model::Buckets(bm) = Model::of(&conv) else { unreachable!() };
+        let entries: Vec<_> = s.entries().collect();
+        // Entries that still count at `at` (exact) vs the converted estimate at `at`, while the
+        // current sub-window is still counted in full.
+        if at < (t / w as i64 + b as i64) * w as i64 {
+            let exact_used = count_in(&entries, window as i64, at) as u128 * bm.w as u128;
+            prop_assert!(bm.used_w(&bm.events, at) >= exact_used);
+        }
+        let exact_now = count_in(&entries, window as i64, t) as u128 * bm.w as u128;
+        prop_assert_eq!(bm.used_w(&bm.events, t), exact_now);
+    }
+
+    /// Arbitrary (corrupt) states: validate, evaluate and the iterators never panic.
+    #[test]
+    fn corrupt_states_never_panic(
+        limit in prop_oneof![Just(0u64), 1u64..20, Just(u64::MAX)],
+        window in prop_oneof![Just(0u64), 1u64..200, Just(u64::MAX), Just(MAX_DURATION_MS)],
+        buckets in prop_oneof![4 => Just(0u16), 4 => 1u16..8, 1 => Just(u16::MAX)],
+        updated in prop_oneof![Just(i64::MIN), -5i64..1000, Just(i64::MAX)],
+        word in prop_oneof![Just(0u64), 1u64..30, Just(u64::MAX)],
+        heap in proptest::collection::vec(any::<u8>(), 0..80),
+        header in any::<bool>(),
+        now in 0i64..2000,
+        cost in 0u64..30,
+    ) {
+        let mut heap = heap;
+        if header && heap.len() >= HEADER {
+            let len = heap.len();
+            write_header(&mut heap, &Header { oldest_ms: updated.saturating_sub(3), used: 5, head: HEADER, end: len });
+        }
+        let mut s = SlideState { limit, window_ms: window, buckets, updated_ms: updated, log: SlideLog { word, heap: heap.into_boxed_slice() } };
+        let _ = s.validate();
+        let _ = s.entries().take(1000).count();
+        let _ = s.counters().take(1000).count();
+        let _ = s.reset_at_ms();
+        let _ = s.stored_total();
+        for p in [exact(5, 100), bucketed(5, 100, 4), bucketed(5, 60, 3)] {
+            let e = evaluate(Some(&s), &p, now, cost);
+            if let Some(n) = e.next {
+                let _ = n.validate();
+            }
+            let _ = evaluate_in_place(&mut s.clone(), &p, now, cost, true);
+        }
+        let own = s.params();
+        let _ = evaluate_in_place(&mut s, &own, now, cost, true);
+    }
+}
+
+#[test]
+fn extreme_corrupt_states_saturate() {
+    let huge = [u64::MAX.to_le_bytes(), u64::MAX.to_le_bytes()].concat();
+    for window in [u64::MAX, i64::MAX as u64, MAX_DURATION_MS] {
+        for updated in [i64::MIN, -1, 0, T0, i64::MAX] {
+            let mut s = SlideState {
+                limit: u64::MAX,
+                window_ms: window,
+                buckets: 1,
+                updated_ms: updated,
+                log: SlideLog {
+                    word: u64::MAX,
+                    heap: huge.clone().into_boxed_slice(),
+                },
+            };
+            let _ = s.validate();
+            let _ = s.reset_at_ms();
+            for p in [
+                exact(MAX_COUNT, MAX_DURATION_MS),
+                bucketed(MAX_COUNT, MAX_DURATION_MS, 1),
+                bucketed(1, 1, 1),
+            ] {
+                for now in [0, T0, super::super::args::MAX_AT_MS] {
+                    for cost in [0, 1, MAX_COUNT] {
+                        let _ = evaluate(Some(&s), &p, now, cost);
+                        let _ = evaluate_in_place(&mut s.clone(), &s.params(), now, cost, true);
+                    }
+                }
+            }
+            s.buckets = 0;
+            let mut heap = huge.clone();
+            heap.extend_from_slice(&[0xff; 16]);
+            let len = heap.len();
+            write_header(
+                &mut heap,
+                &Header {
+                    oldest_ms: i64::MIN,
+                    used: u64::MAX,
+                    head: HEADER,
+                    end: len,
+                },
+            );
+            s.log.heap = heap.into_boxed_slice();
+            let _ = s.validate();
+            let _ = s.entries().count();
+            for now in [0, T0, super::super::args::MAX_AT_MS] {
+                let _ = evaluate(Some(&s), &exact(MAX_COUNT, MAX_DURATION_MS), now, 1);
+                let own = s.params();
+                let _ = evaluate_in_place(&mut s.clone(), &own, now, 1, true);
+            }
+        }
+    }
+}
