@@ -9,8 +9,11 @@ const T0: i64 = 4_000_000_000_000;
 const HOUR: i64 = 3_600_000;
 const YEAR: i64 = 365 * 24 * HOUR;
 
-/// One exhausting call per algorithm at `at` (all 5 permits), and a probe call.
-fn commands(key: &str) -> Vec<(Vec<String>, Vec<String>, fn(&[i64]) -> bool)> {
+/// (a call that takes all 5 permits, a 1-permit probe, how to read admission)
+type Case = (Vec<String>, Vec<String>, fn(&[i64]) -> bool);
+
+/// One exhausting call and one probe per algorithm and mode.
+fn commands(key: &str) -> Vec<Case> {
     let k = key.to_string();
     let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let rl = |r: &[i64]| r[0] == 1;
@@ -124,8 +127,7 @@ fn promoted_replica_with_a_clock_behind() {
     for (_, probe, admitted) in &cmds {
         let reply = at(&mut rc, probe, T0 - 600_000);
         assert!(!admitted(&reply), "{probe:?}: {reply:?}");
-        let mut plain: Vec<&str> = probe.iter().map(String::as_str).collect();
-        plain.truncate(probe.len());
+        let plain: Vec<&str> = probe.iter().map(String::as_str).collect();
         let reply = ints(&mut rc, &plain);
         assert!(
             !admitted(&reply),
