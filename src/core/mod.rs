@@ -16,3 +16,6 @@ pub mod limiter;
 pub mod period;
 pub mod slide;
 pub mod token;
+
+#[cfg(test)]
+mod fuzz_tests;

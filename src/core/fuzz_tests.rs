@@ -1,0 +1,153 @@
+//! Fuzz targets for the two places untrusted bytes enter: command arguments and the state
+//! decoder (RDB, `RESTORE`, `RL.RESTORE`). `cargo fuzz` needs a nightly toolchain, which this
+//! project's machines cannot fetch, so these are proptest-driven fuzzers: random and mutated
+//! inputs, 10 000 cases each by default (`PROPTEST_CASES=1000000 cargo test fuzz` for a long
+//! run). Properties: nothing panics; whatever decodes validates, re-encodes byte for byte, and
+//! can be evaluated, peeked and described at any instant.
+
+use proptest::prelude::*;
+
+use super::args::{parse_duration, parse_options, Keyword, MAX_AT_MS, MAX_COUNT};
+use super::codec::{decode, encode};
+use super::gcra::{self, parse_throttle_args};
+use super::leaky::{self, LeakMode, LeakyParams};
+use super::limiter::Limiter;
+use super::period::{self, PeriodParams};
+use super::slide::{self, SlideParams};
+use super::token::{self, TokenParams};
+
+const ALL_KEYWORDS: [Keyword; 8] = [
+    Keyword::Cost,
+    Keyword::DryRun,
+    Keyword::At,
+    Keyword::Step,
+    Keyword::Align,
+    Keyword::Buckets,
+    Keyword::NoDelay,
+    Keyword::Delay,
+];
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+/// Tokens that steer the parser into its interesting branches, mixed with random bytes.
+fn token() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        3 => prop::sample::select(vec![
+            "COST", "cost", "DRYRUN", "AT", "STEP", "ALIGN", "BUCKETS", "NODELAY", "DELAY", "0",
+            "1", "-1", "+8h", "-5h", "1000000000000", "1000000000001", "253402300799999", "1s",
+            "3650d", "3651d", "1.5", "", "\u{ff}",
+        ])
+        .prop_map(|s| s.as_bytes().to_vec()),
+        1 => proptest::collection::vec(any::<u8>(), 0..8),
+        1 => (0u64..=u64::MAX).prop_map(|n| n.to_string().into_bytes()),
+    ]
+}
+
+/// One admitted state of every algorithm and mode, to mutate.
+fn seeds() -> Vec<Vec<u8>> {
+    let t = 1_700_000_000_000;
+    let mut out = Vec::new();
+    for step in [false, true] {
+        let p = TokenParams::new(10, 3, 7, step).unwrap();
+        out.push(Limiter::Token(
+            token::evaluate(None, &p, t, 4).next.unwrap(),
+        ));
+    }
+    for align in [None, Some(-5 * 3_600_000)] {
+        let p = PeriodParams::new(5, 86_400_000, align).unwrap();
+        out.push(Limiter::Period(
+            period::evaluate(None, &p, t, 2).next.unwrap(),
+        ));
+    }
+    for mode in [LeakMode::Delay(2), LeakMode::NoDelay] {
+        let p = LeakyParams::new(10, 3, 7, mode).unwrap();
+        out.push(Limiter::Leaky(
+            leaky::evaluate(None, &p, t, 4).next.unwrap(),
+        ));
+    }
+    let g = gcra::GcraParams::new(15, 30, 60).unwrap();
+    out.push(Limiter::Gcra(gcra::evaluate(None, &g, t, 3).next.unwrap()));
+    for buckets in [None, Some(10)] {
+        let p = SlideParams::new(10, 1000, buckets, 100).unwrap();
+        let mut state = None;
+        for (dt, cost) in [(0, 2), (5, 1), (300, 3), (999, 1)] {
+            if let Some(next) = slide::evaluate(state.as_ref(), &p, t + dt, cost).next {
+                state = Some(next);
+            }
+        }
+        out.push(Limiter::Slide(state.unwrap()));
+    }
+    out.iter().map(encode).collect()
+}
+
+/// A seed with random byte edits, insertions and truncation.
+fn mutated() -> impl Strategy<Value = Vec<u8>> {
+    let edits = proptest::collection::vec((any::<usize>(), any::<u8>(), 0u8..3), 0..6);
+    (0..seeds().len(), edits, any::<usize>()).prop_map(|(i, edits, cut)| {
+        let mut bytes = seeds().swap_remove(i);
+        for (pos, byte, kind) in edits {
+            let at = pos % (bytes.len() + 1);
+            match kind {
+                0 if at < bytes.len() => bytes[at] = byte,
+                1 => bytes.insert(at, byte),
+                _ if at < bytes.len() => {
+                    bytes.remove(at);
+                }
+                _ => {}
+            }
+        }
+        if cut % 4 == 0 {
+            bytes.truncate(cut % (bytes.len() + 1));
+        }
+        bytes
+    })
+}
+
+fn exercise(limiter: &Limiter, now: i64) {
+    assert_eq!(limiter.validate(), Ok(()));
+    assert_eq!(decode(&encode(limiter)).as_ref(), Ok(limiter));
+    let d = limiter.peek(now);
+    assert!(d.remaining <= d.limit);
+    let _ = limiter.describe();
+    let _ = limiter.reset_at_ms();
+    let _ = limiter.heap_bytes();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn fuzz_argument_parsing(args in proptest::collection::vec(token(), 0..10)) {
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        if let Ok(o) = parse_options(&refs, &ALL_KEYWORDS) {
+            prop_assert!(o.cost <= MAX_COUNT);
+            prop_assert!(o.at_ms.is_none_or(|t| (0..=MAX_AT_MS).contains(&t)));
+            // Parameter constructors are total on whatever the parser lets through.
+            let p = parse_duration("period", refs.first().copied().unwrap_or(b"1")).unwrap_or(1000);
+            let _ = TokenParams::new(o.cost.max(1), 1, p, o.step);
+            let _ = PeriodParams::new(o.cost.max(1), p, o.align_offset_ms);
+            let _ = SlideParams::new(o.cost.max(1), p, o.buckets, 100_000);
+            let _ = LeakyParams::new(o.cost.max(1), 1, p, LeakMode::Delay(o.delay.unwrap_or(0)));
+        }
+        let _ = parse_throttle_args(&refs);
+    }
+
+    #[test]
+    fn fuzz_decoder_on_random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..120), now in 0i64..=MAX_AT_MS) {
+        if let Ok(limiter) = decode(&bytes) {
+            exercise(&limiter, now);
+        }
+    }
+
+    #[test]
+    fn fuzz_decoder_on_mutated_states(bytes in mutated(), now in 0i64..=MAX_AT_MS) {
+        if let Ok(limiter) = decode(&bytes) {
+            exercise(&limiter, now);
+        }
+    }
+}
