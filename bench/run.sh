@@ -52,9 +52,15 @@ fi
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/redis-ratelimit-bench.XXXXXX")"
 SERVER_PID=""
+BENCH_PID=""
 
-# Stops the server (politely, then for sure) and removes the temporary directory.
+# Stops the measurements (Python kills the redis-benchmark it runs), then the server
+# (politely, then for sure), and removes the temporary directory.
 cleanup() {
+  if [[ -n "$BENCH_PID" ]] && kill -0 "$BENCH_PID" 2>/dev/null; then
+    kill -TERM "$BENCH_PID" 2>/dev/null || true
+    wait "$BENCH_PID" 2>/dev/null || true
+  fi
   if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
     kill -TERM "$SERVER_PID" 2>/dev/null || true
     for _ in $(seq 50); do
@@ -114,4 +120,7 @@ echo "bench: redis-server pid $SERVER_PID on 127.0.0.1:$PORT, module $MODULE" >&
 # The measurements; the table goes to stdout and to $RESULTS.
 export REDIS_HOST=127.0.0.1 REDIS_PORT="$PORT" MODULE RESULTS BENCH_DIR
 export CLIENT_CPU="${client_cpu[*]}" MACHINE_NPROC="$NPROC"
-"${client_cpu[@]}" python3 "$BENCH_DIR/bench.py"
+# In the background + wait, so that a signal reaches the trap at once.
+"${client_cpu[@]}" python3 "$BENCH_DIR/bench.py" &
+BENCH_PID=$!
+wait "$BENCH_PID"
