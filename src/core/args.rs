@@ -63,14 +63,19 @@ pub fn parse_signed_duration(name: &'static str, bytes: &[u8]) -> Result<i128, A
         .position(|b| !(b.is_ascii_digit() || *b == b'-' || *b == b'+'))
         .unwrap_or(bytes.len());
     let (number, unit) = bytes.split_at(digits_end);
-    let multiplier: u64 = match unit.to_ascii_lowercase().as_slice() {
-        b"" | b"ms" => 1,
-        b"s" => SECOND_MS,
-        b"m" => MINUTE_MS,
-        b"h" => HOUR_MS,
-        b"d" => DAY_MS,
-        _ => return Err(invalid()),
-    };
+    const UNITS: [(&[u8], u64); 6] = [
+        (b"", 1),
+        (b"ms", 1),
+        (b"s", SECOND_MS),
+        (b"m", MINUTE_MS),
+        (b"h", HOUR_MS),
+        (b"d", DAY_MS),
+    ];
+    let multiplier = UNITS
+        .iter()
+        .find(|(name, _)| unit.eq_ignore_ascii_case(name))
+        .map(|(_, ms)| *ms)
+        .ok_or_else(invalid)?;
     let value = parse_int(number).ok_or_else(invalid)?;
     value
         .checked_mul(i128::from(multiplier))
@@ -194,16 +199,18 @@ impl Default for Options {
 /// the period, `DELAY` at most the capacity) are left to the algorithm's parameter checks.
 pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, ArgError> {
     let mut options = Options::default();
-    let mut seen: Vec<Keyword> = Vec::new();
+    // Keywords seen so far, one bit each (no allocation on the hot path).
+    let mut seen: u16 = 0;
     let mut rest = args.iter();
     while let Some(token) = rest.next() {
         let keyword = Keyword::recognize(token)
             .filter(|k| allowed.contains(k))
             .ok_or_else(|| ArgError::UnknownOption(token.to_vec()))?;
-        if seen.contains(&keyword) {
+        let bit = 1u16 << (keyword as u16);
+        if seen & bit != 0 {
             return Err(ArgError::RepeatedOption(keyword.name()));
         }
-        seen.push(keyword);
+        seen |= bit;
         let mut value = || rest.next().ok_or(ArgError::MissingValue(keyword.name()));
         match keyword {
             Keyword::Cost => options.cost = parse_count("COST", value()?, 0, MAX_COUNT)?,

@@ -164,12 +164,16 @@ pub fn judge<V: Variant>(
     cost: u64,
 ) -> Evaluation<V> {
     let mut evaluation = V::evaluate(stored, params, now_ms, cost);
-    let Some(held) = live(stored, now_ms) else {
-        return evaluation;
-    };
-    if evaluation.next.is_some() || held.params() == *params {
+    // Checked cheapest first: most calls store something or keep their parameters.
+    if evaluation.next.is_some() {
         return evaluation;
     }
+    let Some(held) = stored.filter(|s| s.params() != *params) else {
+        return evaluation;
+    };
+    let Some(held) = live(Some(held), now_ms) else {
+        return evaluation;
+    };
     let now = now_ms.max(held.updated_ms());
     let reset_at = held.reset_at_ms();
     evaluation.decision.reset_after_ms = saturate_i64(elapsed_ms(now, reset_at));

@@ -62,7 +62,20 @@ pub struct Api {
         unsafe extern "C" fn(*mut RedisModuleDigest, *const c_char, usize),
     pub digest_end_sequence: unsafe extern "C" fn(*mut RedisModuleDigest),
     pub set_module_options: unsafe extern "C" fn(*mut RedisModuleCtx, c_int),
+    pub create_string_from_long_long:
+        unsafe extern "C" fn(*mut RedisModuleCtx, c_longlong) -> *mut RedisModuleString,
+    pub free_string: unsafe extern "C" fn(*mut RedisModuleCtx, *mut RedisModuleString),
+    /// The string `AT`, created once at load and never freed (appended to every propagated
+    /// call that had no `AT` of its own).
+    pub at_keyword: StaticString,
 }
+
+/// A module string that lives as long as the module.
+pub struct StaticString(pub *mut RedisModuleString);
+
+// SAFETY: created once in `OnLoad`, never freed or mutated; Redis runs commands on one thread.
+unsafe impl Send for StaticString {}
+unsafe impl Sync for StaticString {}
 
 static API: OnceLock<Api> = OnceLock::new();
 
@@ -116,6 +129,17 @@ pub fn resolve() -> Result<&'static Api, &'static str> {
         digest_add_string_buffer: resolve!(RedisModule_DigestAddStringBuffer),
         digest_end_sequence: resolve!(RedisModule_DigestEndSequence),
         set_module_options: resolve!(RedisModule_SetModuleOptions),
+        create_string_from_long_long: resolve!(RedisModule_CreateStringFromLongLong),
+        free_string: resolve!(RedisModule_FreeString),
+        at_keyword: {
+            let create = resolve!(RedisModule_CreateString);
+            // A NULL context: the string is not auto-freed with any command's context.
+            let at = unsafe { create(std::ptr::null_mut(), c"AT".as_ptr(), 2) };
+            if at.is_null() {
+                return Err("RedisModule_CreateString");
+            }
+            StaticString(at)
+        },
     };
     Ok(API.get_or_init(|| api))
 }

@@ -109,18 +109,30 @@ impl Call<'_> {
             unsafe { (self.api.replicate_verbatim)(self.ctx) };
             return;
         }
+        // One vector: the call's arguments after its name, then `AT <now>`.
+        let mut vector: [*mut RedisModuleString; MAX_ARGS + 1] =
+            [std::ptr::null_mut(); MAX_ARGS + 1];
         let rest = self.argv.get(1..).unwrap_or(&[]);
+        let now =
+            unsafe { (self.api.create_string_from_long_long)(self.ctx, now_ms as c_longlong) };
+        let mut len = 0;
+        for (slot, s) in vector
+            .iter_mut()
+            .zip(rest.iter().copied().chain([self.api.at_keyword.0, now]))
+        {
+            *slot = s;
+            len += 1;
+        }
         unsafe {
             (self.api.replicate)(
                 self.ctx,
                 self.name.as_ptr(),
-                c"vcl".as_ptr(),
-                rest.as_ptr(),
-                rest.len(),
-                c"AT".as_ptr(),
-                now_ms as c_longlong,
-            )
-        };
+                c"v".as_ptr(),
+                vector.as_ptr(),
+                len,
+            );
+            (self.api.free_string)(self.ctx, now);
+        }
     }
 }
 
@@ -181,14 +193,17 @@ fn limit<V: Variant>(
     let mut key = call.open(Mode::Write)?;
     let evaluation: Evaluation<V> = match key.contents() {
         Contents::Empty => judge(None, params, now, options.cost),
-        // A limiter whose reset instant has passed is a missing key, whatever it held.
-        Contents::Limiter(held) if held.reset_at_ms() <= now => {
+        // Another algorithm's limiter: a missing key once its reset instant has passed.
+        Contents::Limiter(held) if V::from_limiter(held).is_none() => {
+            if held.reset_at_ms() > now {
+                return Err(wrong_algorithm(held.algorithm(), V::ALGORITHM));
+            }
             judge(None, params, now, options.cost)
         }
         Contents::Limiter(held) => {
-            let algorithm = held.algorithm();
-            let state = V::from_limiter_mut(held)
-                .ok_or_else(|| wrong_algorithm(algorithm, V::ALGORITHM))?;
+            let Some(state) = V::from_limiter_mut(held) else {
+                return Err(CommandError::Text("ERR internal error".into()));
+            };
             let commit = !options.dry_run;
             if let Some((decision, changed)) =
                 state.evaluate_in_place(params, now, options.cost, commit)
@@ -207,6 +222,7 @@ fn limit<V: Variant>(
                     Outcome::Limited
                 });
             }
+            // The algorithm treats a state past its reset instant as missing.
             judge(Some(state), params, now, options.cost)
         }
         Contents::Foreign(held) => return Err(wrong_type(&held)),
