@@ -13,6 +13,7 @@ pub mod error;
 pub mod gcra;
 pub mod leaky;
 pub mod limiter;
+pub mod packed;
 pub mod period;
 pub mod slide;
 pub mod token;

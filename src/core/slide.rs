@@ -223,6 +223,32 @@ pub struct SlideLog {
     heap: Box<[u8]>,
 }
 
+impl SlideLog {
+    /// Splits the log into its inline word and its heap buffer (pointer and length), for
+    /// compact storage ([`crate::core::packed`]). The buffer must come back through
+    /// [`SlideLog::from_raw_parts`] exactly once, or it leaks.
+    pub fn into_raw_parts(self) -> (u64, *mut u8, usize) {
+        let len = self.heap.len();
+        let ptr = Box::into_raw(self.heap).cast::<u8>();
+        (self.word, ptr, len)
+    }
+
+    /// The parts [`SlideLog::into_raw_parts`] would return, without giving up the buffer.
+    pub fn raw_parts(&self) -> (u64, *mut u8, usize) {
+        (self.word, self.heap.as_ptr().cast_mut(), self.heap.len())
+    }
+
+    /// Rebuilds a log from [`SlideLog::into_raw_parts`].
+    ///
+    /// # Safety
+    /// `ptr` and `len` must come from `into_raw_parts`, and the buffer must not be owned by
+    /// any other live `SlideLog`.
+    pub unsafe fn from_raw_parts(word: u64, ptr: *mut u8, len: usize) -> SlideLog {
+        let heap = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) };
+        SlideLog { word, heap }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Small helpers
 

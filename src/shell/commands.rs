@@ -21,7 +21,7 @@ use crate::core::args::{
     parse_count, parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT,
 };
 use crate::core::codec;
-use crate::core::decision::{Decision, Evaluation};
+use crate::core::decision::Decision;
 use crate::core::error::ArgError;
 use crate::core::gcra::{self, parse_throttle_args, GcraState};
 use crate::core::leaky::{LeakMode, LeakyBucket, LeakyParams};
@@ -190,48 +190,36 @@ fn limit<V: Variant>(
     reply_layout: impl FnOnce(&Decision) -> [i64; 5],
 ) -> Result<Outcome, CommandError> {
     let now = options.at_ms.unwrap_or_else(|| call.clock_ms());
+    let commit = !options.dry_run;
     let mut key = call.open(Mode::Write)?;
-    let evaluation: Evaluation<V> = match key.contents() {
-        Contents::Empty => judge(None, params, now, options.cost),
-        // Another algorithm's limiter: a missing key once its reset instant has passed.
-        Contents::Limiter(held) if V::from_limiter(held).is_none() => {
-            if held.reset_at_ms() > now {
-                return Err(wrong_algorithm(held.algorithm(), V::ALGORITHM));
-            }
-            judge(None, params, now, options.cost)
-        }
-        Contents::Limiter(held) => {
-            let Some(state) = V::from_limiter_mut(held) else {
-                return Err(CommandError::Text("ERR internal error".into()));
-            };
-            let commit = !options.dry_run;
-            if let Some((decision, changed)) =
-                state.evaluate_in_place(params, now, options.cost, commit)
-            {
-                if changed {
-                    let expire_at =
-                        Limiter::expiry_after(state.updated_ms(), decision.reset_after_ms);
-                    key.changed(expire_at);
-                    call.replicate_at(options, now);
-                }
-                drop(key);
-                reply::integers(call.api, call.ctx, &reply_layout(&decision));
-                return Ok(if decision.allowed {
-                    Outcome::Admitted
-                } else {
-                    Outcome::Limited
-                });
-            }
-            // The algorithm treats a state past its reset instant as missing.
-            judge(Some(state), params, now, options.cost)
-        }
+    let (decision, expire_at) = match key.contents() {
         Contents::Foreign(held) => return Err(wrong_type(&held)),
+        Contents::Empty => {
+            let evaluation = judge::<V>(None, params, now, options.cost);
+            match evaluation.next.filter(|_| commit) {
+                Some(next) => {
+                    let at = Limiter::expiry_after(
+                        next.updated_ms(),
+                        evaluation.decision.reset_after_ms,
+                    );
+                    key.store(next.into_limiter(), at)
+                        .map_err(|e| CommandError::Text(e.into()))?;
+                    (evaluation.decision, Some(at))
+                }
+                None => (evaluation.decision, None),
+            }
+        }
+        Contents::Limiter(packed) => {
+            let result =
+                packed.update(|held| evaluate_held::<V>(held, params, now, options.cost, commit));
+            let (decision, expire_at) = result?;
+            if let Some(at) = expire_at {
+                key.changed(at);
+            }
+            (decision, expire_at)
+        }
     };
-    let decision = evaluation.decision;
-    if let (Some(next), false) = (evaluation.next, options.dry_run) {
-        let expire_at = Limiter::expiry_after(next.updated_ms(), decision.reset_after_ms);
-        key.store(next.into_limiter(), expire_at)
-            .map_err(|e| CommandError::Text(e.into()))?;
+    if expire_at.is_some() {
         call.replicate_at(options, now);
     }
     drop(key);
@@ -240,6 +228,41 @@ fn limit<V: Variant>(
         Outcome::Admitted
     } else {
         Outcome::Limited
+    })
+}
+
+/// Evaluates a request against the limiter a key holds, updating it when the request is
+/// admitted and committed. Returns the decision and, if the limiter changed, its new expiry.
+fn evaluate_held<V: Variant>(
+    held: &mut Limiter,
+    params: &V::Params,
+    now: i64,
+    cost: u64,
+    commit: bool,
+) -> Result<(Decision, Option<i64>), CommandError> {
+    // Another algorithm's limiter: a missing key once its reset instant has passed.
+    if V::from_limiter(held).is_none() && held.reset_at_ms() > now {
+        return Err(wrong_algorithm(held.algorithm(), V::ALGORITHM));
+    }
+    let evaluation = match V::from_limiter_mut(held) {
+        None => judge::<V>(None, params, now, cost),
+        Some(state) => {
+            if let Some((decision, changed)) = state.evaluate_in_place(params, now, cost, commit) {
+                let expire_at = changed
+                    .then(|| Limiter::expiry_after(state.updated_ms(), decision.reset_after_ms));
+                return Ok((decision, expire_at));
+            }
+            // The algorithm treats a state past its reset instant as missing.
+            judge(Some(state), params, now, cost)
+        }
+    };
+    Ok(match evaluation.next.filter(|_| commit) {
+        Some(next) => {
+            let at = Limiter::expiry_after(next.updated_ms(), evaluation.decision.reset_after_ms);
+            *held = next.into_limiter();
+            (evaluation.decision, Some(at))
+        }
+        None => (evaluation.decision, None),
     })
 }
 
@@ -325,12 +348,16 @@ fn throttle(call: &Call) -> Result<Outcome, CommandError> {
     limit::<GcraState>(call, &parsed.options, &parsed.params, gcra::throttle_reply)
 }
 
-/// The live limiter in a key opened for reading, `None` if missing or past its reset instant.
-fn read_live(key: &mut Key, now: i64) -> Result<Option<&mut Limiter>, CommandError> {
+/// Runs `f` on the live limiter in a key opened for reading: `None` if the key is missing or
+/// its limiter is past its reset instant.
+fn with_live<R>(
+    key: &mut Key,
+    now: i64,
+    f: impl FnOnce(&Limiter) -> R,
+) -> Result<Option<R>, CommandError> {
     match key.contents() {
         Contents::Empty => Ok(None),
-        Contents::Limiter(held) if held.reset_at_ms() <= now => Ok(None),
-        Contents::Limiter(held) => Ok(Some(held)),
+        Contents::Limiter(packed) => Ok(packed.view(|l| (l.reset_at_ms() > now).then(|| f(l)))),
         Contents::Foreign(held) => Err(wrong_type(&held)),
     }
 }
@@ -342,7 +369,7 @@ fn peek(call: &Call) -> Result<Outcome, CommandError> {
     };
     let now = call.clock_ms();
     let mut key = call.open(Mode::Read)?;
-    let decision = read_live(&mut key, now)?.map(|l| l.peek(now));
+    let decision = with_live(&mut key, now, |l| l.peek(now))?;
     drop(key);
     match decision {
         Some(d) => reply::integers(call.api, call.ctx, &d.to_reply()),
@@ -361,19 +388,17 @@ fn info(call: &Call) -> Result<Outcome, CommandError> {
     let ttl_ms = key
         .expire_at_ms()
         .map_or(-1, |at| at.saturating_sub(now).max(0));
-    let Some(limiter) = read_live(&mut key, now)? else {
-        drop(key);
+    let described = with_live(&mut key, now, |l| {
+        (l.algorithm(), l.describe(), l.updated_ms())
+    })?;
+    drop(key);
+    let Some((algorithm, state, updated_ms)) = described else {
         reply::null(call.api, call.ctx);
         return Ok(Outcome::Answered);
     };
-    let mut fields = vec![("algorithm", FieldValue::Text(limiter.algorithm().name()))];
-    fields.extend(
-        limiter
-            .describe()
-            .into_iter()
-            .map(|(k, v)| (k, FieldValue::Int(v))),
-    );
-    fields.push(("updated_ms", FieldValue::Int(limiter.updated_ms())));
+    let mut fields = vec![("algorithm", FieldValue::Text(algorithm.name()))];
+    fields.extend(state.into_iter().map(|(k, v)| (k, FieldValue::Int(v))));
+    fields.push(("updated_ms", FieldValue::Int(updated_ms)));
     fields.push(("ttl_ms", FieldValue::Int(ttl_ms)));
     reply::fields(call.api, call.ctx, &fields);
     Ok(Outcome::Answered)

@@ -1,4 +1,5 @@
-//! The `ratelimit` module data type: one `Box<Limiter>` per key, and the callbacks Redis
+//! The `ratelimit` module data type: one `Box<PackedLimiter>` (48 bytes) per key, and the
+//! callbacks Redis
 //! calls for persistence (RDB, AOF rewrite), `COPY`, `MEMORY USAGE` and `DEBUG DIGEST`.
 //!
 //! Every callback goes through the pure codec (`core::codec`), which validates what it reads:
@@ -15,7 +16,7 @@ use redis_module::raw::{
 
 use super::api::api;
 use crate::core::codec;
-use crate::core::limiter::Limiter;
+use crate::core::packed::PackedLimiter;
 
 /// The RDB encoding version registered with Redis; the payload inside carries its own format
 /// version too (`codec::FORMAT_VERSION`).
@@ -63,9 +64,17 @@ pub fn limiter_type() -> *mut RedisModuleType {
 }
 
 /// # Safety
-/// `value` must be a pointer this module stored: a `Box<Limiter>`, or NULL.
-unsafe fn limiter<'a>(value: *const c_void) -> Option<&'a Limiter> {
-    unsafe { value.cast::<Limiter>().as_ref() }
+/// `value` must be a pointer this module stored: a `Box<PackedLimiter>`, or NULL.
+unsafe fn packed<'a>(value: *const c_void) -> Option<&'a PackedLimiter> {
+    unsafe { value.cast::<PackedLimiter>().as_ref() }
+}
+
+/// The value's encoding (RDB, AOF, digest), or `None` for NULL.
+///
+/// # Safety
+/// As for [`packed`].
+unsafe fn encoded(value: *const c_void) -> Option<Vec<u8>> {
+    unsafe { packed(value) }.map(|p| p.view(codec::encode))
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -86,7 +95,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
     let decoded = codec::decode(unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), len) });
     unsafe { (api.free)(buffer.cast()) };
     match decoded {
-        Ok(limiter) => Box::into_raw(Box::new(limiter)).cast(),
+        Ok(limiter) => Box::into_raw(Box::new(PackedLimiter::new(limiter))).cast(),
         Err(e) => {
             redis_module::logging::log_warning(format!("ratelimit: refusing a value: {e}"));
             ptr::null_mut()
@@ -95,10 +104,9 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
 }
 
 unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
-    let (Some(api), Some(limiter)) = (api(), unsafe { limiter(value) }) else {
+    let (Some(api), Some(bytes)) = (api(), unsafe { encoded(value) }) else {
         return;
     };
-    let bytes = codec::encode(limiter);
     unsafe { (api.save_string_buffer)(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
 }
 
@@ -107,10 +115,9 @@ unsafe extern "C" fn aof_rewrite(
     key: *mut RedisModuleString,
     value: *mut c_void,
 ) {
-    let (Some(api), Some(limiter)) = (api(), unsafe { limiter(value) }) else {
+    let (Some(api), Some(bytes)) = (api(), unsafe { encoded(value) }) else {
         return;
     };
-    let bytes = codec::encode(limiter);
     // Redis appends `PEXPIREAT key <expiry>` itself after the value's commands.
     unsafe {
         (api.emit_aof)(
@@ -125,15 +132,14 @@ unsafe extern "C" fn aof_rewrite(
 }
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
-    let heap = unsafe { limiter(value) }.map_or(0, Limiter::heap_bytes);
-    std::mem::size_of::<Limiter>() + heap
+    let heap = unsafe { packed(value) }.map_or(0, PackedLimiter::heap_bytes);
+    std::mem::size_of::<PackedLimiter>() + heap
 }
 
 unsafe extern "C" fn digest(md: *mut RedisModuleDigest, value: *mut c_void) {
-    let (Some(api), Some(limiter)) = (api(), unsafe { limiter(value) }) else {
+    let (Some(api), Some(bytes)) = (api(), unsafe { encoded(value) }) else {
         return;
     };
-    let bytes = codec::encode(limiter);
     unsafe {
         (api.digest_add_string_buffer)(md, bytes.as_ptr().cast::<c_char>(), bytes.len());
         (api.digest_end_sequence)(md);
@@ -142,8 +148,8 @@ unsafe extern "C" fn digest(md: *mut RedisModuleDigest, value: *mut c_void) {
 
 unsafe extern "C" fn free(value: *mut c_void) {
     if !value.is_null() {
-        // SAFETY: our values are `Box<Limiter>` pointers, freed exactly once by Redis.
-        drop(unsafe { Box::from_raw(value.cast::<Limiter>()) });
+        // SAFETY: our values are `Box<PackedLimiter>` pointers, freed exactly once by Redis.
+        drop(unsafe { Box::from_raw(value.cast::<PackedLimiter>()) });
     }
 }
 
@@ -152,8 +158,8 @@ unsafe extern "C" fn copy(
     _to: *mut RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
-    match unsafe { limiter(value) } {
-        Some(limiter) => Box::into_raw(Box::new(limiter.clone())).cast(),
+    match unsafe { packed(value) } {
+        Some(p) => Box::into_raw(Box::new(p.clone())).cast(),
         None => ptr::null_mut(),
     }
 }

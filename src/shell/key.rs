@@ -9,6 +9,7 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString,
 use super::api::Api;
 use super::datatype::limiter_type;
 use crate::core::limiter::Limiter;
+use crate::core::packed::PackedLimiter;
 
 /// How a key is opened: limiting commands write, `RL.PEEK`/`RL.INFO` only read.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -22,7 +23,7 @@ pub enum Contents<'k> {
     /// Nothing (missing or logically expired).
     Empty,
     /// One of our limiters.
-    Limiter(&'k mut Limiter),
+    Limiter(&'k mut PackedLimiter),
     /// A value of another type, by the name `TYPE` reports.
     Foreign(String),
 }
@@ -77,9 +78,9 @@ impl Key {
             raw::REDISMODULE_KEYTYPE_MODULE => {
                 let ours = Self::our_type();
                 if !ours.is_null() && unsafe { (self.api.module_type_get_type)(self.raw) } == ours {
-                    let value =
-                        unsafe { (self.api.module_type_get_value)(self.raw) }.cast::<Limiter>();
-                    // SAFETY: values of our type are always `Box<Limiter>` pointers (set in
+                    let value = unsafe { (self.api.module_type_get_value)(self.raw) }
+                        .cast::<PackedLimiter>();
+                    // SAFETY: values of our type are always `Box<PackedLimiter>` pointers (set in
                     // `store`, `rdb_load`, `copy`); the reference lives no longer than `self`.
                     return match unsafe { value.as_mut() } {
                         Some(limiter) => Contents::Limiter(limiter),
@@ -120,13 +121,13 @@ impl Key {
             return Err("ERR key not open for writing");
         }
         match self.contents() {
-            Contents::Limiter(existing) => *existing = value,
+            Contents::Limiter(existing) => *existing = PackedLimiter::new(value),
             Contents::Empty => {
                 let ours = Self::our_type();
                 if ours.is_null() {
                     return Err("ERR ratelimit data type not registered");
                 }
-                let boxed = Box::into_raw(Box::new(value));
+                let boxed = Box::into_raw(Box::new(PackedLimiter::new(value)));
                 let status =
                     unsafe { (self.api.module_type_set_value)(self.raw, ours, boxed.cast()) };
                 if status != raw::REDISMODULE_OK as c_int {

@@ -1,0 +1,420 @@
+//! The compact form a limiter takes in a key: 48 bytes, jemalloc's 48-byte size class.
+//!
+//! A [`Limiter`] is 64 bytes in memory (an enum of `u64`/`i64` fields), but no field needs 64
+//! bits: counts are ≤ 10^12 (40 bits), durations ≤ 10 years (39 bits), instants ≤ year 9999
+//! (49 bits with an offset that admits the few negative ones). Packed to their widths, every
+//! algorithm fits six words with its tag — including a sliding log's heap buffer, carried as a
+//! raw pointer and length. Each key thus costs 16 bytes less (SPEC §5: "every allocation-size
+//! class counts").
+//!
+//! Correctness never depends on the widths: a value that does not fit (it cannot happen for
+//! states the algorithms produce, but the format must not assume it) is stored **wide** — the
+//! words then hold a pointer to a boxed [`Limiter`].
+//!
+//! Access is by [`PackedLimiter::view`] (read) and [`PackedLimiter::update`] (read and
+//! write, repacked afterwards); both unpack into a temporary `Limiter`, which costs a few dozen
+//! instructions and never copies a sliding log's buffer.
+
+use std::mem::ManuallyDrop;
+
+use super::gcra::GcraState;
+use super::leaky::{LeakyBucket, NO_DELAY};
+use super::limiter::Limiter;
+use super::period::{PeriodWindow, UNALIGNED};
+use super::slide::{SlideLog, SlideState};
+use super::token::{Refill, TokenBucket};
+
+const WORDS: usize = 6;
+
+const TAG_BITS: u32 = 3;
+const TAG_TOKEN: u64 = 1;
+const TAG_PERIOD: u64 = 2;
+const TAG_SLIDE: u64 = 3;
+const TAG_LEAKY: u64 = 4;
+const TAG_GCRA: u64 = 5;
+const TAG_WIDE: u64 = 7;
+
+/// Counts (limit, capacity, rate, cost totals): ≤ 10^12 < 2^40.
+const COUNT: u32 = 40;
+/// Durations in ms: ≤ 3650 days < 2^39.
+const DURATION: u32 = 39;
+/// Instants in unix ms, stored as `t + TIME_OFFSET`: covers −2^40 … 2^49 − 2^40 ms
+/// (years −32 … 19 800), a superset of every instant a state can hold.
+const TIME: u32 = 49;
+const TIME_OFFSET: i64 = 1 << 40;
+/// A signed offset with |offset| < 2^39, stored as `offset + 2^39`.
+const OFFSET: u32 = 40;
+const OFFSET_BIAS: i64 = 1 << 39;
+
+/// A limiter in 48 bytes. Owns what it points to (a sliding log's buffer, or a wide box).
+pub struct PackedLimiter {
+    words: [u64; WORDS],
+}
+
+/// Writes fields of given widths into the words, low bits first; fails if a value is too
+/// wide or the words are full.
+struct Writer {
+    words: [u64; WORDS],
+    bit: u32,
+}
+
+impl Writer {
+    fn new(tag: u64) -> Writer {
+        let mut w = Writer {
+            words: [0; WORDS],
+            bit: 0,
+        };
+        // The tag always fits.
+        let _ = w.put(tag, TAG_BITS);
+        w
+    }
+
+    fn put(&mut self, value: u64, bits: u32) -> Option<()> {
+        if bits < 64 && value >> bits != 0 {
+            return None;
+        }
+        let (word, shift) = ((self.bit / 64) as usize, self.bit % 64);
+        if self.bit + bits > (WORDS as u32) * 64 {
+            return None;
+        }
+        *self.words.get_mut(word)? |= value << shift;
+        if shift + bits > 64 {
+            *self.words.get_mut(word + 1)? |= value >> (64 - shift);
+        }
+        self.bit += bits;
+        Some(())
+    }
+
+    fn flag(&mut self, value: bool) -> Option<()> {
+        self.put(u64::from(value), 1)
+    }
+
+    fn time(&mut self, t: i64) -> Option<()> {
+        let biased = t.checked_add(TIME_OFFSET)?;
+        self.put(u64::try_from(biased).ok()?, TIME)
+    }
+
+    fn signed(&mut self, v: i64, bias: i64, bits: u32) -> Option<()> {
+        let biased = v.checked_add(bias)?;
+        self.put(u64::try_from(biased).ok()?, bits)
+    }
+}
+
+/// Reads fields back in the order they were written.
+struct Reader<'a> {
+    words: &'a [u64; WORDS],
+    bit: u32,
+}
+
+impl Reader<'_> {
+    fn get(&mut self, bits: u32) -> u64 {
+        let (word, shift) = ((self.bit / 64) as usize, self.bit % 64);
+        let low = self.words.get(word).copied().unwrap_or(0) >> shift;
+        let high = if shift + bits > 64 && shift > 0 {
+            self.words.get(word + 1).copied().unwrap_or(0) << (64 - shift)
+        } else {
+            0
+        };
+        self.bit += bits;
+        let mask = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        (low | high) & mask
+    }
+
+    fn flag(&mut self) -> bool {
+        self.get(1) == 1
+    }
+
+    fn time(&mut self) -> i64 {
+        self.get(TIME) as i64 - TIME_OFFSET
+    }
+
+    fn signed(&mut self, bias: i64, bits: u32) -> i64 {
+        self.get(bits) as i64 - bias
+    }
+}
+
+impl PackedLimiter {
+    /// Packs a limiter (taking ownership of a sliding log's buffer).
+    pub fn new(limiter: Limiter) -> PackedLimiter {
+        match compact(&limiter) {
+            Some(words) => {
+                // The buffer now belongs to the words: do not free it with `limiter`.
+                if let Limiter::Slide(state) = limiter {
+                    let _ = state.log.into_raw_parts();
+                }
+                PackedLimiter { words }
+            }
+            None => {
+                let mut words = [0u64; WORDS];
+                words[0] = TAG_WIDE;
+                words[1] = Box::into_raw(Box::new(limiter)) as usize as u64;
+                PackedLimiter { words }
+            }
+        }
+    }
+
+    /// Unpacks, giving up ownership to the returned limiter.
+    pub fn into_limiter(self) -> Limiter {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped, so the limiter is the only owner; a wide box's
+        // allocation is freed here without dropping the limiter moved out of it.
+        let limiter = unsafe { this.read() };
+        this.free_wide_box();
+        limiter
+    }
+
+    /// The boxed limiter of a wide value.
+    fn wide_box(&self) -> Option<*mut Limiter> {
+        (self.words[0] & tag_mask() == TAG_WIDE).then_some(self.words[1] as usize as *mut Limiter)
+    }
+
+    /// Frees a wide value's box without dropping the limiter in it (which `read` copied out).
+    fn free_wide_box(&self) {
+        if let Some(boxed) = self.wide_box() {
+            // SAFETY: written by `new` from `Box::into_raw`; `ManuallyDrop` has the same
+            // layout and does not drop its content.
+            drop(unsafe { Box::from_raw(boxed.cast::<ManuallyDrop<Limiter>>()) });
+        }
+    }
+
+    /// Runs `f` on the limiter without copying it.
+    pub fn view<R>(&self, f: impl FnOnce(&Limiter) -> R) -> R {
+        // SAFETY: the temporary shares our buffers but is never dropped, and `f` only reads.
+        let limiter = ManuallyDrop::new(unsafe { self.read() });
+        f(&limiter)
+    }
+
+    /// Runs `f` on the limiter with write access, then repacks what it left.
+    pub fn update<R>(&mut self, f: impl FnOnce(&mut Limiter) -> R) -> R {
+        // SAFETY: ownership moves to `limiter` here and back into `self` below; the old
+        // words are overwritten without being dropped.
+        let mut limiter = unsafe { self.read() };
+        self.free_wide_box();
+        let result = f(&mut limiter);
+        let repacked = ManuallyDrop::new(PackedLimiter::new(limiter));
+        self.words = repacked.words;
+        result
+    }
+
+    /// Bytes of heap this value owns beyond its 48 bytes.
+    pub fn heap_bytes(&self) -> usize {
+        let extra = if self.words[0] & tag_mask() == TAG_WIDE {
+            std::mem::size_of::<Limiter>()
+        } else {
+            0
+        };
+        extra + self.view(Limiter::heap_bytes)
+    }
+
+    /// The limiter these words describe, sharing their buffers.
+    ///
+    /// # Safety
+    /// The result co-owns any heap buffer with `self`: exactly one of them may be dropped.
+    unsafe fn read(&self) -> Limiter {
+        let w = &self.words;
+        let mut r = Reader { words: w, bit: 0 };
+        match r.get(TAG_BITS) {
+            TAG_TOKEN => {
+                let capacity = r.get(COUNT);
+                let rate = r.get(COUNT);
+                let period_ms = r.get(DURATION);
+                let step = r.flag();
+                let tokens = r.get(COUNT);
+                let refill = if step {
+                    Refill::Step {
+                        origin_ms: r.time(),
+                    }
+                } else {
+                    Refill::Smooth {
+                        fraction: r.get(DURATION),
+                    }
+                };
+                let updated_ms = r.time();
+                Limiter::Token(TokenBucket {
+                    capacity,
+                    rate,
+                    period_ms,
+                    tokens,
+                    refill,
+                    updated_ms,
+                })
+            }
+            TAG_PERIOD => {
+                let limit = r.get(COUNT);
+                let period_ms = r.get(DURATION);
+                let aligned = r.flag();
+                let offset = r.signed(OFFSET_BIAS, OFFSET);
+                Limiter::Period(PeriodWindow {
+                    limit,
+                    period_ms,
+                    align_offset_ms: if aligned { offset } else { UNALIGNED },
+                    used: r.get(COUNT),
+                    window_start_ms: r.time(),
+                    window_end_ms: r.time(),
+                    updated_ms: r.time(),
+                })
+            }
+            TAG_LEAKY => {
+                let capacity = r.get(COUNT);
+                let rate = r.get(COUNT);
+                let period_ms = r.get(DURATION);
+                let no_delay = r.flag();
+                let delay = r.get(COUNT);
+                Limiter::Leaky(LeakyBucket {
+                    capacity,
+                    rate,
+                    period_ms,
+                    delay: if no_delay { NO_DELAY } else { delay },
+                    level: r.get(COUNT),
+                    fraction: r.get(DURATION),
+                    updated_ms: r.time(),
+                })
+            }
+            TAG_GCRA => Limiter::Gcra(GcraState {
+                max_burst: r.get(COUNT),
+                count: r.get(COUNT),
+                period_s: r.get(DURATION),
+                tat_ms: r.time(),
+                tat_frac: r.get(COUNT),
+                updated_ms: r.time(),
+            }),
+            TAG_SLIDE => {
+                let limit = r.get(COUNT);
+                let window_ms = r.get(DURATION);
+                let buckets = r.get(16) as u16;
+                let updated_ms = r.time();
+                let word = r.get(64);
+                let len = r.get(COUNT) as usize;
+                let ptr = r.get(64) as usize as *mut u8;
+                // SAFETY: written by `compact` from `SlideLog::into_raw_parts`.
+                let log = unsafe { SlideLog::from_raw_parts(word, ptr, len) };
+                Limiter::Slide(SlideState {
+                    limit,
+                    window_ms,
+                    buckets,
+                    updated_ms,
+                    log,
+                })
+            }
+            _ => {
+                // TAG_WIDE: the words hold a `Box<Limiter>` pointer; copy the limiter out and
+                // leave the allocation to `free_wide_box` / `drop`.
+                let boxed = w[1] as usize as *const Limiter;
+                // SAFETY: written by `new` from `Box::into_raw`, freed only by `free_wide_box`.
+                unsafe { std::ptr::read(boxed) }
+            }
+        }
+    }
+}
+
+fn tag_mask() -> u64 {
+    (1 << TAG_BITS) - 1
+}
+
+/// The six words of a limiter whose every field fits its width, or `None`. For a sliding
+/// log the words include its buffer's raw parts (read without taking ownership).
+fn compact(limiter: &Limiter) -> Option<[u64; WORDS]> {
+    let w = match limiter {
+        Limiter::Token(b) => {
+            let mut w = Writer::new(TAG_TOKEN);
+            w.put(b.capacity, COUNT)?;
+            w.put(b.rate, COUNT)?;
+            w.put(b.period_ms, DURATION)?;
+            match b.refill {
+                Refill::Step { origin_ms } => {
+                    w.flag(true)?;
+                    w.put(b.tokens, COUNT)?;
+                    w.time(origin_ms)?;
+                }
+                Refill::Smooth { fraction } => {
+                    w.flag(false)?;
+                    w.put(b.tokens, COUNT)?;
+                    w.put(fraction, DURATION)?;
+                }
+            }
+            w.time(b.updated_ms)?;
+            w
+        }
+        Limiter::Period(p) => {
+            let mut w = Writer::new(TAG_PERIOD);
+            w.put(p.limit, COUNT)?;
+            w.put(p.period_ms, DURATION)?;
+            let aligned = p.align_offset_ms != UNALIGNED;
+            w.flag(aligned)?;
+            w.signed(
+                if aligned { p.align_offset_ms } else { 0 },
+                OFFSET_BIAS,
+                OFFSET,
+            )?;
+            w.put(p.used, COUNT)?;
+            w.time(p.window_start_ms)?;
+            w.time(p.window_end_ms)?;
+            w.time(p.updated_ms)?;
+            w
+        }
+        Limiter::Leaky(b) => {
+            let mut w = Writer::new(TAG_LEAKY);
+            w.put(b.capacity, COUNT)?;
+            w.put(b.rate, COUNT)?;
+            w.put(b.period_ms, DURATION)?;
+            let no_delay = b.delay == NO_DELAY;
+            w.flag(no_delay)?;
+            w.put(if no_delay { 0 } else { b.delay }, COUNT)?;
+            w.put(b.level, COUNT)?;
+            w.put(b.fraction, DURATION)?;
+            w.time(b.updated_ms)?;
+            w
+        }
+        Limiter::Gcra(g) => {
+            let mut w = Writer::new(TAG_GCRA);
+            w.put(g.max_burst, COUNT)?;
+            w.put(g.count, COUNT)?;
+            w.put(g.period_s, DURATION)?;
+            w.time(g.tat_ms)?;
+            w.put(g.tat_frac, COUNT)?;
+            w.time(g.updated_ms)?;
+            w
+        }
+        Limiter::Slide(s) => {
+            let mut w = Writer::new(TAG_SLIDE);
+            w.put(s.limit, COUNT)?;
+            w.put(s.window_ms, DURATION)?;
+            w.put(u64::from(s.buckets), 16)?;
+            w.time(s.updated_ms)?;
+            let (word, ptr, len) = s.log.raw_parts();
+            w.put(word, 64)?;
+            w.put(len as u64, COUNT)?;
+            w.put(ptr as usize as u64, 64)?;
+            w
+        }
+    };
+    Some(w.words)
+}
+
+impl Drop for PackedLimiter {
+    fn drop(&mut self) {
+        // SAFETY: this is the words' last use; the limiter takes and frees their buffers.
+        drop(unsafe { self.read() });
+        self.free_wide_box();
+    }
+}
+
+impl Clone for PackedLimiter {
+    fn clone(&self) -> Self {
+        PackedLimiter::new(self.view(Limiter::clone))
+    }
+}
+
+impl std::fmt::Debug for PackedLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.view(|l| l.fmt(f))
+    }
+}
+
+#[cfg(test)]
+#[path = "packed_tests.rs"]
+mod tests;
