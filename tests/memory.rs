@@ -115,3 +115,59 @@ fn sliding_log_entries_cost_at_most_16_bytes() {
     assert!(grown <= 16.0, "{grown} bytes per entry of used_memory");
     s.assert_alive();
 }
+
+/// Per key, a limiter costs at most 80 bytes more than `INCR` + `PEXPIRE` (the floor SPEC §5
+/// compares with): Redis' object (16) and module value (16) wrappers plus our 48-byte packed
+/// value. Measured as `used_memory` deltas over the same key names in one server.
+#[test]
+fn per_key_memory_is_within_80_bytes_of_incr() {
+    const N: usize = 50_000;
+    let s = Server::start();
+    let mut c = s.conn();
+    let mut per_key = |c: &mut Connection, template: &[&str]| -> f64 {
+        let _: () = redis::cmd("FLUSHALL").query(c).unwrap();
+        let before = used_memory(c);
+        for start in (0..N).step_by(BATCH) {
+            let mut pipe = redis::pipe();
+            for i in start..(start + BATCH).min(N) {
+                let key = format!("mem:{i:012}");
+                for part in template.split(|a| *a == ";") {
+                    let args: Vec<String> = part.iter().map(|a| a.replace("{}", &key)).collect();
+                    let refs: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+                    pipe.add_command(cmd(&refs)).ignore();
+                }
+            }
+            let _: () = pipe.query(c).unwrap();
+        }
+        let size: usize = redis::cmd("DBSIZE").query(c).unwrap();
+        assert_eq!(size, N);
+        (used_memory(c) - before) as f64 / N as f64
+    };
+    let incr = per_key(&mut c, &["INCR", "{}", ";", "PEXPIRE", "{}", "3600000"]);
+    let mut report = vec![format!("INCR+PEXPIRE {incr:.1}")];
+    for (name, template) in [
+        ("RL.TOKEN", vec!["RL.TOKEN", "{}", "100", "10", "1h"]),
+        ("RL.PERIOD", vec!["RL.PERIOD", "{}", "100", "1h"]),
+        ("RL.SLIDE", vec!["RL.SLIDE", "{}", "100", "1h"]),
+        (
+            "RL.SLIDE BUCKETS",
+            vec!["RL.SLIDE", "{}", "100", "1h", "BUCKETS", "4"],
+        ),
+        ("RL.LEAKY", vec!["RL.LEAKY", "{}", "100", "10", "1h"]),
+        ("CL.THROTTLE", vec!["CL.THROTTLE", "{}", "99", "10", "3600"]),
+    ] {
+        let bytes = per_key(&mut c, &template);
+        report.push(format!("{name} {bytes:.1}"));
+        let limit = if name == "RL.SLIDE BUCKETS" {
+            80.0 + 64.0
+        } else {
+            80.0
+        };
+        assert!(
+            bytes - incr <= limit,
+            "{name}: {bytes:.1} bytes vs INCR {incr:.1}"
+        );
+    }
+    eprintln!("bytes per key: {}", report.join(", "));
+    s.assert_alive();
+}
