@@ -124,7 +124,7 @@ fn per_key_memory_is_within_80_bytes_of_incr() {
     const N: usize = 50_000;
     let s = Server::start();
     let mut c = s.conn();
-    let mut per_key = |c: &mut Connection, template: &[&str]| -> f64 {
+    let per_key = |c: &mut Connection, template: &[&str]| -> f64 {
         let _: () = redis::cmd("FLUSHALL").query(c).unwrap();
         let before = used_memory(c);
         for start in (0..N).step_by(BATCH) {
