@@ -11,42 +11,14 @@ fn acl_key_patterns_confine_a_tenant() {
     let s = Server::start();
     let mut admin = s.conn();
     let _: () = redis::cmd("ACL")
-        .arg(&[
-            "SETUSER",
-            "tenant1",
-            "on",
-            ">secret",
-            "resetkeys",
-            "~tenant1:*",
-            "-@all",
-        ])
-        .arg(&[
-            "+rl.token",
-            "+rl.period",
-            "+rl.leaky",
-            "+cl.throttle",
-            "+rl.peek",
-            "+rl.info",
-        ])
+        .arg(&["SETUSER", "tenant1", "on", ">secret", "resetkeys", "~tenant1:*", "-@all"])
+        .arg(&["+rl.token", "+rl.period", "+rl.leaky", "+cl.throttle", "+rl.peek", "+rl.info"])
         .query(&mut admin)
         .unwrap();
     let mut c = s.conn();
-    let _: () = redis::cmd("AUTH")
-        .arg("tenant1")
-        .arg("secret")
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(
-        ints(
-            &mut c,
-            &["RL.TOKEN", "tenant1:api", "5", "1", "1s", "AT", AT]
-        )[0],
-        1
-    );
-    let peek: Vec<i64> = redis::cmd("RL.PEEK")
-        .arg("tenant1:api")
-        .query(&mut c)
-        .unwrap();
+    let _: () = redis::cmd("AUTH").arg("tenant1").arg("secret").query(&mut c).unwrap();
+    assert_eq!(ints(&mut c, &["RL.TOKEN", "tenant1:api", "5", "1", "1s", "AT", AT])[0], 1);
+    let peek: Vec<i64> = redis::cmd("RL.PEEK").arg("tenant1:api").query(&mut c).unwrap();
     assert_eq!(peek.len(), 5);
     for args in [
         vec![&b"RL.TOKEN"[..], b"tenant2:api", b"5", b"1", b"1s"],
@@ -59,10 +31,7 @@ fn acl_key_patterns_confine_a_tenant() {
     }
     // Other commands are not granted at all.
     assert!(error_text(&mut c, &[b"GET", b"tenant1:api"]).starts_with("NOPERM"));
-    let exists: i64 = redis::cmd("EXISTS")
-        .arg("tenant2:api")
-        .query(&mut admin)
-        .unwrap();
+    let exists: i64 = redis::cmd("EXISTS").arg("tenant2:api").query(&mut admin).unwrap();
     assert_eq!(exists, 0);
     s.assert_alive();
 }
@@ -73,24 +42,12 @@ fn read_only_commands_declare_read_only_keys() {
     let mut admin = s.conn();
     // %R~ grants read-only key access: peeks pass, limiting (RW) commands do not.
     let _: () = redis::cmd("ACL")
-        .arg(&[
-            "SETUSER",
-            "reader",
-            "on",
-            ">pw",
-            "resetkeys",
-            "%R~*",
-            "+@all",
-        ])
+        .arg(&["SETUSER", "reader", "on", ">pw", "resetkeys", "%R~*", "+@all"])
         .query(&mut admin)
         .unwrap();
     ints(&mut admin, &["RL.TOKEN", "k", "5", "1", "1s", "AT", AT]);
     let mut c = s.conn();
-    let _: () = redis::cmd("AUTH")
-        .arg("reader")
-        .arg("pw")
-        .query(&mut c)
-        .unwrap();
+    let _: () = redis::cmd("AUTH").arg("reader").arg("pw").query(&mut c).unwrap();
     let peek: Vec<i64> = redis::cmd("RL.PEEK").arg("k").query(&mut c).unwrap();
     assert_eq!(peek[0], 1);
     assert!(error_text(&mut c, &[b"RL.TOKEN", b"k", b"5", b"1", b"1s"]).starts_with("NOPERM"));
@@ -103,10 +60,8 @@ fn out_of_memory_refuses_new_limiters_but_peeks_still_answer() {
     let mut c = s.conn();
     ints(&mut c, &["RL.TOKEN", "existing", "5", "1", "1s", "AT", AT]);
     let used: i64 = info_field(&mut c, "memory", "used_memory").parse().unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg(&["SET", "maxmemory-policy", "noeviction"])
-        .query(&mut c)
-        .unwrap();
+    let _: () =
+        redis::cmd("CONFIG").arg(&["SET", "maxmemory-policy", "noeviction"]).query(&mut c).unwrap();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
         .arg("maxmemory")
@@ -114,23 +69,14 @@ fn out_of_memory_refuses_new_limiters_but_peeks_still_answer() {
         .query(&mut c)
         .unwrap();
     // Push used memory over the limit (SET itself is allowed while below it).
-    let _ = redis::cmd("SET")
-        .arg("ballast")
-        .arg(vec![b'x'; 64 * 1024])
-        .query::<()>(&mut c);
+    let _ = redis::cmd("SET").arg("ballast").arg(vec![b'x'; 64 * 1024]).query::<()>(&mut c);
     let e = error_text(&mut c, &[b"RL.TOKEN", b"new", b"5", b"1", b"1s"]);
     assert!(e.starts_with("OOM"), "{e}");
     let e = error_text(&mut c, &[b"CL.THROTTLE", b"new", b"5", b"1", b"1"]);
     assert!(e.starts_with("OOM"), "{e}");
     let peek: Vec<i64> = redis::cmd("RL.PEEK").arg("existing").query(&mut c).unwrap();
     assert_eq!(peek[0], 1);
-    let _: () = redis::cmd("CONFIG")
-        .arg(&["SET", "maxmemory", "0"])
-        .query(&mut c)
-        .unwrap();
-    assert_eq!(
-        ints(&mut c, &["RL.TOKEN", "new", "5", "1", "1s", "AT", AT])[0],
-        1
-    );
+    let _: () = redis::cmd("CONFIG").arg(&["SET", "maxmemory", "0"]).query(&mut c).unwrap();
+    assert_eq!(ints(&mut c, &["RL.TOKEN", "new", "5", "1", "1s", "AT", AT])[0], 1);
     s.assert_alive();
 }

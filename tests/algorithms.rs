@@ -17,19 +17,7 @@ fn fixed_window_scenario() {
     let s = Server::start();
     let mut c = s.conn();
     let p = |c: &mut Connection, at: i64, cost: &str| {
-        ints(
-            c,
-            &[
-                "RL.PERIOD",
-                "w",
-                "3",
-                "1s",
-                "COST",
-                cost,
-                "AT",
-                &t(DAY0 + at),
-            ],
-        )
+        ints(c, &["RL.PERIOD", "w", "3", "1s", "COST", cost, "AT", &t(DAY0 + at)])
     };
     assert_eq!(p(&mut c, 0, "0"), [1, 3, 3, 0, 0]);
     assert_eq!(p(&mut c, 10, "1"), [1, 3, 2, 0, 1000]); // the window starts at the first admission
@@ -47,94 +35,29 @@ fn aligned_windows_follow_the_local_calendar() {
     let s = Server::start();
     let mut c = s.conn();
     // 5 per calendar day in UTC+8: at 00:00Z it is 08:00 local, so the day ends at 16:00Z.
-    let r = ints(
-        &mut c,
-        &[
-            "RL.PERIOD",
-            "sms:+8",
-            "5",
-            "1d",
-            "ALIGN",
-            "8h",
-            "AT",
-            &t(DAY0),
-        ],
-    );
+    let r = ints(&mut c, &["RL.PERIOD", "sms:+8", "5", "1d", "ALIGN", "8h", "AT", &t(DAY0)]);
     assert_eq!(r, [1, 5, 4, 0, 16 * HOUR]);
     assert_eq!(pexpiretime(&mut c, "sms:+8"), DAY0 + 16 * HOUR);
     // UTC-5: at 00:00Z it is 19:00 local the day before; the day ends at 05:00Z.
-    let r = ints(
-        &mut c,
-        &[
-            "RL.PERIOD",
-            "sms:-5",
-            "5",
-            "1d",
-            "ALIGN",
-            "-5h",
-            "AT",
-            &t(DAY0),
-        ],
-    );
+    let r = ints(&mut c, &["RL.PERIOD", "sms:-5", "5", "1d", "ALIGN", "-5h", "AT", &t(DAY0)]);
     assert_eq!(r, [1, 5, 4, 0, 5 * HOUR]);
     // Bare ALIGN means UTC, and may be followed by options.
     let r = ints(
         &mut c,
-        &[
-            "RL.PERIOD",
-            "utc",
-            "5",
-            "1h",
-            "ALIGN",
-            "COST",
-            "2",
-            "AT",
-            &t(DAY0 + 90_000),
-        ],
+        &["RL.PERIOD", "utc", "5", "1h", "ALIGN", "COST", "2", "AT", &t(DAY0 + 90_000)],
     );
     assert_eq!(r, [1, 5, 3, 0, HOUR - 90_000]);
     // Exhausted until the next local midnight, then a fresh day.
     ints(
         &mut c,
-        &[
-            "RL.PERIOD",
-            "sms:+8",
-            "5",
-            "1d",
-            "ALIGN",
-            "8h",
-            "COST",
-            "4",
-            "AT",
-            &t(DAY0 + HOUR),
-        ],
+        &["RL.PERIOD", "sms:+8", "5", "1d", "ALIGN", "8h", "COST", "4", "AT", &t(DAY0 + HOUR)],
     );
-    let r = ints(
-        &mut c,
-        &[
-            "RL.PERIOD",
-            "sms:+8",
-            "5",
-            "1d",
-            "ALIGN",
-            "8h",
-            "AT",
-            &t(DAY0 + 2 * HOUR),
-        ],
-    );
+    let r =
+        ints(&mut c, &["RL.PERIOD", "sms:+8", "5", "1d", "ALIGN", "8h", "AT", &t(DAY0 + 2 * HOUR)]);
     assert_eq!(r, [0, 5, 0, 14 * HOUR, 14 * HOUR]);
     let r = ints(
         &mut c,
-        &[
-            "RL.PERIOD",
-            "sms:+8",
-            "5",
-            "1d",
-            "ALIGN",
-            "8h",
-            "AT",
-            &t(DAY0 + 16 * HOUR),
-        ],
+        &["RL.PERIOD", "sms:+8", "5", "1d", "ALIGN", "8h", "AT", &t(DAY0 + 16 * HOUR)],
     );
     assert_eq!(r, [1, 5, 4, 0, 24 * HOUR]);
     s.assert_alive();
@@ -156,26 +79,17 @@ fn leaky_bucket_shapes_and_meters() {
     assert_eq!(q(&mut c, "queue", 0, &[]), [1, 3, 1, 1000, 2000]);
     assert_eq!(q(&mut c, "queue", 0, &[]), [1, 3, 0, 2000, 3000]);
     assert_eq!(q(&mut c, "queue", 0, &[]), [0, 3, 0, 1000, 3000]);
-    assert_eq!(
-        q(&mut c, "queue", 1000, &["COST", "0"]),
-        [1, 3, 1, 2000, 2000]
-    );
+    assert_eq!(q(&mut c, "queue", 1000, &["COST", "0"]), [1, 3, 1, 2000, 2000]);
     assert_eq!(q(&mut c, "queue", 1000, &[]), [1, 3, 0, 2000, 3000]);
     assert_eq!(pexpiretime(&mut c, "queue"), DAY0 + 4000);
     // NODELAY: a meter; admitted requests go at once.
     assert_eq!(q(&mut c, "meter", 0, &["NODELAY"]), [1, 3, 2, 0, 1000]);
-    assert_eq!(
-        q(&mut c, "meter", 0, &["NODELAY", "COST", "2"]),
-        [1, 3, 0, 0, 3000]
-    );
+    assert_eq!(q(&mut c, "meter", 0, &["NODELAY", "COST", "2"]), [1, 3, 0, 0, 3000]);
     assert_eq!(q(&mut c, "meter", 500, &["NODELAY"]), [0, 3, 0, 500, 2500]);
     // DELAY 1: one unit of water ahead is tolerated without delay.
     assert_eq!(q(&mut c, "burst", 0, &["DELAY", "1"]), [1, 3, 2, 0, 1000]);
     assert_eq!(q(&mut c, "burst", 0, &["DELAY", "1"]), [1, 3, 1, 0, 2000]);
-    assert_eq!(
-        q(&mut c, "burst", 0, &["DELAY", "1"]),
-        [1, 3, 0, 1000, 3000]
-    );
+    assert_eq!(q(&mut c, "burst", 0, &["DELAY", "1"]), [1, 3, 0, 1000, 3000]);
     s.assert_alive();
 }
 
@@ -213,19 +127,7 @@ fn sliding_log_is_exact() {
     let s = Server::start();
     let mut c = s.conn();
     let w = |c: &mut Connection, at: i64, cost: &str| {
-        ints(
-            c,
-            &[
-                "RL.SLIDE",
-                "log",
-                "3",
-                "1s",
-                "COST",
-                cost,
-                "AT",
-                &t(DAY0 + at),
-            ],
-        )
+        ints(c, &["RL.SLIDE", "log", "3", "1s", "COST", cost, "AT", &t(DAY0 + at)])
     };
     assert_eq!(w(&mut c, 0, "1"), [1, 3, 2, 0, 1000]);
     assert_eq!(w(&mut c, 100, "1"), [1, 3, 1, 0, 1000]);
@@ -238,19 +140,10 @@ fn sliding_log_is_exact() {
     assert_eq!(pexpiretime(&mut c, "log"), DAY0 + 2000);
     // Same-ms requests merge into one entry.
     ints(&mut c, &["RL.SLIDE", "merge", "10", "1s", "AT", &t(DAY0)]);
-    ints(
-        &mut c,
-        &["RL.SLIDE", "merge", "10", "1s", "COST", "3", "AT", &t(DAY0)],
-    );
+    ints(&mut c, &["RL.SLIDE", "merge", "10", "1s", "COST", "3", "AT", &t(DAY0)]);
     let state = stored_state(&mut c, "merge");
-    assert!(
-        state.contains(&("entries".to_string(), "1".to_string())),
-        "{state:?}"
-    );
-    assert!(
-        state.contains(&("used".to_string(), "4".to_string())),
-        "{state:?}"
-    );
+    assert!(state.contains(&("entries".to_string(), "1".to_string())), "{state:?}");
+    assert!(state.contains(&("used".to_string(), "4".to_string())), "{state:?}");
     s.assert_alive();
 }
 
@@ -259,21 +152,7 @@ fn sliding_buckets_estimate() {
     let s = Server::start();
     let mut c = s.conn();
     let b = |c: &mut Connection, at: i64, cost: &str| {
-        ints(
-            c,
-            &[
-                "RL.SLIDE",
-                "est",
-                "10",
-                "1s",
-                "BUCKETS",
-                "1",
-                "COST",
-                cost,
-                "AT",
-                &t(DAY0 + at),
-            ],
-        )
+        ints(c, &["RL.SLIDE", "est", "10", "1s", "BUCKETS", "1", "COST", cost, "AT", &t(DAY0 + at)])
     };
     // Two-counter estimate: 10 in the previous second, weighted by the part still inside.
     // Sub-windows are aligned seconds; the key resets when its newest second has fully left.
@@ -299,64 +178,21 @@ fn buckets_over_admission_reaches_the_documented_bound() {
     let first = DAY0 + w - 1; // last ms of sub-window 0
     let a = ints(
         &mut c,
-        &[
-            "RL.SLIDE",
-            "edge",
-            "10",
-            "1s",
-            "BUCKETS",
-            "10",
-            "COST",
-            "10",
-            "AT",
-            &t(first),
-        ],
+        &["RL.SLIDE", "edge", "10", "1s", "BUCKETS", "10", "COST", "10", "AT", &t(first)],
     );
     assert_eq!(a[0], 1);
     let mut more = 0;
     let second = first + window - 1; // second-to-last ms of the sub-window b later
-    while ints(
-        &mut c,
-        &[
-            "RL.SLIDE",
-            "edge",
-            "10",
-            "1s",
-            "BUCKETS",
-            "10",
-            "AT",
-            &t(second),
-        ],
-    )[0] == 1
+    while ints(&mut c, &["RL.SLIDE", "edge", "10", "1s", "BUCKETS", "10", "AT", &t(second)])[0] == 1
     {
         more += 1;
     }
     let bound = 2 * limit - (limit * b + window - 1) / window;
-    assert_eq!(
-        limit + more,
-        bound,
-        "admitted within {} ms",
-        second - first + 1
-    );
+    assert_eq!(limit + more, bound, "admitted within {} ms", second - first + 1);
     assert!(second - first < window);
     // The exact log never exceeds the limit in the same pattern.
-    ints(
-        &mut c,
-        &[
-            "RL.SLIDE",
-            "exact",
-            "10",
-            "1s",
-            "COST",
-            "10",
-            "AT",
-            &t(first),
-        ],
-    );
-    assert_eq!(
-        ints(&mut c, &["RL.SLIDE", "exact", "10", "1s", "AT", &t(second)])[0],
-        0
-    );
+    ints(&mut c, &["RL.SLIDE", "exact", "10", "1s", "COST", "10", "AT", &t(first)]);
+    assert_eq!(ints(&mut c, &["RL.SLIDE", "exact", "10", "1s", "AT", &t(second)])[0], 0);
     s.assert_alive();
 }
 
@@ -411,22 +247,10 @@ fn wrong_algorithm_is_named_and_nothing_changes() {
     let mut c = s.conn();
     let when = t(DAY0);
     let create: [(&str, Vec<&str>); 4] = [
-        (
-            "token",
-            vec!["RL.TOKEN", "token", "5", "1", "1s", "AT", &when],
-        ),
-        (
-            "period",
-            vec!["RL.PERIOD", "period", "5", "1s", "AT", &when],
-        ),
-        (
-            "leaky",
-            vec!["RL.LEAKY", "leaky", "5", "1", "1s", "AT", &when],
-        ),
-        (
-            "gcra",
-            vec!["CL.THROTTLE", "gcra", "5", "1", "1", "AT", &when],
-        ),
+        ("token", vec!["RL.TOKEN", "token", "5", "1", "1s", "AT", &when]),
+        ("period", vec!["RL.PERIOD", "period", "5", "1s", "AT", &when]),
+        ("leaky", vec!["RL.LEAKY", "leaky", "5", "1", "1s", "AT", &when]),
+        ("gcra", vec!["CL.THROTTLE", "gcra", "5", "1", "1", "AT", &when]),
     ];
     for (_, args) in &create {
         ints(&mut c, args);
@@ -434,34 +258,10 @@ fn wrong_algorithm_is_named_and_nothing_changes() {
     let use_as = |key: &str| -> Vec<(&'static str, Vec<String>)> {
         let k = key.to_string();
         vec![
-            (
-                "token",
-                vec![
-                    "RL.TOKEN".into(),
-                    k.clone(),
-                    "5".into(),
-                    "1".into(),
-                    "1s".into(),
-                ],
-            ),
-            (
-                "period",
-                vec!["RL.PERIOD".into(), k.clone(), "5".into(), "1s".into()],
-            ),
-            (
-                "leaky",
-                vec![
-                    "RL.LEAKY".into(),
-                    k.clone(),
-                    "5".into(),
-                    "1".into(),
-                    "1s".into(),
-                ],
-            ),
-            (
-                "gcra",
-                vec!["CL.THROTTLE".into(), k, "5".into(), "1".into(), "1".into()],
-            ),
+            ("token", vec!["RL.TOKEN".into(), k.clone(), "5".into(), "1".into(), "1s".into()]),
+            ("period", vec!["RL.PERIOD".into(), k.clone(), "5".into(), "1s".into()]),
+            ("leaky", vec!["RL.LEAKY".into(), k.clone(), "5".into(), "1".into(), "1s".into()]),
+            ("gcra", vec!["CL.THROTTLE".into(), k, "5".into(), "1".into(), "1".into()]),
         ]
     };
     for (held, _) in &create {
@@ -480,10 +280,7 @@ fn wrong_algorithm_is_named_and_nothing_changes() {
         // Peek and info work for every algorithm.
         let peek: Vec<i64> = redis::cmd("RL.PEEK").arg(*held).query(&mut c).unwrap();
         assert_eq!(peek.len(), 5);
-        assert_eq!(
-            stored_state(&mut c, held)[0],
-            ("algorithm".to_string(), held.to_string())
-        );
+        assert_eq!(stored_state(&mut c, held)[0], ("algorithm".to_string(), held.to_string()));
     }
     s.assert_alive();
 }
@@ -494,10 +291,7 @@ fn an_expired_limiter_of_another_algorithm_is_a_missing_key() {
     let mut c = s.conn();
     // Reset instant DAY0 + 1000; at that instant the key counts as missing.
     ints(&mut c, &["RL.TOKEN", "x", "5", "1", "1s", "AT", &t(DAY0)]);
-    let r = ints(
-        &mut c,
-        &["RL.PERIOD", "x", "2", "1s", "AT", &t(DAY0 + 1000)],
-    );
+    let r = ints(&mut c, &["RL.PERIOD", "x", "2", "1s", "AT", &t(DAY0 + 1000)]);
     assert_eq!(r, [1, 2, 1, 0, 1000]);
     assert_eq!(stored_state(&mut c, "x")[0].1, "period");
     s.assert_alive();

@@ -35,16 +35,7 @@ fn commands(key: &str) -> Vec<Case> {
             rl,
         ),
         (
-            v(&[
-                "RL.SLIDE",
-                &format!("{k}:b"),
-                "5",
-                "1h",
-                "BUCKETS",
-                "6",
-                "COST",
-                "5",
-            ]),
+            v(&["RL.SLIDE", &format!("{k}:b"), "5", "1h", "BUCKETS", "6", "COST", "5"]),
             v(&["RL.SLIDE", &format!("{k}:b"), "5", "1h", "BUCKETS", "6"]),
             rl,
         ),
@@ -106,33 +97,22 @@ fn promoted_replica_with_a_clock_behind() {
     for (exhaust, _, admitted) in &cmds {
         assert!(admitted(&at(&mut mc, exhaust, T0)));
     }
-    let offset: i64 = info_field(&mut mc, "replication", "master_repl_offset")
-        .parse()
-        .unwrap();
-    while info_field(&mut rc, "replication", "slave_repl_offset")
-        .parse::<i64>()
-        .unwrap_or(0)
+    let offset: i64 = info_field(&mut mc, "replication", "master_repl_offset").parse().unwrap();
+    while info_field(&mut rc, "replication", "slave_repl_offset").parse::<i64>().unwrap_or(0)
         < offset
     {
         assert!(std::time::Instant::now() < deadline, "replica offset");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     drop(master);
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("NO")
-        .arg("ONE")
-        .query(&mut rc)
-        .unwrap();
+    let _: () = redis::cmd("REPLICAOF").arg("NO").arg("ONE").query(&mut rc).unwrap();
     // The promoted node's clock "disagrees": 10 minutes behind, then the real (far earlier) clock.
     for (_, probe, admitted) in &cmds {
         let reply = at(&mut rc, probe, T0 - 600_000);
         assert!(!admitted(&reply), "{probe:?}: {reply:?}");
         let plain: Vec<&str> = probe.iter().map(String::as_str).collect();
         let reply = ints(&mut rc, &plain);
-        assert!(
-            !admitted(&reply),
-            "{probe:?} on the server clock: {reply:?}"
-        );
+        assert!(!admitted(&reply), "{probe:?} on the server clock: {reply:?}");
     }
     replica.assert_alive();
 }

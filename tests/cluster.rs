@@ -27,10 +27,7 @@ fn cluster_node() -> Server {
 }
 
 fn redis_cli(args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
-        .args(args)
-        .output()
-        .expect("run redis-cli");
+    let out = Command::new("redis-cli").args(args).output().expect("run redis-cli");
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "redis-cli {args:?} failed:\n{text}");
@@ -46,26 +43,18 @@ fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
 }
 
 fn node_id(s: &Server) -> String {
-    redis::cmd("CLUSTER")
-        .arg("MYID")
-        .query(&mut s.conn())
-        .unwrap()
+    redis::cmd("CLUSTER").arg("MYID").query(&mut s.conn()).unwrap()
 }
 
 fn cluster_ok(nodes: &[&Server]) {
     for n in nodes {
         let mut c = n.conn();
-        wait_for("cluster_state:ok", 30, || {
-            info_of(&mut c).contains("cluster_state:ok")
-        });
+        wait_for("cluster_state:ok", 30, || info_of(&mut c).contains("cluster_state:ok"));
     }
 }
 
 fn info_of(c: &mut Connection) -> String {
-    redis::cmd("CLUSTER")
-        .arg("INFO")
-        .query(c)
-        .unwrap_or_default()
+    redis::cmd("CLUSTER").arg("INFO").query(c).unwrap_or_default()
 }
 
 /// The key for limiter `i` and the command that creates / updates it.
@@ -74,16 +63,7 @@ fn command_for(i: usize, extra_cost: &str) -> Vec<String> {
     let args: Vec<&str> = match i % 6 {
         5 => vec!["RL.SLIDE", &key, "10", "1m", "COST", extra_cost],
         0 => vec!["RL.TOKEN", &key, "10", "3", "7s", "COST", extra_cost],
-        1 => vec![
-            "RL.PERIOD",
-            &key,
-            "10",
-            "1d",
-            "ALIGN",
-            "8h",
-            "COST",
-            extra_cost,
-        ],
+        1 => vec!["RL.PERIOD", &key, "10", "1d", "ALIGN", "8h", "COST", extra_cost],
         2 => vec!["RL.LEAKY", &key, "10", "3", "7s", "COST", extra_cost],
         3 => vec!["CL.THROTTLE", &key, "9", "3", "10", extra_cost],
         _ => vec!["RL.TOKEN", &key, "5", "1", "1m", "STEP", "COST", extra_cost],
@@ -231,13 +211,8 @@ fn limiters_survive_resharding_and_failover() {
         info_field(&mut pc, "replication", "master_link_status") == "up"
             && info_field(&mut pc, "replication", "master_sync_in_progress") == "0"
     });
-    let _: () = redis::cmd("CLUSTER")
-        .arg("FAILOVER")
-        .query(&mut pc)
-        .unwrap();
-    wait_for("failover", 30, || {
-        info_field(&mut pc, "replication", "role") == "master"
-    });
+    let _: () = redis::cmd("CLUSTER").arg("FAILOVER").query(&mut pc).unwrap();
+    wait_for("failover", 30, || info_field(&mut pc, "replication", "role") == "master");
     cluster_ok(&all);
     let client = ClusterClient::new(vec![format!("redis://{}", promoted.addr())]).unwrap();
     let mut c = client.get_connection().unwrap();

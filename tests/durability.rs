@@ -8,159 +8,41 @@ const T0: i64 = 4_000_000_000_000;
 
 /// Keys of every algorithm and mode, in states with fractions and offsets.
 fn populate(c: &mut Connection) -> Vec<String> {
-    let t = |dt: i64| (T0 + dt).to_string();
-    ints(
-        c,
-        &[
-            "RL.TOKEN",
-            "smooth",
-            "10",
-            "3",
-            "7",
-            "COST",
-            "4",
-            "AT",
-            &t(0),
-        ],
-    );
-    ints(
-        c,
-        &[
-            "RL.TOKEN",
-            "smooth",
-            "10",
-            "3",
-            "7",
-            "COST",
-            "2",
-            "AT",
-            &t(5),
-        ],
-    );
-    ints(
-        c,
-        &[
-            "RL.TOKEN",
-            "step",
-            "5",
-            "2",
-            "1s",
-            "STEP",
-            "COST",
-            "3",
-            "AT",
-            &t(0),
-        ],
-    );
-    ints(
-        c,
-        &[
-            "RL.TOKEN",
-            "step",
-            "5",
-            "2",
-            "1s",
-            "STEP",
-            "COST",
-            "1",
-            "AT",
-            &t(1500),
-        ],
-    );
-    ints(
-        c,
-        &[
-            "RL.TOKEN",
-            "big",
-            "1000000000000",
-            "1000000000000",
-            "1",
-            "COST",
-            "999999999999",
-            "AT",
-            &t(0),
-        ],
-    );
-    ints(c, &["RL.TOKEN", "slow", "1", "1", "3650d", "AT", &t(0)]);
-    ints(
-        c,
-        &["RL.PERIOD", "window", "10", "1m", "COST", "3", "AT", &t(0)],
-    );
-    ints(
-        c,
-        &[
-            "RL.PERIOD",
-            "aligned",
-            "10",
-            "1d",
-            "ALIGN",
-            "-5h",
-            "COST",
-            "3",
-            "AT",
-            &t(0),
-        ],
-    );
-    ints(
-        c,
-        &[
-            "RL.LEAKY",
-            "queue",
-            "10",
-            "3",
-            "7",
-            "COST",
-            "4",
-            "AT",
-            &t(0),
-        ],
-    );
-    ints(
-        c,
-        &[
-            "RL.LEAKY",
-            "meter",
-            "10",
-            "3",
-            "7",
-            "NODELAY",
-            "COST",
-            "4",
-            "AT",
-            &t(1),
-        ],
-    );
-    ints(
-        c,
-        &[
-            "RL.LEAKY",
-            "delayed",
-            "10",
-            "3",
-            "7",
-            "DELAY",
-            "2",
-            "COST",
-            "4",
-            "AT",
-            &t(1),
-        ],
-    );
-    ints(
-        c,
-        &["CL.THROTTLE", "cell", "15", "30", "60", "3", "AT", &t(0)],
-    );
-    ints(
-        c,
-        &["CL.THROTTLE", "thirds", "5", "3", "1", "2", "AT", &t(1)],
-    );
-    [
-        "smooth", "step", "big", "slow", "window", "aligned", "queue", "meter", "delayed", "cell",
-        "thirds",
-    ]
-    .iter()
-    .map(|k| k.to_string())
-    .collect()
+    let calls = [
+        "RL.TOKEN smooth 10 3 7 COST 4 AT {0}",
+        "RL.TOKEN smooth 10 3 7 COST 2 AT {5}",
+        "RL.TOKEN step 5 2 1s STEP COST 3 AT {0}",
+        "RL.TOKEN step 5 2 1s STEP COST 1 AT {1500}",
+        "RL.TOKEN big 1000000000000 1000000000000 1 COST 999999999999 AT {0}",
+        "RL.TOKEN slow 1 1 3650d AT {0}",
+        "RL.PERIOD window 10 1m COST 3 AT {0}",
+        "RL.PERIOD aligned 10 1d ALIGN -5h COST 3 AT {0}",
+        "RL.LEAKY queue 10 3 7 COST 4 AT {0}",
+        "RL.LEAKY meter 10 3 7 NODELAY COST 4 AT {1}",
+        "RL.LEAKY delayed 10 3 7 DELAY 2 COST 4 AT {1}",
+        "CL.THROTTLE cell 15 30 60 3 AT {0}",
+        "CL.THROTTLE thirds 5 3 1 2 AT {1}",
+        "RL.SLIDE log 10 1m COST 2 AT {0}",
+        "RL.SLIDE log 10 1m COST 1 AT {7}",
+        "RL.SLIDE log 10 1m COST 3 AT {300}",
+        "RL.SLIDE log 10 1m COST 1 AT {999}",
+        "RL.SLIDE buckets 10 1m BUCKETS 6 COST 2 AT {0}",
+        "RL.SLIDE buckets 10 1m BUCKETS 6 COST 1 AT {7}",
+        "RL.SLIDE buckets 10 1m BUCKETS 6 COST 3 AT {300}",
+        "RL.SLIDE buckets 10 1m BUCKETS 6 COST 1 AT {999}",
+    ];
+    let mut keys: Vec<String> = Vec::new();
+    for call in calls {
+        // `{dt}` is an instant dt ms after T0.
+        let (head, dt) = call.split_once('{').unwrap();
+        let dt: i64 = dt.trim_end_matches('}').parse().unwrap();
+        line(c, &format!("{head}{}", T0 + dt));
+        let key = call.split_whitespace().nth(1).unwrap().to_string();
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys
 }
 
 type Snapshot = Vec<(Vec<(String, String)>, i64, String)>;
@@ -173,29 +55,14 @@ fn assert_same_after(s: &mut Server, action: impl FnOnce(&mut Server)) {
     let mut c = s.conn();
     let keys = populate(&mut c);
     let before = snapshots(&mut c, &keys);
-    assert!(before
-        .iter()
-        .all(|(state, exp, _)| !state.is_empty() && *exp > T0));
+    assert!(before.iter().all(|(state, exp, _)| !state.is_empty() && *exp > T0));
     drop(c);
     action(s);
     let mut c = s.conn();
     assert_eq!(snapshots(&mut c, &keys), before);
     // And the limiters still work from where they were.
     assert_eq!(
-        ints(
-            &mut c,
-            &[
-                "RL.TOKEN",
-                "smooth",
-                "10",
-                "3",
-                "7",
-                "COST",
-                "0",
-                "AT",
-                &T0.to_string()
-            ]
-        ),
+        ints(&mut c, &["RL.TOKEN", "smooth", "10", "3", "7", "COST", "0", "AT", &T0.to_string()]),
         [1, 10, 6, 0, 9] // now' = T0+5 (updated_ms): 6 tokens + 1/7; 27/7 missing → 9 ms
     );
     s.assert_alive();
@@ -205,10 +72,7 @@ fn assert_same_after(s: &mut Server, action: impl FnOnce(&mut Server)) {
 fn debug_reload() {
     let mut s = Server::start();
     assert_same_after(&mut s, |s| {
-        let _: () = redis::cmd("DEBUG")
-            .arg("RELOAD")
-            .query(&mut s.conn())
-            .unwrap();
+        let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut s.conn()).unwrap();
     });
 }
 
@@ -237,16 +101,10 @@ fn aof_rewrite_without_rdb_preamble_and_restart() {
         while info_field(&mut c, "persistence", "aof_rewrite_in_progress") != "0"
             || info_field(&mut c, "persistence", "aof_rewrite_scheduled") != "0"
         {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "rewrite did not finish"
-            );
+            assert!(std::time::Instant::now() < deadline, "rewrite did not finish");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        assert_eq!(
-            info_field(&mut c, "persistence", "aof_last_bgrewrite_status"),
-            "ok"
-        );
+        assert_eq!(info_field(&mut c, "persistence", "aof_last_bgrewrite_status"), "ok");
         // The base file holds the rebuilding commands, not an RDB preamble.
         let base = std::fs::read_dir(s.path("appendonlydir"))
             .unwrap()
@@ -255,10 +113,7 @@ fn aof_rewrite_without_rdb_preamble_and_restart() {
             .expect("base AOF file");
         let text = std::fs::read(base.path()).unwrap();
         let text = String::from_utf8_lossy(&text);
-        assert!(
-            text.contains("rl.restore") && text.contains("PEXPIREAT"),
-            "{text}"
-        );
+        assert!(text.contains("rl.restore") && text.contains("PEXPIREAT"), "{text}");
         drop(c);
         s.restart();
     });
@@ -283,20 +138,12 @@ fn dump_restore_copy_rename() {
         assert_eq!(snapshot(&mut c, &restored), before);
 
         let copy = format!("{key}:copy");
-        let copied: i64 = redis::cmd("COPY")
-            .arg(key)
-            .arg(&copy)
-            .query(&mut c)
-            .unwrap();
+        let copied: i64 = redis::cmd("COPY").arg(key).arg(&copy).query(&mut c).unwrap();
         assert_eq!(copied, 1);
         assert_eq!(snapshot(&mut c, &copy), before);
 
         let renamed = format!("{key}:renamed");
-        let _: () = redis::cmd("RENAME")
-            .arg(key)
-            .arg(&renamed)
-            .query(&mut c)
-            .unwrap();
+        let _: () = redis::cmd("RENAME").arg(key).arg(&renamed).query(&mut c).unwrap();
         assert_eq!(snapshot(&mut c, &renamed), before);
         // The copy owns its value: deleting it leaves the original intact.
         let _: i64 = redis::cmd("DEL").arg(&copy).query(&mut c).unwrap();
@@ -320,28 +167,17 @@ fn corrupt_payloads_are_refused_without_crashing() {
     }
     payloads.push(b"garbage".to_vec());
     for p in &payloads {
-        let r: redis::RedisResult<()> = redis::cmd("RESTORE")
-            .arg("victim")
-            .arg(0)
-            .arg(p)
-            .arg("REPLACE")
-            .query(&mut c);
+        let r: redis::RedisResult<()> =
+            redis::cmd("RESTORE").arg("victim").arg(0).arg(p).arg("REPLACE").query(&mut c);
         if r.is_err() {
             refused += 1;
         }
     }
     // DUMP has a CRC: almost every change is refused by Redis itself or by our decoder.
-    assert!(
-        refused >= payloads.len() - 2,
-        "{refused}/{}",
-        payloads.len()
-    );
+    assert!(refused >= payloads.len() - 2, "{refused}/{}", payloads.len());
     // RL.RESTORE has no CRC: our validation is all that stands between bad bytes and state.
     for n in 0..80usize {
-        let payload: Vec<u8> = [1u8, 1]
-            .into_iter()
-            .chain(std::iter::repeat_n(0xffu8, n))
-            .collect();
+        let payload: Vec<u8> = [1u8, 1].into_iter().chain(std::iter::repeat_n(0xffu8, n)).collect();
         let r: redis::RedisResult<Value> =
             cmd(&[b"RL.RESTORE", b"victim2", &payload]).query(&mut c);
         assert!(r.is_err(), "{payload:?}");

@@ -91,14 +91,8 @@ const TOKENS: &[&[u8]] = &[
 
 const SMALL: &[&[u8]] = &[b"1", b"2", b"3", b"5", b"10", b"100"];
 const DURATIONS: &[&[u8]] = &[b"1", b"7", b"100", b"1s", b"1m", b"1d", b"3650d"];
-const TIMES: &[&[u8]] = &[
-    b"0",
-    b"1",
-    b"1000",
-    b"4000000000000",
-    b"4000000000500",
-    b"253402300799999",
-];
+const TIMES: &[&[u8]] =
+    &[b"0", b"1", b"1000", b"4000000000000", b"4000000000500", b"253402300799999"];
 
 /// A well-formed call of a random limiting command with random valid options; with some
 /// probability one argument is then replaced by a hostile token.
@@ -106,44 +100,19 @@ fn structured_vector(rng: &mut Rng) -> Vec<Vec<u8>> {
     let algorithm = rng.below(5);
     // Mostly keys of this algorithm; sometimes a shared one, to meet other algorithms.
     let own: [&[u8]; 5] = [b"t\xff", b"p\xff", b"l\xff", b"g\xff", b"s\xff"];
-    let key: &[u8] = if rng.below(10) == 0 {
-        b"shared"
-    } else {
-        own[algorithm]
-    };
+    let key: &[u8] = if rng.below(10) == 0 { b"shared" } else { own[algorithm] };
     let mut v: Vec<&[u8]> = match algorithm {
-        0 => vec![
-            b"RL.TOKEN",
-            key,
-            rng.pick(SMALL),
-            rng.pick(SMALL),
-            rng.pick(DURATIONS),
-        ],
+        0 => vec![b"RL.TOKEN", key, rng.pick(SMALL), rng.pick(SMALL), rng.pick(DURATIONS)],
         1 => vec![b"RL.PERIOD", key, rng.pick(SMALL), rng.pick(DURATIONS)],
-        2 => vec![
-            b"RL.LEAKY",
-            key,
-            rng.pick(SMALL),
-            rng.pick(SMALL),
-            rng.pick(DURATIONS),
-        ],
-        _ => vec![
-            b"CL.THROTTLE",
-            key,
-            rng.pick(SMALL),
-            rng.pick(SMALL),
-            rng.pick(SMALL),
-        ],
+        2 => vec![b"RL.LEAKY", key, rng.pick(SMALL), rng.pick(SMALL), rng.pick(DURATIONS)],
+        _ => vec![b"CL.THROTTLE", key, rng.pick(SMALL), rng.pick(SMALL), rng.pick(SMALL)],
     };
     let cell = v[0] == b"CL.THROTTLE";
     if cell && rng.below(2) == 0 {
         v.push(rng.pick(SMALL));
     }
     if !cell && rng.below(2) == 0 {
-        v.extend([
-            &b"COST"[..],
-            rng.pick(&[b"0", b"1", b"2", b"50", b"1000000000000"]),
-        ]);
+        v.extend([&b"COST"[..], rng.pick(&[b"0", b"1", b"2", b"50", b"1000000000000"])]);
     }
     if rng.below(2) == 0 {
         v.extend([&b"AT"[..], rng.pick(TIMES)]);
@@ -156,10 +125,9 @@ fn structured_vector(rng: &mut Rng) -> Vec<Vec<u8>> {
         (b"RL.PERIOD", 0) => v.extend([&b"ALIGN"[..], rng.pick(&[b"0", b"-1", b"+1", b"1h"])]),
         (b"RL.LEAKY", 0) => v.push(b"NODELAY"),
         (b"RL.LEAKY", 1) => v.extend([&b"DELAY"[..], rng.pick(&[b"0", b"1", b"3"])]),
-        (b"RL.SLIDE", 0) => v.extend([
-            &b"BUCKETS"[..],
-            rng.pick(&[b"1", b"2", b"5", b"7", b"1000"]),
-        ]),
+        (b"RL.SLIDE", 0) => {
+            v.extend([&b"BUCKETS"[..], rng.pick(&[b"1", b"2", b"5", b"7", b"1000"])])
+        }
         _ => {}
     }
     if rng.below(5) == 0 {
@@ -231,9 +199,7 @@ fn random_argument_vectors_never_crash() {
                 Ok(Value::ServerError(e)) => {
                     let code = e.code();
                     assert!(
-                        code.chars()
-                            .next()
-                            .is_some_and(|ch| ch.is_ascii_uppercase()),
+                        code.chars().next().is_some_and(|ch| ch.is_ascii_uppercase()),
                         "error without an upper-case code: {e:?}"
                     );
                     errors += 1;

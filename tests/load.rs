@@ -20,13 +20,10 @@ fn hammer(s: &Server, args: &[&str], admitted: Admitted) -> i64 {
     let per_thread = CONNECTIONS / THREADS;
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     // Open every connection first, so all 1000 are connected at once.
-    let pools: Vec<Vec<Connection>> = (0..THREADS)
-        .map(|_| (0..per_thread).map(|_| s.conn()).collect())
-        .collect();
+    let pools: Vec<Vec<Connection>> =
+        (0..THREADS).map(|_| (0..per_thread).map(|_| s.conn()).collect()).collect();
     let mut probe = s.conn();
-    let clients: usize = info_field(&mut probe, "clients", "connected_clients")
-        .parse()
-        .unwrap();
+    let clients: usize = info_field(&mut probe, "clients", "connected_clients").parse().unwrap();
     assert!(clients > CONNECTIONS, "{clients} clients connected");
     let handles: Vec<_> = pools
         .into_iter()
@@ -70,16 +67,11 @@ fn assert_connections_released(s: &Server) {
     let mut c = s.conn();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let clients: usize = info_field(&mut c, "clients", "connected_clients")
-            .parse()
-            .unwrap();
+        let clients: usize = info_field(&mut c, "clients", "connected_clients").parse().unwrap();
         if clients == 1 {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{clients} connections still open"
-        );
+        assert!(Instant::now() < deadline, "{clients} connections still open");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -88,44 +80,17 @@ fn assert_connections_released(s: &Server) {
 fn hot_key_admits_exactly_the_bound() {
     let s = Server::start_with(&["--maxclients", "4000"]);
     let cases: [Case; 7] = [
-        (
-            "token",
-            vec!["RL.TOKEN", "hot:t", "500", "1", "1d", "AT", AT],
-            rl_admitted,
-            500,
-        ),
-        (
-            "period",
-            vec!["RL.PERIOD", "hot:p", "700", "1d", "AT", AT],
-            rl_admitted,
-            700,
-        ),
-        (
-            "leaky",
-            vec!["RL.LEAKY", "hot:l", "300", "1", "1d", "AT", AT],
-            rl_admitted,
-            300,
-        ),
+        ("token", vec!["RL.TOKEN", "hot:t", "500", "1", "1d", "AT", AT], rl_admitted, 500),
+        ("period", vec!["RL.PERIOD", "hot:p", "700", "1d", "AT", AT], rl_admitted, 700),
+        ("leaky", vec!["RL.LEAKY", "hot:l", "300", "1", "1d", "AT", AT], rl_admitted, 300),
         (
             "leaky cost 3",
-            vec![
-                "RL.LEAKY", "hot:l3", "300", "1", "1d", "COST", "3", "AT", AT,
-            ],
+            vec!["RL.LEAKY", "hot:l3", "300", "1", "1d", "COST", "3", "AT", AT],
             rl_admitted,
             100,
         ),
-        (
-            "gcra",
-            vec!["CL.THROTTLE", "hot:g", "249", "1", "86400", "AT", AT],
-            cell_admitted,
-            250,
-        ),
-        (
-            "slide",
-            vec!["RL.SLIDE", "hot:s", "400", "1d", "AT", AT],
-            rl_admitted,
-            400,
-        ),
+        ("gcra", vec!["CL.THROTTLE", "hot:g", "249", "1", "86400", "AT", AT], cell_admitted, 250),
+        ("slide", vec!["RL.SLIDE", "hot:s", "400", "1d", "AT", AT], rl_admitted, 400),
         (
             "slide buckets",
             vec!["RL.SLIDE", "hot:b", "400", "1d", "BUCKETS", "24", "AT", AT],

@@ -17,16 +17,12 @@ fn create_keys(c: &mut Connection, template: &[&str]) {
     for start in (0..KEYS).step_by(BATCH) {
         let mut pipe = redis::pipe();
         for i in start..start + BATCH {
-            let args: Vec<String> = template
-                .iter()
-                .map(|a| a.replace("{}", &i.to_string()))
-                .collect();
+            let args: Vec<String> =
+                template.iter().map(|a| a.replace("{}", &i.to_string())).collect();
             let refs: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
             pipe.add_command(cmd(&refs));
         }
-        let replies = c
-            .req_packed_commands(&pipe.get_packed_pipeline(), 0, BATCH)
-            .unwrap();
+        let replies = c.req_packed_commands(&pipe.get_packed_pipeline(), 0, BATCH).unwrap();
         assert!(replies.iter().all(|r| !matches!(r, Value::ServerError(_))));
     }
 }
@@ -37,17 +33,11 @@ fn idle_limiters_expire_by_themselves() {
     let mut c = s.conn();
     let start_memory = used_memory(&mut c);
     let started = Instant::now();
-    create_keys(
-        &mut c,
-        &["RL.TOKEN", "user:{}", "10", "1", "3s", "COST", "1"],
-    );
+    create_keys(&mut c, &["RL.TOKEN", "user:{}", "10", "1", "3s", "COST", "1"]);
     let size: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert_eq!(size, KEYS);
     let peak = used_memory(&mut c);
-    assert!(
-        peak - start_memory > 100 * KEYS as i64 / 2,
-        "{start_memory} → {peak}"
-    );
+    assert!(peak - start_memory > 100 * KEYS as i64 / 2, "{start_memory} → {peak}");
     // Nobody touches the keys again: Redis' active expiry must remove them all.
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -83,30 +73,18 @@ fn sliding_log_entries_cost_at_most_16_bytes() {
     let mut c = s.conn();
     const ENTRIES: i64 = 10_000;
     let t0: i64 = 4_000_000_000_000;
-    ints(
-        &mut c,
-        &["RL.SLIDE", "log", "100000", "1d", "AT", &t0.to_string()],
-    );
+    ints(&mut c, &["RL.SLIDE", "log", "100000", "1d", "AT", &t0.to_string()]);
     let one = memory_usage(&mut c, "log");
     let before = used_memory(&mut c);
     let mut pipe = redis::pipe();
     for i in 1..ENTRIES {
         // Distinct ms, gaps of 1–37 ms: one entry each.
         let at = t0 + i * 19 + (i * 7919) % 19;
-        pipe.cmd("RL.SLIDE")
-            .arg("log")
-            .arg(100_000)
-            .arg("1d")
-            .arg("AT")
-            .arg(at)
-            .ignore();
+        pipe.cmd("RL.SLIDE").arg("log").arg(100_000).arg("1d").arg("AT").arg(at).ignore();
     }
     let _: () = pipe.query(&mut c).unwrap();
     let state = stored_state(&mut c, "log");
-    assert!(
-        state.contains(&("entries".to_string(), ENTRIES.to_string())),
-        "{state:?}"
-    );
+    assert!(state.contains(&("entries".to_string(), ENTRIES.to_string())), "{state:?}");
     let many = memory_usage(&mut c, "log");
     let per_entry = (many - one) as f64 / (ENTRIES - 1) as f64;
     let grown = (used_memory(&mut c) - before) as f64 / (ENTRIES - 1) as f64;
@@ -149,24 +127,14 @@ fn per_key_memory_is_within_80_bytes_of_incr() {
         ("RL.TOKEN", vec!["RL.TOKEN", "{}", "100", "10", "1h"]),
         ("RL.PERIOD", vec!["RL.PERIOD", "{}", "100", "1h"]),
         ("RL.SLIDE", vec!["RL.SLIDE", "{}", "100", "1h"]),
-        (
-            "RL.SLIDE BUCKETS",
-            vec!["RL.SLIDE", "{}", "100", "1h", "BUCKETS", "4"],
-        ),
+        ("RL.SLIDE BUCKETS", vec!["RL.SLIDE", "{}", "100", "1h", "BUCKETS", "4"]),
         ("RL.LEAKY", vec!["RL.LEAKY", "{}", "100", "10", "1h"]),
         ("CL.THROTTLE", vec!["CL.THROTTLE", "{}", "99", "10", "3600"]),
     ] {
         let bytes = per_key(&mut c, &template);
         report.push(format!("{name} {bytes:.1}"));
-        let limit = if name == "RL.SLIDE BUCKETS" {
-            80.0 + 64.0
-        } else {
-            80.0
-        };
-        assert!(
-            bytes - incr <= limit,
-            "{name}: {bytes:.1} bytes vs INCR {incr:.1}"
-        );
+        let limit = if name == "RL.SLIDE BUCKETS" { 80.0 + 64.0 } else { 80.0 };
+        assert!(bytes - incr <= limit, "{name}: {bytes:.1} bytes vs INCR {incr:.1}");
     }
     eprintln!("bytes per key: {}", report.join(", "));
     s.assert_alive();

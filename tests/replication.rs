@@ -28,14 +28,10 @@ pub fn master_and_replica() -> (Server, Server) {
 fn wait_in_sync(master: &Server, replica: &Server) {
     let mut mc = master.conn();
     let mut rc = replica.conn();
-    let offset: i64 = info_field(&mut mc, "replication", "master_repl_offset")
-        .parse()
-        .unwrap();
+    let offset: i64 = info_field(&mut mc, "replication", "master_repl_offset").parse().unwrap();
     // The master may add PINGs meanwhile, so the replica can pass this offset.
     wait_for("replica offset", || {
-        let at: i64 = info_field(&mut rc, "replication", "slave_repl_offset")
-            .parse()
-            .unwrap_or(-1);
+        let at: i64 = info_field(&mut rc, "replication", "slave_repl_offset").parse().unwrap_or(-1);
         at >= offset
     });
 }
@@ -74,11 +70,7 @@ fn replica_state_equals_master_without_at() {
             args.push("DRYRUN");
         }
         let reply = ints(&mut mc, &args);
-        admitted += if args[0] == "CL.THROTTLE" {
-            1 - reply[0]
-        } else {
-            reply[0]
-        };
+        admitted += if args[0] == "CL.THROTTLE" { 1 - reply[0] } else { reply[0] };
         if i % 13 == 0 {
             let _ = run(&mut mc, &["RL.PEEK", key]);
         }
@@ -90,11 +82,7 @@ fn replica_state_equals_master_without_at() {
         let m = stored_state(&mut mc, key);
         let r = stored_state(&mut rc, key);
         assert_eq!(m, r, "{key}");
-        assert_eq!(
-            pexpiretime(&mut mc, key),
-            pexpiretime(&mut rc, key),
-            "{key}"
-        );
+        assert_eq!(pexpiretime(&mut mc, key), pexpiretime(&mut rc, key), "{key}");
     }
     let md: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut mc).unwrap();
     let rd: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut rc).unwrap();
@@ -113,10 +101,7 @@ fn full_sync_carries_existing_limiters() {
     let master = Server::start();
     let mut mc = master.conn();
     for i in 0..50 {
-        ints(
-            &mut mc,
-            &["RL.TOKEN", &format!("k{i}"), "10", "1", "1s", "COST", "3"],
-        );
+        ints(&mut mc, &["RL.TOKEN", &format!("k{i}"), "10", "1", "1s", "COST", "3"]);
     }
     let port = master.port.to_string();
     let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
@@ -180,16 +165,8 @@ fn transactions_and_scripts_replicate_exactly() {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut mc).unwrap();
     assert!(keys.len() >= 12, "{keys:?}");
     for key in &keys {
-        assert_eq!(
-            stored_state(&mut mc, key),
-            stored_state(&mut rc, key),
-            "{key}"
-        );
-        assert_eq!(
-            pexpiretime(&mut mc, key),
-            pexpiretime(&mut rc, key),
-            "{key}"
-        );
+        assert_eq!(stored_state(&mut mc, key), stored_state(&mut rc, key), "{key}");
+        assert_eq!(pexpiretime(&mut mc, key), pexpiretime(&mut rc, key), "{key}");
     }
     let md: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut mc).unwrap();
     let rd: String = redis::cmd("DEBUG").arg("DIGEST").query(&mut rc).unwrap();

@@ -15,10 +15,7 @@ fn at(t: i64) -> String {
 fn readme_example_without_at() {
     let s = Server::start();
     let mut c = s.conn();
-    assert_eq!(
-        ints(&mut c, &["RL.TOKEN", "user:1", "10", "1", "1s"]),
-        [1, 10, 9, 0, 1000]
-    );
+    assert_eq!(ints(&mut c, &["RL.TOKEN", "user:1", "10", "1", "1s"]), [1, 10, 9, 0, 1000]);
     s.assert_alive();
 }
 
@@ -42,21 +39,7 @@ fn scripted_scenario_with_at() {
     assert_eq!(t(&mut c, 2500, &["COST", "0"]), [1, 3, 1, 0, 1500]);
     // STEP on a fresh key: 2 tokens at once every second.
     let step = |c: &mut Connection, dt: i64, cost: &str| {
-        ints(
-            c,
-            &[
-                "RL.TOKEN",
-                "s",
-                "4",
-                "2",
-                "1s",
-                "STEP",
-                "COST",
-                cost,
-                "AT",
-                &at(T0 + dt),
-            ],
-        )
+        ints(c, &["RL.TOKEN", "s", "4", "2", "1s", "STEP", "COST", cost, "AT", &at(T0 + dt)])
     };
     assert_eq!(step(&mut c, 0, "4"), [1, 4, 0, 0, 2000]);
     assert_eq!(step(&mut c, 999, "1"), [0, 4, 0, 1, 1001]);
@@ -70,42 +53,16 @@ fn retry_after_is_exact() {
     let mut c = s.conn();
     // 3 tokens per 7 ms: fractional refill.
     let call = |c: &mut Connection, t: i64, cost: &str| {
-        ints(
-            c,
-            &[
-                "RL.TOKEN",
-                "r",
-                "5",
-                "3",
-                "7",
-                "COST",
-                cost,
-                "DRYRUN",
-                "AT",
-                &at(t),
-            ],
-        )
+        ints(c, &["RL.TOKEN", "r", "5", "3", "7", "COST", cost, "DRYRUN", "AT", &at(t)])
     };
-    ints(
-        &mut c,
-        &["RL.TOKEN", "r", "5", "3", "7", "COST", "5", "AT", &at(T0)],
-    );
+    ints(&mut c, &["RL.TOKEN", "r", "5", "3", "7", "COST", "5", "AT", &at(T0)]);
     for cost in ["1", "2", "4", "5"] {
         let reply = call(&mut c, T0, cost);
         assert_eq!(reply[0], 0);
         let retry = reply[3];
         assert!(retry > 0);
-        assert_eq!(
-            call(&mut c, T0 + retry, cost)[0],
-            1,
-            "cost {cost} at +{retry}"
-        );
-        assert_eq!(
-            call(&mut c, T0 + retry - 1, cost)[0],
-            0,
-            "cost {cost} at +{}",
-            retry - 1
-        );
+        assert_eq!(call(&mut c, T0 + retry, cost)[0], 1, "cost {cost} at +{retry}");
+        assert_eq!(call(&mut c, T0 + retry - 1, cost)[0], 0, "cost {cost} at +{}", retry - 1);
     }
     s.assert_alive();
 }
@@ -114,10 +71,7 @@ fn retry_after_is_exact() {
 fn expiry_is_the_reset_instant() {
     let s = Server::start();
     let mut c = s.conn();
-    let reply = ints(
-        &mut c,
-        &["RL.TOKEN", "e", "10", "1", "1s", "COST", "4", "AT", &at(T0)],
-    );
+    let reply = ints(&mut c, &["RL.TOKEN", "e", "10", "1", "1s", "COST", "4", "AT", &at(T0)]);
     assert_eq!(reply[4], 4000);
     assert_eq!(pexpiretime(&mut c, "e"), T0 + 4000);
     // Without AT: expiry = the server's now + reset_after_ms, within the call's window.
@@ -125,10 +79,7 @@ fn expiry_is_the_reset_instant() {
     let reply = ints(&mut c, &["RL.TOKEN", "live", "10", "1", "1s", "COST", "3"]);
     let after = unix_ms();
     let expiry = pexpiretime(&mut c, "live");
-    assert!(
-        (before + reply[4]..=after + reply[4]).contains(&expiry),
-        "{before} {expiry} {after}"
-    );
+    assert!((before + reply[4]..=after + reply[4]).contains(&expiry), "{before} {expiry} {after}");
     // An AT in the past gives an expiry in the past: the key is gone at once.
     ints(&mut c, &["RL.TOKEN", "old", "10", "1", "1s", "AT", "1000"]);
     let exists: i64 = redis::cmd("EXISTS").arg("old").query(&mut c).unwrap();
@@ -140,16 +91,10 @@ fn expiry_is_the_reset_instant() {
 fn cost_zero_creates_no_key() {
     let s = Server::start();
     let mut c = s.conn();
-    assert_eq!(
-        ints(&mut c, &["RL.TOKEN", "z", "10", "1", "1s", "COST", "0"]),
-        [1, 10, 10, 0, 0]
-    );
+    assert_eq!(ints(&mut c, &["RL.TOKEN", "z", "10", "1", "1s", "COST", "0"]), [1, 10, 10, 0, 0]);
     let exists: i64 = redis::cmd("EXISTS").arg("z").query(&mut c).unwrap();
     assert_eq!(exists, 0);
-    assert_eq!(
-        info_field(&mut c, "persistence", "rdb_changes_since_last_save"),
-        "0"
-    );
+    assert_eq!(info_field(&mut c, "persistence", "rdb_changes_since_last_save"), "0");
     s.assert_alive();
 }
 
@@ -157,53 +102,20 @@ fn cost_zero_creates_no_key() {
 fn limited_and_dry_run_calls_change_nothing() {
     let s = Server::start();
     let mut c = s.conn();
-    ints(
-        &mut c,
-        &["RL.TOKEN", "d", "2", "1", "1s", "COST", "2", "AT", &at(T0)],
-    );
+    ints(&mut c, &["RL.TOKEN", "d", "2", "1", "1s", "COST", "2", "AT", &at(T0)]);
     let dump = |c: &mut Connection| -> Vec<u8> { redis::cmd("DUMP").arg("d").query(c).unwrap() };
     let (dump0, exp0) = (dump(&mut c), pexpiretime(&mut c, "d"));
     let dirty0 = info_field(&mut c, "persistence", "rdb_changes_since_last_save");
     let offset0 = info_field(&mut c, "replication", "master_repl_offset");
     // Limited.
-    assert_eq!(
-        ints(
-            &mut c,
-            &["RL.TOKEN", "d", "2", "1", "1s", "AT", &at(T0 + 10)]
-        )[0],
-        0
-    );
+    assert_eq!(ints(&mut c, &["RL.TOKEN", "d", "2", "1", "1s", "AT", &at(T0 + 10)])[0], 0);
     // Dry runs, admitted and not, with other parameters.
     assert_eq!(
-        ints(
-            &mut c,
-            &[
-                "RL.TOKEN",
-                "d",
-                "2",
-                "1",
-                "1s",
-                "DRYRUN",
-                "AT",
-                &at(T0 + 5000)
-            ]
-        )[0],
+        ints(&mut c, &["RL.TOKEN", "d", "2", "1", "1s", "DRYRUN", "AT", &at(T0 + 5000)])[0],
         1
     );
     assert_eq!(
-        ints(
-            &mut c,
-            &[
-                "RL.TOKEN",
-                "d",
-                "9",
-                "9",
-                "1s",
-                "DRYRUN",
-                "AT",
-                &at(T0 + 10)
-            ]
-        )[0],
+        ints(&mut c, &["RL.TOKEN", "d", "9", "9", "1s", "DRYRUN", "AT", &at(T0 + 10)])[0],
         0
     );
     // Peeks.
@@ -211,14 +123,8 @@ fn limited_and_dry_run_calls_change_nothing() {
     let _: Value = redis::cmd("RL.INFO").arg("d").query(&mut c).unwrap();
     assert_eq!(dump(&mut c), dump0);
     assert_eq!(pexpiretime(&mut c, "d"), exp0);
-    assert_eq!(
-        info_field(&mut c, "persistence", "rdb_changes_since_last_save"),
-        dirty0
-    );
-    assert_eq!(
-        info_field(&mut c, "replication", "master_repl_offset"),
-        offset0
-    );
+    assert_eq!(info_field(&mut c, "persistence", "rdb_changes_since_last_save"), dirty0);
+    assert_eq!(info_field(&mut c, "replication", "master_repl_offset"), offset0);
     s.assert_alive();
 }
 
@@ -227,15 +133,9 @@ fn each_admitted_request_is_one_change() {
     let s = Server::start();
     let mut c = s.conn();
     for i in 0..5 {
-        ints(
-            &mut c,
-            &["RL.TOKEN", "n", "100", "1", "1s", "AT", &at(T0 + i)],
-        );
+        ints(&mut c, &["RL.TOKEN", "n", "100", "1", "1s", "AT", &at(T0 + i)]);
     }
-    assert_eq!(
-        info_field(&mut c, "persistence", "rdb_changes_since_last_save"),
-        "5"
-    );
+    assert_eq!(info_field(&mut c, "persistence", "rdb_changes_since_last_save"), "5");
     s.assert_alive();
 }
 
@@ -243,23 +143,14 @@ fn each_admitted_request_is_one_change() {
 fn time_going_backwards_grants_nothing() {
     let s = Server::start();
     let mut c = s.conn();
-    ints(
-        &mut c,
-        &["RL.TOKEN", "b", "5", "1", "1s", "COST", "5", "AT", &at(T0)],
-    );
+    ints(&mut c, &["RL.TOKEN", "b", "5", "1", "1s", "COST", "5", "AT", &at(T0)]);
     // An hour earlier counts as no time passed.
     assert_eq!(
-        ints(
-            &mut c,
-            &["RL.TOKEN", "b", "5", "1", "1s", "AT", &at(T0 - 3_600_000)]
-        ),
+        ints(&mut c, &["RL.TOKEN", "b", "5", "1", "1s", "AT", &at(T0 - 3_600_000)]),
         [0, 5, 0, 1000, 5000]
     );
     // The server clock (far behind T0) likewise.
-    assert_eq!(
-        ints(&mut c, &["RL.TOKEN", "b", "5", "1", "1s"]),
-        [0, 5, 0, 1000, 5000]
-    );
+    assert_eq!(ints(&mut c, &["RL.TOKEN", "b", "5", "1", "1s"]), [0, 5, 0, 1000, 5000]);
     s.assert_alive();
 }
 
@@ -271,10 +162,7 @@ fn peek_and_info() {
     assert_eq!(nil, Value::Nil);
     let nil: Value = redis::cmd("RL.INFO").arg("none").query(&mut c).unwrap();
     assert_eq!(nil, Value::Nil);
-    ints(
-        &mut c,
-        &["RL.TOKEN", "p", "10", "3", "7", "COST", "4", "AT", &at(T0)],
-    );
+    ints(&mut c, &["RL.TOKEN", "p", "10", "3", "7", "COST", "4", "AT", &at(T0)]);
     // The server clock is before T0, so now' = T0: peek = DRYRUN COST 1 at T0.
     let peek: Vec<i64> = redis::cmd("RL.PEEK").arg("p").query(&mut c).unwrap();
     assert_eq!(peek, [1, 10, 5, 0, 12]); // 6 tokens, 1 taken → 5; 5 missing → ⌈5·7/3⌉ = 12 ms
@@ -289,10 +177,8 @@ fn peek_and_info() {
         ("fraction", "0"),
         ("updated_ms", "4000000000000"),
     ];
-    let expect: Vec<(String, String)> = expect
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let expect: Vec<(String, String)> =
+        expect.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     assert_eq!(state, expect);
     s.assert_alive();
 }
@@ -303,13 +189,9 @@ fn info_is_a_map_in_resp3() {
     let mut c = s.conn_resp3();
     ints(&mut c, &["RL.TOKEN", "m", "10", "1", "1s", "AT", &at(T0)]);
     let v: Value = redis::cmd("RL.INFO").arg("m").query(&mut c).unwrap();
-    let Value::Map(pairs) = v else {
-        panic!("expected a map, got {v:?}")
-    };
+    let Value::Map(pairs) = v else { panic!("expected a map, got {v:?}") };
     assert_eq!(pairs[0].0, Value::BulkString(b"algorithm".to_vec()));
-    assert!(pairs
-        .iter()
-        .any(|(k, _)| *k == Value::BulkString(b"ttl_ms".to_vec())));
+    assert!(pairs.iter().any(|(k, _)| *k == Value::BulkString(b"ttl_ms".to_vec())));
     // The limiting reply is the same five integers in RESP3.
     assert_eq!(
         ints(&mut c, &["RL.TOKEN", "m", "10", "1", "1s", "AT", &at(T0)]),
@@ -328,55 +210,25 @@ fn every_argument_error() {
         format!("ERR invalid duration '{v}' for period (use an integer with an optional unit ms, s, m, h or d)")
     };
     let cases: Vec<(Vec<&[u8]>, String)> = vec![
-        (
-            vec![b"RL.TOKEN"],
-            "ERR wrong number of arguments for 'rl.token' command".into(),
-        ),
+        (vec![b"RL.TOKEN"], "ERR wrong number of arguments for 'rl.token' command".into()),
         (
             vec![b"RL.TOKEN", b"k", b"1", b"1"],
             "ERR wrong number of arguments for 'rl.token' command".into(),
         ),
         (vec![b"RL.TOKEN", b"k", b"0", b"1", b"1"], count("capacity")),
-        (
-            vec![b"RL.TOKEN", b"k", b"-1", b"1", b"1"],
-            count("capacity"),
-        ),
-        (
-            vec![b"RL.TOKEN", b"k", b"1000000000001", b"1", b"1"],
-            count("capacity"),
-        ),
-        (
-            vec![b"RL.TOKEN", b"k", b"1.5", b"1", b"1"],
-            count("capacity"),
-        ),
+        (vec![b"RL.TOKEN", b"k", b"-1", b"1", b"1"], count("capacity")),
+        (vec![b"RL.TOKEN", b"k", b"1000000000001", b"1", b"1"], count("capacity")),
+        (vec![b"RL.TOKEN", b"k", b"1.5", b"1", b"1"], count("capacity")),
         (vec![b"RL.TOKEN", b"k", b"", b"1", b"1"], count("capacity")),
-        (
-            vec![b"RL.TOKEN", b"k", b"\xff\xfe", b"1", b"1"],
-            count("capacity"),
-        ),
-        (
-            vec![b"RL.TOKEN", b"k", b"99999999999999999999999999", b"1", b"1"],
-            count("capacity"),
-        ),
+        (vec![b"RL.TOKEN", b"k", b"\xff\xfe", b"1", b"1"], count("capacity")),
+        (vec![b"RL.TOKEN", b"k", b"99999999999999999999999999", b"1", b"1"], count("capacity")),
         (vec![b"RL.TOKEN", b"k", b"1", b"0", b"1"], count("rate")),
         (vec![b"RL.TOKEN", b"k", b"1", b"x", b"1"], count("rate")),
         (vec![b"RL.TOKEN", b"k", b"1", b"1", b"abc"], invalid("abc")),
-        (
-            vec![b"RL.TOKEN", b"k", b"1", b"1", b"1.5s"],
-            invalid("1.5s"),
-        ),
-        (
-            vec![b"RL.TOKEN", b"k", b"1", b"1", b"\xff"],
-            invalid("\\xff"),
-        ),
-        (
-            vec![b"RL.TOKEN", b"k", b"1", b"1", b"0"],
-            period_range.clone(),
-        ),
-        (
-            vec![b"RL.TOKEN", b"k", b"1", b"1", b"-5s"],
-            period_range.clone(),
-        ),
+        (vec![b"RL.TOKEN", b"k", b"1", b"1", b"1.5s"], invalid("1.5s")),
+        (vec![b"RL.TOKEN", b"k", b"1", b"1", b"\xff"], invalid("\\xff")),
+        (vec![b"RL.TOKEN", b"k", b"1", b"1", b"0"], period_range.clone()),
+        (vec![b"RL.TOKEN", b"k", b"1", b"1", b"-5s"], period_range.clone()),
         (vec![b"RL.TOKEN", b"k", b"1", b"1", b"3651d"], period_range),
         (
             vec![b"RL.TOKEN", b"k", b"1", b"1", b"1", b"FOO"],
@@ -395,17 +247,7 @@ fn every_argument_error() {
             "ERR syntax error: COST needs a value".into(),
         ),
         (
-            vec![
-                b"RL.TOKEN",
-                b"k",
-                b"1",
-                b"1",
-                b"1",
-                b"COST",
-                b"1",
-                b"cost",
-                b"1",
-            ],
+            vec![b"RL.TOKEN", b"k", b"1", b"1", b"1", b"COST", b"1", b"cost", b"1"],
             "ERR syntax error: option COST given more than once".into(),
         ),
         (
@@ -421,15 +263,7 @@ fn every_argument_error() {
             "ERR AT must be an integer between 0 and 253402300799999".into(),
         ),
         (
-            vec![
-                b"RL.TOKEN",
-                b"k",
-                b"1",
-                b"1",
-                b"1",
-                b"AT",
-                b"253402300800000",
-            ],
+            vec![b"RL.TOKEN", b"k", b"1", b"1", b"1", b"AT", b"253402300800000"],
             "ERR AT must be an integer between 0 and 253402300799999".into(),
         ),
         (
@@ -464,10 +298,7 @@ fn every_argument_error() {
             ],
             "ERR syntax error: too many arguments".into(),
         ),
-        (
-            vec![b"RL.PEEK"],
-            "ERR wrong number of arguments for 'rl.peek' command".into(),
-        ),
+        (vec![b"RL.PEEK"], "ERR wrong number of arguments for 'rl.peek' command".into()),
         (
             vec![b"RL.PEEK", b"a", b"b"],
             "ERR wrong number of arguments for 'rl.peek' command".into(),
@@ -489,9 +320,7 @@ fn every_argument_error() {
     let size: i64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
     assert_eq!(size, 0);
     // Every error is counted, and the code shows in errorstats as ERR.
-    let errors: i64 = info_field(&mut c, "ratelimit", "ratelimit_token_errors")
-        .parse()
-        .unwrap();
+    let errors: i64 = info_field(&mut c, "ratelimit", "ratelimit_token_errors").parse().unwrap();
     assert!(errors >= 25, "{errors}");
     assert!(info_field(&mut c, "errorstats", "errorstat_ERR").starts_with("count="));
     s.assert_alive();
@@ -502,9 +331,8 @@ fn binary_keys_work() {
     let s = Server::start();
     let mut c = s.conn();
     let key: &[u8] = b"\xff\x00\xfe key\r\n";
-    let reply: Vec<i64> = cmd(&[b"RL.TOKEN", key, b"5", b"1", b"1s", b"AT", b"4000000000000"])
-        .query(&mut c)
-        .unwrap();
+    let reply: Vec<i64> =
+        cmd(&[b"RL.TOKEN", key, b"5", b"1", b"1s", b"AT", b"4000000000000"]).query(&mut c).unwrap();
     assert_eq!(reply, [1, 5, 4, 0, 1000]);
     let peek: Vec<i64> = cmd(&[b"RL.PEEK", key]).query(&mut c).unwrap();
     assert_eq!(peek, [1, 5, 3, 0, 2000]);
@@ -516,29 +344,10 @@ fn wrong_types_are_named_and_untouched() {
     let s = Server::start();
     let mut c = s.conn();
     let _: () = redis::cmd("SET").arg("str").arg("v").query(&mut c).unwrap();
-    let _: () = redis::cmd("RPUSH")
-        .arg("list")
-        .arg("v")
-        .query(&mut c)
-        .unwrap();
-    let _: () = redis::cmd("HSET")
-        .arg("hash")
-        .arg("f")
-        .arg("v")
-        .query(&mut c)
-        .unwrap();
-    let _: () = redis::cmd("ZADD")
-        .arg("zset")
-        .arg(1)
-        .arg("v")
-        .query(&mut c)
-        .unwrap();
-    for (key, kind) in [
-        ("str", "string"),
-        ("list", "list"),
-        ("hash", "hash"),
-        ("zset", "zset"),
-    ] {
+    let _: () = redis::cmd("RPUSH").arg("list").arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("HSET").arg("hash").arg("f").arg("v").query(&mut c).unwrap();
+    let _: () = redis::cmd("ZADD").arg("zset").arg(1).arg("v").query(&mut c).unwrap();
+    for (key, kind) in [("str", "string"), ("list", "list"), ("hash", "hash"), ("zset", "zset")] {
         let want = format!("WRONGTYPE key holds a {kind} value, not a rate limiter");
         for command in [
             vec![b"RL.TOKEN".as_slice(), key.as_bytes(), b"1", b"1", b"1"],
@@ -551,21 +360,9 @@ fn wrong_types_are_named_and_untouched() {
     }
     let v: String = redis::cmd("GET").arg("str").query(&mut c).unwrap();
     assert_eq!(v, "v");
-    assert_eq!(
-        redis::cmd("TYPE")
-            .arg("str")
-            .query::<String>(&mut c)
-            .unwrap(),
-        "string"
-    );
+    assert_eq!(redis::cmd("TYPE").arg("str").query::<String>(&mut c).unwrap(), "string");
     ints(&mut c, &["RL.TOKEN", "rl", "1", "1", "1"]);
-    assert_eq!(
-        redis::cmd("TYPE")
-            .arg("rl")
-            .query::<String>(&mut c)
-            .unwrap(),
-        "ratelimit"
-    );
+    assert_eq!(redis::cmd("TYPE").arg("rl").query::<String>(&mut c).unwrap(), "ratelimit");
     s.assert_alive();
 }
 
@@ -583,34 +380,22 @@ fn command_metadata() {
         .query(&mut c)
         .unwrap();
     assert_eq!(keys, ["k"]);
-    let info = format!(
-        "{:?}",
-        run(&mut c, &["COMMAND", "INFO", "rl.token", "rl.peek"]).unwrap()
-    );
+    let info = format!("{:?}", run(&mut c, &["COMMAND", "INFO", "rl.token", "rl.peek"]).unwrap());
     for expected in [
         "rl.token", "int(-5)", "write", "denyoom", "fast", "update", "rl.peek", "int(2)",
         "readonly",
     ] {
         assert!(info.contains(expected), "{expected} missing in {info}");
     }
-    let flags = format!(
-        "{:?}",
-        run(&mut c, &["COMMAND", "GETKEYSANDFLAGS", "RL.PEEK", "k"]).unwrap()
-    );
+    let flags =
+        format!("{:?}", run(&mut c, &["COMMAND", "GETKEYSANDFLAGS", "RL.PEEK", "k"]).unwrap());
     assert!(flags.contains("RO") && !flags.contains("RW"), "{flags}");
     let flags = format!(
         "{:?}",
-        run(
-            &mut c,
-            &["COMMAND", "GETKEYSANDFLAGS", "RL.TOKEN", "k", "1", "1", "1"]
-        )
-        .unwrap()
+        run(&mut c, &["COMMAND", "GETKEYSANDFLAGS", "RL.TOKEN", "k", "1", "1", "1"]).unwrap()
     );
     assert!(flags.contains("RW") && flags.contains("update"), "{flags}");
-    let docs = format!(
-        "{:?}",
-        run(&mut c, &["COMMAND", "DOCS", "rl.token"]).unwrap()
-    );
+    let docs = format!("{:?}", run(&mut c, &["COMMAND", "DOCS", "rl.token"]).unwrap());
     assert!(docs.contains("Token bucket"), "{docs}");
     s.assert_alive();
 }
@@ -636,11 +421,8 @@ fn info_section_counts_calls() {
 fn slide_log_max_is_configurable() {
     let s = Server::start_full(&[], &["slide-log-max", "50000"]);
     let mut c = s.conn();
-    let v: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("ratelimit.slide-log-max")
-        .query(&mut c)
-        .unwrap();
+    let v: Vec<String> =
+        redis::cmd("CONFIG").arg("GET").arg("ratelimit.slide-log-max").query(&mut c).unwrap();
     assert_eq!(v, ["ratelimit.slide-log-max", "50000"]);
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
@@ -648,21 +430,15 @@ fn slide_log_max_is_configurable() {
         .arg("7")
         .query(&mut c)
         .unwrap();
-    let v: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("ratelimit.slide-log-max")
-        .query(&mut c)
-        .unwrap();
+    let v: Vec<String> =
+        redis::cmd("CONFIG").arg("GET").arg("ratelimit.slide-log-max").query(&mut c).unwrap();
     assert_eq!(v[1], "7");
     assert!(run(&mut c, &["CONFIG", "SET", "ratelimit.slide-log-max", "0"]).is_err());
     drop(c);
     let s2 = Server::start_with(&["--ratelimit.slide-log-max", "123"]);
     let mut c2 = s2.conn();
-    let v: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("ratelimit.slide-log-max")
-        .query(&mut c2)
-        .unwrap();
+    let v: Vec<String> =
+        redis::cmd("CONFIG").arg("GET").arg("ratelimit.slide-log-max").query(&mut c2).unwrap();
     assert_eq!(v[1], "123");
     s.assert_alive();
     s2.assert_alive();

@@ -31,33 +31,21 @@ pub fn parse_int(bytes: &[u8]) -> Option<i128> {
     if digits.is_empty() || digits.len() > 30 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    let magnitude = digits
-        .iter()
-        .fold(0i128, |acc, d| acc * 10 + i128::from(d - b'0'));
+    let magnitude = digits.iter().fold(0i128, |acc, d| acc * 10 + i128::from(d - b'0'));
     Some(if negative { -magnitude } else { magnitude })
 }
 
 /// Parses an integer argument named `name` that must lie in `min..=max`.
 pub fn parse_count(name: &'static str, bytes: &[u8], min: u64, max: u64) -> Result<u64, ArgError> {
-    let range_error = ArgError::Integer {
-        name,
-        min: i128::from(min),
-        max: i128::from(max),
-    };
+    let range_error = ArgError::Integer { name, min: i128::from(min), max: i128::from(max) };
     let value = parse_int(bytes).ok_or_else(|| range_error.clone())?;
-    u64::try_from(value)
-        .ok()
-        .filter(|v| (min..=max).contains(v))
-        .ok_or(range_error)
+    u64::try_from(value).ok().filter(|v| (min..=max).contains(v)).ok_or(range_error)
 }
 
 /// Parses a signed duration `[+|-]<integer>[ms|s|m|h|d]` (unit case-insensitive, bare = ms)
 /// into milliseconds, without range checks beyond what fits in `i128`.
 pub fn parse_signed_duration(name: &'static str, bytes: &[u8]) -> Result<i128, ArgError> {
-    let invalid = || ArgError::InvalidDuration {
-        name,
-        value: bytes.to_vec(),
-    };
+    let invalid = || ArgError::InvalidDuration { name, value: bytes.to_vec() };
     let digits_end = bytes
         .iter()
         .position(|b| !(b.is_ascii_digit() || *b == b'-' || *b == b'+'))
@@ -77,9 +65,7 @@ pub fn parse_signed_duration(name: &'static str, bytes: &[u8]) -> Result<i128, A
         .map(|(_, ms)| *ms)
         .ok_or_else(invalid)?;
     let value = parse_int(number).ok_or_else(invalid)?;
-    value
-        .checked_mul(i128::from(multiplier))
-        .ok_or_else(invalid)
+    value.checked_mul(i128::from(multiplier)).ok_or_else(invalid)
 }
 
 /// Parses a period or window: a duration of 1 ms … 10 years.
@@ -88,25 +74,14 @@ pub fn parse_duration(name: &'static str, bytes: &[u8]) -> Result<u64, ArgError>
     u64::try_from(ms)
         .ok()
         .filter(|v| (1..=MAX_DURATION_MS).contains(v))
-        .ok_or(ArgError::DurationRange {
-            name,
-            min_ms: 1,
-            max_ms: i128::from(MAX_DURATION_MS),
-        })
+        .ok_or(ArgError::DurationRange { name, min_ms: 1, max_ms: i128::from(MAX_DURATION_MS) })
 }
 
 /// Parses an `AT` instant: unix ms in `0..=MAX_AT_MS`.
 pub fn parse_instant(name: &'static str, bytes: &[u8]) -> Result<i64, ArgError> {
-    let error = ArgError::Integer {
-        name,
-        min: 0,
-        max: i128::from(MAX_AT_MS),
-    };
+    let error = ArgError::Integer { name, min: 0, max: i128::from(MAX_AT_MS) };
     let value = parse_int(bytes).ok_or_else(|| error.clone())?;
-    i64::try_from(value)
-        .ok()
-        .filter(|v| (0..=MAX_AT_MS).contains(v))
-        .ok_or(error)
+    i64::try_from(value).ok().filter(|v| (0..=MAX_AT_MS).contains(v)).ok_or(error)
 }
 
 /// The option keywords a command may accept after its positional arguments.
@@ -158,9 +133,7 @@ impl Keyword {
 
     /// The keyword `token` spells, if any.
     pub fn recognize(token: &[u8]) -> Option<Keyword> {
-        Self::ALL
-            .into_iter()
-            .find(|k| token.eq_ignore_ascii_case(k.name().as_bytes()))
+        Self::ALL.into_iter().find(|k| token.eq_ignore_ascii_case(k.name().as_bytes()))
     }
 }
 
@@ -247,11 +220,7 @@ fn parse_align_offset(bytes: &[u8]) -> Result<i64, ArgError> {
     let max = i128::from(MAX_DURATION_MS);
     let ms = parse_signed_duration("utc-offset", bytes)?;
     if !(-max..=max).contains(&ms) {
-        return Err(ArgError::DurationRange {
-            name: "utc-offset",
-            min_ms: -max,
-            max_ms: max,
-        });
+        return Err(ArgError::DurationRange { name: "utc-offset", min_ms: -max, max_ms: max });
     }
     i64::try_from(ms).map_err(|_| ArgError::DurationRange {
         name: "utc-offset",
@@ -278,17 +247,7 @@ mod tests {
         assert_eq!(parse_int(b"-12"), Some(-12));
         assert_eq!(parse_int(b"+7"), Some(7));
         assert_eq!(parse_int(b"007"), Some(7));
-        for bad in [
-            &b""[..],
-            b"-",
-            b"1.5",
-            b" 1",
-            b"1 ",
-            b"1e3",
-            b"0x10",
-            b"\xff",
-            b"--1",
-        ] {
+        for bad in [&b""[..], b"-", b"1.5", b" 1", b"1 ", b"1e3", b"0x10", b"\xff", b"--1"] {
             assert_eq!(parse_int(bad), None, "{bad:?}");
         }
         assert_eq!(parse_int(&[b'9'; 31]), None);
@@ -297,15 +256,8 @@ mod tests {
     #[test]
     fn counts_check_their_range() {
         assert_eq!(parse_count("capacity", b"10", 1, MAX_COUNT), Ok(10));
-        assert_eq!(
-            parse_count("capacity", b"1000000000000", 1, MAX_COUNT),
-            Ok(MAX_COUNT)
-        );
-        let err = ArgError::Integer {
-            name: "capacity",
-            min: 1,
-            max: 1_000_000_000_000,
-        };
+        assert_eq!(parse_count("capacity", b"1000000000000", 1, MAX_COUNT), Ok(MAX_COUNT));
+        let err = ArgError::Integer { name: "capacity", min: 1, max: 1_000_000_000_000 };
         for bad in [
             &b"0"[..],
             b"-1",
@@ -337,18 +289,11 @@ mod tests {
         for bad in ["abc", "1x", "s", "1.5s", "1 s", "", "1ms2", "1sm", "ms"] {
             assert_eq!(
                 parse_duration("period", bad.as_bytes()),
-                Err(ArgError::InvalidDuration {
-                    name: "period",
-                    value: bad.as_bytes().to_vec()
-                }),
+                Err(ArgError::InvalidDuration { name: "period", value: bad.as_bytes().to_vec() }),
                 "{bad}"
             );
         }
-        let range = ArgError::DurationRange {
-            name: "period",
-            min_ms: 1,
-            max_ms: 315_360_000_000,
-        };
+        let range = ArgError::DurationRange { name: "period", min_ms: 1, max_ms: 315_360_000_000 };
         for out in ["0", "-1s", "3651d", "315360000001", "99999999999999999999d"] {
             let got = parse_duration("period", out.as_bytes());
             assert!(
@@ -378,24 +323,12 @@ mod tests {
 
     #[test]
     fn options_refuse_unknown_repeated_and_missing() {
-        assert_eq!(
-            opts(&["FOO"]),
-            Err(ArgError::UnknownOption(b"FOO".to_vec()))
-        );
-        assert_eq!(
-            opts(&["COST", "1", "cost", "2"]),
-            Err(ArgError::RepeatedOption("COST"))
-        );
-        assert_eq!(
-            opts(&["DRYRUN", "DRYRUN"]),
-            Err(ArgError::RepeatedOption("DRYRUN"))
-        );
+        assert_eq!(opts(&["FOO"]), Err(ArgError::UnknownOption(b"FOO".to_vec())));
+        assert_eq!(opts(&["COST", "1", "cost", "2"]), Err(ArgError::RepeatedOption("COST")));
+        assert_eq!(opts(&["DRYRUN", "DRYRUN"]), Err(ArgError::RepeatedOption("DRYRUN")));
         assert_eq!(opts(&["COST"]), Err(ArgError::MissingValue("COST")));
         assert_eq!(opts(&["AT"]), Err(ArgError::MissingValue("AT")));
-        assert_eq!(
-            opts(&["NODELAY", "DELAY", "1"]),
-            Err(ArgError::Conflict("NODELAY", "DELAY"))
-        );
+        assert_eq!(opts(&["NODELAY", "DELAY", "1"]), Err(ArgError::Conflict("NODELAY", "DELAY")));
         let only_cost = parse_options(&[b"STEP".as_slice()], &[Keyword::Cost]);
         assert_eq!(only_cost, Err(ArgError::UnknownOption(b"STEP".to_vec())));
     }
@@ -403,43 +336,19 @@ mod tests {
     #[test]
     fn align_offset_is_optional() {
         assert_eq!(opts(&["ALIGN"]).unwrap().align_offset_ms, Some(0));
-        assert_eq!(
-            opts(&["ALIGN", "8h"]).unwrap().align_offset_ms,
-            Some(8 * 3_600_000)
-        );
-        assert_eq!(
-            opts(&["ALIGN", "+8h"]).unwrap().align_offset_ms,
-            Some(8 * 3_600_000)
-        );
-        assert_eq!(
-            opts(&["ALIGN", "-5h"]).unwrap().align_offset_ms,
-            Some(-5 * 3_600_000)
-        );
+        assert_eq!(opts(&["ALIGN", "8h"]).unwrap().align_offset_ms, Some(8 * 3_600_000));
+        assert_eq!(opts(&["ALIGN", "+8h"]).unwrap().align_offset_ms, Some(8 * 3_600_000));
+        assert_eq!(opts(&["ALIGN", "-5h"]).unwrap().align_offset_ms, Some(-5 * 3_600_000));
         let o = opts(&["ALIGN", "DRYRUN", "COST", "2"]).unwrap();
         assert_eq!((o.align_offset_ms, o.dry_run, o.cost), (Some(0), true, 2));
-        assert!(matches!(
-            opts(&["ALIGN", "x"]),
-            Err(ArgError::InvalidDuration { .. })
-        ));
+        assert!(matches!(opts(&["ALIGN", "x"]), Err(ArgError::InvalidDuration { .. })));
     }
 
     #[test]
     fn option_values_check_ranges() {
-        assert!(matches!(
-            opts(&["COST", "-1"]),
-            Err(ArgError::Integer { name: "COST", .. })
-        ));
-        assert!(matches!(
-            opts(&["BUCKETS", "0"]),
-            Err(ArgError::Integer {
-                name: "BUCKETS",
-                ..
-            })
-        ));
-        assert!(matches!(
-            opts(&["BUCKETS", "1001"]),
-            Err(ArgError::Integer { .. })
-        ));
+        assert!(matches!(opts(&["COST", "-1"]), Err(ArgError::Integer { name: "COST", .. })));
+        assert!(matches!(opts(&["BUCKETS", "0"]), Err(ArgError::Integer { name: "BUCKETS", .. })));
+        assert!(matches!(opts(&["BUCKETS", "1001"]), Err(ArgError::Integer { .. })));
         assert_eq!(opts(&["COST", "0"]).unwrap().cost, 0);
     }
 

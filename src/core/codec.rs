@@ -53,10 +53,8 @@ impl<'a> Reader<'a> {
         Reader { rest: bytes }
     }
     fn take<const N: usize>(&mut self) -> Result<[u8; N], CorruptState> {
-        let (head, tail) = self
-            .rest
-            .split_first_chunk::<N>()
-            .ok_or(CorruptState("payload truncated"))?;
+        let (head, tail) =
+            self.rest.split_first_chunk::<N>().ok_or(CorruptState("payload truncated"))?;
         self.rest = tail;
         Ok(*head)
     }
@@ -243,20 +241,11 @@ fn decode_token(r: &mut Reader<'_>) -> Result<TokenBucket, CorruptState> {
     let tokens = r.u64()?;
     let refill = match r.u8()? {
         0 => Refill::Smooth { fraction: r.u64()? },
-        1 => Refill::Step {
-            origin_ms: r.i64()?,
-        },
+        1 => Refill::Step { origin_ms: r.i64()? },
         _ => return Err(CorruptState("unknown token refill mode")),
     };
     let updated_ms = r.i64()?;
-    Ok(TokenBucket {
-        capacity,
-        rate,
-        period_ms,
-        tokens,
-        refill,
-        updated_ms,
-    })
+    Ok(TokenBucket { capacity, rate, period_ms, tokens, refill, updated_ms })
 }
 
 #[cfg(test)]

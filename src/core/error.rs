@@ -20,19 +20,11 @@ pub enum ArgError {
     /// Two options that exclude each other.
     Conflict(&'static str, &'static str),
     /// A number that is malformed or outside `min..=max`.
-    Integer {
-        name: &'static str,
-        min: i128,
-        max: i128,
-    },
+    Integer { name: &'static str, min: i128, max: i128 },
     /// A duration that does not parse (`<integer>[ms|s|m|h|d]`).
     InvalidDuration { name: &'static str, value: Vec<u8> },
     /// A well-formed duration outside `min_ms..=max_ms`.
-    DurationRange {
-        name: &'static str,
-        min_ms: i128,
-        max_ms: i128,
-    },
+    DurationRange { name: &'static str, min_ms: i128, max_ms: i128 },
     /// A parameter combination whose full reset time exceeds 100 years.
     ResetTooLong { formula: &'static str },
     /// Any other specific refusal; the text follows `ERR `.
@@ -116,35 +108,17 @@ mod tests {
             ArgError::RepeatedOption("COST"),
             ArgError::MissingValue("AT"),
             ArgError::Conflict("NODELAY", "DELAY"),
-            ArgError::Integer {
-                name: "capacity",
-                min: 1,
-                max: 1_000_000_000_000,
-            },
-            ArgError::InvalidDuration {
-                name: "period",
-                value: b"abc".to_vec(),
-            },
-            ArgError::DurationRange {
-                name: "period",
-                min_ms: 1,
-                max_ms: 5,
-            },
-            ArgError::ResetTooLong {
-                formula: "capacity × period / rate",
-            },
+            ArgError::Integer { name: "capacity", min: 1, max: 1_000_000_000_000 },
+            ArgError::InvalidDuration { name: "period", value: b"abc".to_vec() },
+            ArgError::DurationRange { name: "period", min_ms: 1, max_ms: 5 },
+            ArgError::ResetTooLong { formula: "capacity × period / rate" },
             ArgError::Invalid("x".into()),
         ];
         for e in all {
             assert!(e.to_string().starts_with("ERR "), "{e}");
         }
         assert_eq!(
-            ArgError::Integer {
-                name: "capacity",
-                min: 1,
-                max: 1_000_000_000_000
-            }
-            .to_string(),
+            ArgError::Integer { name: "capacity", min: 1, max: 1_000_000_000_000 }.to_string(),
             "ERR capacity must be an integer between 1 and 1000000000000"
         );
     }

@@ -28,10 +28,7 @@ const ALL_KEYWORDS: [Keyword; 8] = [
 ];
 
 fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000)
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000)
 }
 
 /// Tokens that steer the parser into its interesting branches, mixed with random bytes.
@@ -54,21 +51,15 @@ fn seeds() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for step in [false, true] {
         let p = TokenParams::new(10, 3, 7, step).unwrap();
-        out.push(Limiter::Token(
-            token::evaluate(None, &p, t, 4).next.unwrap(),
-        ));
+        out.push(Limiter::Token(token::evaluate(None, &p, t, 4).next.unwrap()));
     }
     for align in [None, Some(-5 * 3_600_000)] {
         let p = PeriodParams::new(5, 86_400_000, align).unwrap();
-        out.push(Limiter::Period(
-            period::evaluate(None, &p, t, 2).next.unwrap(),
-        ));
+        out.push(Limiter::Period(period::evaluate(None, &p, t, 2).next.unwrap()));
     }
     for mode in [LeakMode::Delay(2), LeakMode::NoDelay] {
         let p = LeakyParams::new(10, 3, 7, mode).unwrap();
-        out.push(Limiter::Leaky(
-            leaky::evaluate(None, &p, t, 4).next.unwrap(),
-        ));
+        out.push(Limiter::Leaky(leaky::evaluate(None, &p, t, 4).next.unwrap()));
     }
     let g = gcra::GcraParams::new(15, 30, 60).unwrap();
     out.push(Limiter::Gcra(gcra::evaluate(None, &g, t, 3).next.unwrap()));

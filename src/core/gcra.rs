@@ -128,15 +128,9 @@ impl GcraParams {
         if !in_range {
             return Err(ArgError::Invalid("throttle parameters out of range".into()));
         }
-        let params = GcraParams {
-            max_burst,
-            count,
-            period_s,
-        };
+        let params = GcraParams { max_burst, count, period_s };
         if ceil_div(params.tolerance(), u128::from(count)) > MAX_RESET_MS {
-            return Err(ArgError::ResetTooLong {
-                formula: "(max_burst + 1) × period / count",
-            });
+            return Err(ArgError::ResetTooLong { formula: "(max_burst + 1) × period / count" });
         }
         Ok(params)
     }
@@ -169,19 +163,14 @@ impl GcraParams {
 impl GcraState {
     /// The parameters this limiter was last admitted with.
     pub fn params(&self) -> GcraParams {
-        GcraParams {
-            max_burst: self.max_burst,
-            count: self.count,
-            period_s: self.period_s,
-        }
+        GcraParams { max_burst: self.max_burst, count: self.count, period_s: self.period_s }
     }
 
     /// The debt `max(0, TAT − t)` in scaled units (`1/count` ms), saturating on corrupt fields.
     fn debt_at(&self, t: i64) -> u128 {
         let whole = i128::from(self.tat_ms) - i128::from(t);
-        let scaled = whole
-            .saturating_mul(i128::from(self.count))
-            .saturating_add(i128::from(self.tat_frac));
+        let scaled =
+            whole.saturating_mul(i128::from(self.count)).saturating_add(i128::from(self.tat_frac));
         u128::try_from(scaled).unwrap_or(0)
     }
 
@@ -212,10 +201,7 @@ impl Stored for GcraState {
 
     /// `⌈TAT⌉`: the limiter is back in its initial state once the TAT is not in the future.
     fn reset_at_ms(&self) -> i64 {
-        add_ms(
-            self.tat_ms,
-            ceil_div(u128::from(self.tat_frac), u128::from(self.count)),
-        )
+        add_ms(self.tat_ms, ceil_div(u128::from(self.tat_frac), u128::from(self.count)))
     }
 }
 
@@ -230,13 +216,10 @@ fn convert(old: &GcraParams, debt: u128, new: &GcraParams) -> u128 {
     // Permits in use under `old`: debt / P_old. Under `new` they must be at least
     // L_new − (L_old − debt / P_old), i.e. a debt of P_new · (L_new·P_old + debt − L_old·P_old) / P_old.
     let (p_old, p_new) = (old.interval(), new.interval());
-    let plus = u128::from(new.limit())
-        .saturating_mul(p_old)
-        .saturating_add(debt);
+    let plus = u128::from(new.limit()).saturating_mul(p_old).saturating_add(debt);
     let minus = u128::from(old.limit()).saturating_mul(p_old);
-    let same_permits = plus
-        .checked_sub(minus)
-        .map_or(0, |excess| ceil_div(excess.saturating_mul(p_new), p_old));
+    let same_permits =
+        plus.checked_sub(minus).map_or(0, |excess| ceil_div(excess.saturating_mul(p_new), p_old));
     same_instant.max(same_permits)
 }
 
@@ -269,10 +252,7 @@ pub fn evaluate(
     } else if quantity > params.limit() {
         (debt, -1)
     } else {
-        (
-            debt,
-            saturate_i64(ceil_div(need.saturating_sub(tolerance), scale)),
-        )
+        (debt, saturate_i64(ceil_div(need.saturating_sub(tolerance), scale)))
     };
     let decision = Decision {
         allowed,
@@ -298,11 +278,7 @@ pub fn evaluate(
 /// times are the exact values rounded up to ms, `⌈⌈x⌉ms / 1000⌉ = ⌈x / 1000⌉` is exact.
 pub fn throttle_reply(d: &Decision) -> [i64; 5] {
     let seconds = |ms: i64| saturate_i64(ceil_div(u128::try_from(ms).unwrap_or(0), 1000));
-    let retry = if d.allowed || d.retry_after_ms < 0 {
-        -1
-    } else {
-        seconds(d.retry_after_ms)
-    };
+    let retry = if d.allowed || d.retry_after_ms < 0 { -1 } else { seconds(d.retry_after_ms) };
     [
         i64::from(!d.allowed),
         saturate_i64(u128::from(d.limit)),
@@ -342,11 +318,7 @@ pub fn parse_throttle_args(args: &[&[u8]]) -> Result<ThrottleArgs, ArgError> {
     };
     let options = parse_options(rest, &[Keyword::DryRun, Keyword::At])?;
     let params = GcraParams::new(max_burst, count, period_s)?;
-    Ok(ThrottleArgs {
-        params,
-        quantity,
-        options,
-    })
+    Ok(ThrottleArgs { params, quantity, options })
 }
 
 #[cfg(test)]

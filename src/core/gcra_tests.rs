@@ -43,10 +43,7 @@ fn readme_example() {
     assert_eq!(throttle_reply(&e.decision), [0, 16, 15, -1, 2]);
     assert_eq!(e.decision.to_reply(), [1, 16, 15, 0, 2000]);
     let next = e.next.unwrap();
-    assert_eq!(
-        (next.tat_ms, next.tat_frac, next.updated_ms),
-        (T0 + 2000, 0, T0)
-    );
+    assert_eq!((next.tat_ms, next.tat_frac, next.updated_ms), (T0 + 2000, 0, T0));
     assert_eq!(next.reset_at_ms(), T0 + 2000);
 }
 
@@ -55,11 +52,7 @@ fn readme_burst_is_exhausted_then_refills() {
     let p = params(15, 30, 60);
     let mut h = Harness::default();
     for i in 1..=16i64 {
-        assert_eq!(
-            h.throttle(&p, T0, 1),
-            [0, 16, 16 - i, -1, 2 * i],
-            "call {i}"
-        );
+        assert_eq!(h.throttle(&p, T0, 1), [0, 16, 16 - i, -1, 2 * i], "call {i}");
     }
     // 17th: limited; one permit comes back after T = 2 s; full after τ = 32 s.
     assert_eq!(h.call(&p, T0, 1).to_reply(), [0, 16, 0, 2000, 32_000]);
@@ -141,10 +134,7 @@ fn quantity_above_limit_never_passes() {
     assert!(h.state.is_none());
     // With debt: still -1, remaining and reset as the limiter stands.
     h.call(&p, T0, 2);
-    assert_eq!(
-        h.call(&p, T0 + 500, 1_000_000_000_000).to_reply(),
-        [0, 5, 3, -1, 1500]
-    );
+    assert_eq!(h.call(&p, T0 + 500, 1_000_000_000_000).to_reply(), [0, 5, 3, -1, 1500]);
     // Exactly the limit passes on a fresh key.
     assert_eq!(Harness::default().throttle(&p, T0, 5), [0, 5, 0, -1, 5]);
 }
@@ -188,11 +178,7 @@ fn fractional_emission_interval_is_exact() {
                 "second {s}"
             );
         }
-        assert_eq!(
-            h.call(&p, at, 1).to_reply(),
-            [0, 3, 0, 334, 1000],
-            "second {s}"
-        );
+        assert_eq!(h.call(&p, at, 1).to_reply(), [0, 3, 0, 334, 1000], "second {s}");
     }
 }
 
@@ -285,9 +271,7 @@ fn extreme_parameters() {
     let p = params(9, 1, MAX_PERIOD_S);
     assert_eq!(
         GcraParams::new(10, 1, MAX_PERIOD_S),
-        Err(ArgError::ResetTooLong {
-            formula: "(max_burst + 1) × period / count"
-        })
+        Err(ArgError::ResetTooLong { formula: "(max_burst + 1) × period / count" })
     );
     let mut h = Harness::default();
     let now = MAX_AT_MS;
@@ -298,16 +282,7 @@ fn extreme_parameters() {
         assert_eq!(d.reset_after_ms as u64, i * MAX_DURATION_MS);
     }
     let d = h.call(&p, now, 1);
-    assert_eq!(
-        d.to_reply(),
-        [
-            0,
-            10,
-            0,
-            MAX_DURATION_MS as i64,
-            10 * MAX_DURATION_MS as i64
-        ]
-    );
+    assert_eq!(d.to_reply(), [0, 10, 0, MAX_DURATION_MS as i64, 10 * MAX_DURATION_MS as i64]);
     assert_eq!(throttle_reply(&d), [1, 10, 0, 315_360_000, 3_153_600_000]);
 
     // 10^12 per second with a burst of 10^12: τ just above 1 s.
@@ -338,11 +313,7 @@ fn extreme_parameters() {
 
 #[test]
 fn state_fits_in_56_bytes() {
-    assert!(
-        std::mem::size_of::<GcraState>() <= 56,
-        "{}",
-        std::mem::size_of::<GcraState>()
-    );
+    assert!(std::mem::size_of::<GcraState>() <= 56, "{}", std::mem::size_of::<GcraState>());
 }
 
 #[test]
@@ -351,58 +322,22 @@ fn validate_rejects_impossible_states() {
     good.validate().unwrap();
     let bad = [
         GcraState { count: 0, ..good },
-        GcraState {
-            period_s: 0,
-            ..good
-        },
-        GcraState {
-            max_burst: MAX_COUNT + 1,
-            ..good
-        },
-        GcraState {
-            tat_frac: 3,
-            ..good
-        },
-        GcraState {
-            updated_ms: -1,
-            ..good
-        },
-        GcraState {
-            updated_ms: MAX_AT_MS + 1,
-            ..good
-        },
+        GcraState { period_s: 0, ..good },
+        GcraState { max_burst: MAX_COUNT + 1, ..good },
+        GcraState { tat_frac: 3, ..good },
+        GcraState { updated_ms: -1, ..good },
+        GcraState { updated_ms: MAX_AT_MS + 1, ..good },
         // TAT not after the update.
-        GcraState {
-            tat_ms: T0,
-            tat_frac: 0,
-            ..good
-        },
-        GcraState {
-            tat_ms: T0 - 1,
-            tat_frac: 2,
-            ..good
-        },
+        GcraState { tat_ms: T0, tat_frac: 0, ..good },
+        GcraState { tat_ms: T0 - 1, tat_frac: 2, ..good },
         // TAT beyond the tolerance (τ = 1000 ms).
-        GcraState {
-            tat_ms: T0 + 1000,
-            tat_frac: 1,
-            ..good
-        },
-        GcraState {
-            tat_ms: i64::MAX,
-            ..good
-        },
+        GcraState { tat_ms: T0 + 1000, tat_frac: 1, ..good },
+        GcraState { tat_ms: i64::MAX, ..good },
     ];
     for s in bad {
         assert!(s.validate().is_err(), "{s:?}");
     }
-    GcraState {
-        tat_ms: T0 + 1000,
-        tat_frac: 0,
-        ..good
-    }
-    .validate()
-    .unwrap();
+    GcraState { tat_ms: T0 + 1000, tat_frac: 0, ..good }.validate().unwrap();
 }
 
 #[test]
@@ -421,10 +356,7 @@ fn throttle_reply_rounds_up_to_seconds() {
     assert_eq!(throttle_reply(&d(false, 1, 1999)), [1, 7, 3, 1, 2]);
     assert_eq!(throttle_reply(&d(false, 2000, 2000)), [1, 7, 3, 2, 2]);
     assert_eq!(throttle_reply(&d(false, -1, 5)), [1, 7, 3, -1, 1]);
-    assert_eq!(
-        throttle_reply(&d(false, i64::MAX, i64::MAX))[3],
-        i64::MAX / 1000 + 1
-    );
+    assert_eq!(throttle_reply(&d(false, i64::MAX, i64::MAX))[3], i64::MAX / 1000 + 1);
 }
 
 #[test]
@@ -434,71 +366,35 @@ fn parses_throttle_arguments() {
         parse_throttle_args(&bytes)
     };
     let a = parse(&["15", "30", "60"]).unwrap();
-    assert_eq!(
-        (a.params, a.quantity, a.options.dry_run),
-        (params(15, 30, 60), 1, false)
-    );
+    assert_eq!((a.params, a.quantity, a.options.dry_run), (params(15, 30, 60), 1, false));
     let a = parse(&["0", "1", "2", "0", "dryrun", "AT", "5"]).unwrap();
-    assert_eq!(
-        (a.quantity, a.options.dry_run, a.options.at_ms),
-        (0, true, Some(5))
-    );
+    assert_eq!((a.quantity, a.options.dry_run, a.options.at_ms), (0, true, Some(5)));
     let a = parse(&["0", "1", "2", "At", "5"]).unwrap();
     assert_eq!((a.quantity, a.options.at_ms), (1, Some(5)));
     assert_eq!(parse(&["1", "2"]), Err(ArgError::WrongArity));
-    assert!(matches!(
-        parse(&["-1", "1", "1"]),
-        Err(ArgError::Integer {
-            name: "max_burst",
-            ..
-        })
-    ));
-    assert!(matches!(
-        parse(&["0", "0", "1"]),
-        Err(ArgError::Integer { name: "count", .. })
-    ));
-    assert!(matches!(
-        parse(&["0", "1", "1s"]),
-        Err(ArgError::Integer { name: "period", .. })
-    ));
+    assert!(matches!(parse(&["-1", "1", "1"]), Err(ArgError::Integer { name: "max_burst", .. })));
+    assert!(matches!(parse(&["0", "0", "1"]), Err(ArgError::Integer { name: "count", .. })));
+    assert!(matches!(parse(&["0", "1", "1s"]), Err(ArgError::Integer { name: "period", .. })));
     assert!(matches!(
         parse(&["0", "1", "315360001"]),
         Err(ArgError::Integer { name: "period", .. })
     ));
     assert!(matches!(
         parse(&["0", "1", "1", "x"]),
-        Err(ArgError::Integer {
-            name: "quantity",
-            ..
-        })
+        Err(ArgError::Integer { name: "quantity", .. })
     ));
-    assert!(matches!(
-        parse(&["0", "1", "1", "1", "2"]),
-        Err(ArgError::UnknownOption(_))
-    ));
-    assert!(matches!(
-        parse(&["0", "1", "1", "COST", "2"]),
-        Err(ArgError::UnknownOption(_))
-    ));
-    assert!(matches!(
-        parse(&["10", "1", "315360000"]),
-        Err(ArgError::ResetTooLong { .. })
-    ));
+    assert!(matches!(parse(&["0", "1", "1", "1", "2"]), Err(ArgError::UnknownOption(_))));
+    assert!(matches!(parse(&["0", "1", "1", "COST", "2"]), Err(ArgError::UnknownOption(_))));
+    assert!(matches!(parse(&["10", "1", "315360000"]), Err(ArgError::ResetTooLong { .. })));
     let invalid: [&[u8]; 4] = [b"\xff\xfe", b"1", b"1", b"\xc3"];
     assert!(matches!(
         parse_throttle_args(&invalid),
-        Err(ArgError::Integer {
-            name: "max_burst",
-            ..
-        })
+        Err(ArgError::Integer { name: "max_burst", .. })
     ));
     let invalid: [&[u8]; 4] = [b"1", b"1", b"1", b"\xc3"];
     assert!(matches!(
         parse_throttle_args(&invalid),
-        Err(ArgError::Integer {
-            name: "quantity",
-            ..
-        })
+        Err(ArgError::Integer { name: "quantity", .. })
     ));
 }
 
@@ -526,10 +422,7 @@ impl Q {
         assert!(d != 0);
         let g = gcd(n, d).max(1);
         let s = if d < 0 { -1 } else { 1 };
-        Q {
-            n: s * n / g,
-            d: s * d / g,
-        }
+        Q { n: s * n / g, d: s * d / g }
     }
     fn int(n: i128) -> Q {
         Q { n, d: 1 }
@@ -626,12 +519,7 @@ impl Model {
         let qq = Q::int(i128::from(q));
         let admitted = held >= qq;
         let after = if admitted { held.sub(qq) } else { held };
-        Judged {
-            now,
-            held,
-            admitted,
-            after,
-        }
+        Judged { now, held, admitted, after }
     }
 
     fn call(&mut self, p: &GcraParams, t: i64, q: u64) -> Judged {
@@ -645,8 +533,7 @@ impl Model {
 
 /// Permits held `m` ms after the judged instant, on the call's parameters (no traffic).
 fn held_after(p: &GcraParams, held: Q, m: i64) -> Q {
-    held.add(Q::int(i128::from(m)).div(interval_of(p)))
-        .min(limit_of(p))
+    held.add(Q::int(i128::from(m)).div(interval_of(p))).min(limit_of(p))
 }
 
 /// Checks one decision against the model's judgement, with the exactness rules checked by
@@ -677,19 +564,10 @@ fn check(p: &GcraParams, q: u64, d: &Decision, j: &Judged) -> Result<(), TestCas
     }
     // redis-cell's layout: seconds rounded up from the exact rational times.
     let secs = |ms: Q| ms.div(Q::int(1000)).ceil() as i64;
-    let retry_s = if d.allowed || qq > limit {
-        -1
-    } else {
-        secs(qq.sub(j.held).mul(interval_of(p)))
-    };
+    let retry_s =
+        if d.allowed || qq > limit { -1 } else { secs(qq.sub(j.held).mul(interval_of(p))) };
     let reset_s = secs(limit.sub(j.after).mul(interval_of(p)));
-    let expected = [
-        i64::from(!d.allowed),
-        d.limit as i64,
-        d.remaining as i64,
-        retry_s,
-        reset_s,
-    ];
+    let expected = [i64::from(!d.allowed), d.limit as i64, d.remaining as i64, retry_s, reset_s];
     prop_assert_eq!(throttle_reply(d), expected);
     Ok(())
 }
@@ -700,11 +578,7 @@ fn small_params() -> impl Strategy<Value = GcraParams> {
 
 /// One call: which of the parameter sets, time step (may go backwards), quantity.
 fn step() -> impl Strategy<Value = (usize, i64, u64)> {
-    (
-        0usize..3,
-        -3000i64..=6000,
-        prop_oneof![Just(0u64), Just(1), 0u64..=7],
-    )
+    (0usize..3, -3000i64..=6000, prop_oneof![Just(0u64), Just(1), 0u64..=7])
 }
 
 proptest! {
@@ -867,48 +741,26 @@ impl CellModel {
     fn new(burst: u64, count: u64, period_s: u64) -> Self {
         let interval_ms = (period_s * 1000 / count) as i64;
         let limit = burst as i64 + 1;
-        CellModel {
-            interval_ms,
-            tolerance_ms: interval_ms * limit,
-            limit,
-            key: None,
-        }
+        CellModel { interval_ms, tolerance_ms: interval_ms * limit, limit, key: None }
     }
 
     fn throttle(&mut self, now: i64, quantity: u64) -> [i64; 5] {
-        let stored = self
-            .key
-            .filter(|&(_, expires)| now <= expires)
-            .map(|(tat, _)| tat);
+        let stored = self.key.filter(|&(_, expires)| now <= expires).map(|(tat, _)| tat);
         let tat = stored.unwrap_or(now);
         let increment = self.interval_ms * quantity as i64;
         let new_tat = tat.max(now) + increment;
         let diff = now - (new_tat - self.tolerance_ms);
         let (limited, retry, ttl) = if diff < 0 {
-            let retry = if increment <= self.tolerance_ms {
-                -diff
-            } else {
-                -1000
-            };
+            let retry = if increment <= self.tolerance_ms { -diff } else { -1000 };
             (true, retry, tat - now)
         } else {
             self.key = Some((new_tat, now + (new_tat - now)));
             (false, -1000, new_tat - now)
         };
         let next = self.tolerance_ms - ttl;
-        let remaining = if next > -self.interval_ms {
-            next / self.interval_ms
-        } else {
-            0
-        };
+        let remaining = if next > -self.interval_ms { next / self.interval_ms } else { 0 };
         // Whole seconds truncated, plus one if a whole-ms part of a second remains.
         let secs = |ms: i64| ms / 1000 + i64::from(ms % 1000 > 0);
-        [
-            i64::from(limited),
-            self.limit,
-            remaining,
-            secs(retry),
-            secs(ttl),
-        ]
+        [i64::from(limited), self.limit, remaining, secs(retry), secs(ttl)]
     }
 }

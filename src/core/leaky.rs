@@ -130,11 +130,7 @@ impl LeakyParams {
     pub fn new(capacity: u64, rate: u64, period_ms: u64, mode: LeakMode) -> Result<Self, ArgError> {
         for (name, value) in [("capacity", capacity), ("rate", rate)] {
             if !(1..=MAX_COUNT).contains(&value) {
-                return Err(ArgError::Integer {
-                    name,
-                    min: 1,
-                    max: i128::from(MAX_COUNT),
-                });
+                return Err(ArgError::Integer { name, min: 1, max: i128::from(MAX_COUNT) });
             }
         }
         if !(1..=MAX_DURATION_MS).contains(&period_ms) {
@@ -151,16 +147,9 @@ impl LeakyParams {
                 )));
             }
         }
-        let params = LeakyParams {
-            capacity,
-            rate,
-            period_ms,
-            mode,
-        };
+        let params = LeakyParams { capacity, rate, period_ms, mode };
         if params.full_drain_ms() > MAX_RESET_MS {
-            return Err(ArgError::ResetTooLong {
-                formula: "capacity × period / rate",
-            });
+            return Err(ArgError::ResetTooLong { formula: "capacity × period / rate" });
         }
         Ok(params)
     }
@@ -187,22 +176,14 @@ struct Water {
 
 impl Water {
     fn empty(params: LeakyParams, at_ms: i64) -> Self {
-        Water {
-            params,
-            units: 0,
-            at_ms,
-        }
+        Water { params, units: 0, at_ms }
     }
 
     fn from_bucket(b: &LeakyBucket) -> Self {
         let params = b.params();
         let units =
             (u128::from(b.level) * u128::from(b.period_ms)).saturating_add(u128::from(b.fraction));
-        Water {
-            params,
-            units,
-            at_ms: b.updated_ms,
-        }
+        Water { params, units, at_ms: b.updated_ms }
     }
 
     /// Drains from `at_ms` to `t` (≥ `at_ms`) under this water's own parameters.
@@ -225,19 +206,12 @@ impl Water {
                 u128::from(self.params.period_ms),
             )
         };
-        Water {
-            params,
-            units: units.min(params.capacity_units()),
-            at_ms: self.at_ms,
-        }
+        Water { params, units: units.min(params.capacity_units()), at_ms: self.at_ms }
     }
 
     /// Ms from `at_ms` until the water has drained down to `target` units, 0 if it has.
     fn drain_ms(&self, target: u128) -> u128 {
-        ceil_div(
-            self.units.saturating_sub(target),
-            u128::from(self.params.rate),
-        )
+        ceil_div(self.units.saturating_sub(target), u128::from(self.params.rate))
     }
 
     fn into_bucket(self) -> LeakyBucket {
@@ -323,10 +297,7 @@ pub fn evaluate(
     let poured = u128::from(cost) * period;
     let allowed = cost == 0 || current.units.saturating_add(poured) <= capacity;
     let after = if allowed {
-        Water {
-            units: current.units.saturating_add(poured),
-            ..current
-        }
+        Water { units: current.units.saturating_add(poured), ..current }
     } else {
         current
     };
@@ -345,11 +316,7 @@ pub fn evaluate(
         saturate_i64(drained.drain_ms(threshold))
     };
     // A call that stores nothing leaves the stored bucket draining under its own parameters.
-    let reset_after_ms = if allowed && cost > 0 {
-        after.drain_ms(0)
-    } else {
-        drained.drain_ms(0)
-    };
+    let reset_after_ms = if allowed && cost > 0 { after.drain_ms(0) } else { drained.drain_ms(0) };
     let remaining =
         floor_div(capacity.saturating_sub(after.units), period).min(u128::from(params.capacity));
     let decision = Decision {

@@ -38,11 +38,7 @@ fn reply(d: Decision) -> (bool, u64, i64, i64) {
 
 #[test]
 fn state_fits_in_56_bytes() {
-    assert!(
-        std::mem::size_of::<LeakyBucket>() <= 56,
-        "{}",
-        std::mem::size_of::<LeakyBucket>()
-    );
+    assert!(std::mem::size_of::<LeakyBucket>() <= 56, "{}", std::mem::size_of::<LeakyBucket>());
 }
 
 #[test]
@@ -51,10 +47,7 @@ fn delay_mode_queues_a_burst_at_the_drain_rate() {
     let mut sim = Sim::new();
     for k in 0..5i64 {
         // The k-th request waits for the k units ahead of it.
-        assert_eq!(
-            reply(sim.call(&p, 10_000, 1)),
-            (true, 4 - k as u64, k * 1000, (k + 1) * 1000)
-        );
+        assert_eq!(reply(sim.call(&p, 10_000, 1)), (true, 4 - k as u64, k * 1000, (k + 1) * 1000));
     }
     assert_eq!(reply(sim.call(&p, 10_000, 1)), (false, 0, 1000, 5000));
     // Half a unit drained: still full for a whole request.
@@ -67,10 +60,7 @@ fn nodelay_is_a_meter() {
     let p = params(5, 1, 1000, LeakMode::NoDelay);
     let mut sim = Sim::new();
     for k in 0..5i64 {
-        assert_eq!(
-            reply(sim.call(&p, 0, 1)),
-            (true, 4 - k as u64, 0, (k + 1) * 1000)
-        );
+        assert_eq!(reply(sim.call(&p, 0, 1)), (true, 4 - k as u64, 0, (k + 1) * 1000));
     }
     assert_eq!(reply(sim.call(&p, 999, 1)), (false, 0, 1, 4001));
     assert_eq!(reply(sim.call(&p, 1000, 1)), (true, 0, 0, 5000));
@@ -187,10 +177,7 @@ fn capacity_change_clamps_the_level() {
     assert_eq!(reply(sim.call(&small, 0, 0)), (true, 0, 500, 800));
     let mut sim = Sim::new();
     sim.call(&p, 0, 4);
-    assert_eq!(
-        reply(sim.call(&params(2, 1, 100, QUEUE), 0, 0)),
-        (true, 0, 200, 400)
-    );
+    assert_eq!(reply(sim.call(&params(2, 1, 100, QUEUE), 0, 0)), (true, 0, 200, 400));
     // A larger capacity keeps the level and adds room.
     let big = params(20, 1, 100, QUEUE);
     assert_eq!(reply(sim.call(&big, 100, 1)), (true, 16, 300, 400));
@@ -206,16 +193,10 @@ fn rate_change_keeps_the_level_exactly() {
     // ⌈22/7⌉ ms at the new 1 unit per ms; the stored bucket, still draining at 3/7 per ms,
     // is empty after ⌈22/3⌉ ms.
     let e = evaluate(Some(&s), &faster, 2, 0);
-    assert_eq!(
-        (e.decision.retry_after_ms, e.decision.reset_after_ms),
-        (4, 8)
-    );
+    assert_eq!((e.decision.retry_after_ms, e.decision.reset_after_ms), (4, 8));
     // An admitted call stores the new rate: 29/7 units drain in ⌈29/7⌉ ms.
     let e = evaluate(Some(&s), &faster, 2, 1);
-    assert_eq!(
-        (e.decision.retry_after_ms, e.decision.reset_after_ms),
-        (4, 5)
-    );
+    assert_eq!((e.decision.retry_after_ms, e.decision.reset_after_ms), (4, 5));
     assert_eq!((e.next.unwrap().level, e.next.unwrap().fraction), (4, 1));
 }
 
@@ -223,11 +204,7 @@ fn rate_change_keeps_the_level_exactly() {
 fn parameters_are_checked() {
     assert_eq!(
         LeakyParams::new(0, 1, 1, QUEUE),
-        Err(ArgError::Integer {
-            name: "capacity",
-            min: 1,
-            max: 1_000_000_000_000
-        })
+        Err(ArgError::Integer { name: "capacity", min: 1, max: 1_000_000_000_000 })
     );
     assert!(matches!(
         LeakyParams::new(1, 0, 1, QUEUE),
@@ -238,18 +215,13 @@ fn parameters_are_checked() {
         Err(ArgError::DurationRange { name: "period", .. })
     ));
     let err = LeakyParams::new(5, 1, 1, LeakMode::Delay(6)).unwrap_err();
-    assert!(
-        matches!(&err, ArgError::Invalid(t) if t.starts_with("DELAY")),
-        "{err}"
-    );
+    assert!(matches!(&err, ArgError::Invalid(t) if t.starts_with("DELAY")), "{err}");
     assert!(LeakyParams::new(5, 1, 1, LeakMode::Delay(5)).is_ok());
     // Full drain = capacity × period / rate ≤ 100 years.
     assert!(LeakyParams::new(10, 1, MAX_DURATION_MS, QUEUE).is_ok());
     assert_eq!(
         LeakyParams::new(11, 1, MAX_DURATION_MS, QUEUE),
-        Err(ArgError::ResetTooLong {
-            formula: "capacity × period / rate"
-        })
+        Err(ArgError::ResetTooLong { formula: "capacity × period / rate" })
     );
     assert!(LeakyParams::new(MAX_COUNT, 1, 3, QUEUE).is_ok());
     assert!(LeakyParams::new(MAX_COUNT, 1, 4, QUEUE).is_err());
@@ -262,51 +234,21 @@ fn validate_accepts_produced_states_and_rejects_corrupt_ones() {
     let good = evaluate(None, &p, 1_000, 3).next.unwrap();
     assert_eq!(good.validate(), Ok(()));
     assert_eq!(good.params(), p);
-    let nodelay = evaluate(None, &params(10, 3, 7, LeakMode::NoDelay), 1_000, 3)
-        .next
-        .unwrap();
+    let nodelay = evaluate(None, &params(10, 3, 7, LeakMode::NoDelay), 1_000, 3).next.unwrap();
     assert_eq!(nodelay.delay, NO_DELAY);
     assert_eq!(nodelay.mode(), LeakMode::NoDelay);
     let corrupt = [
-        LeakyBucket {
-            capacity: 0,
-            ..good
-        },
+        LeakyBucket { capacity: 0, ..good },
         LeakyBucket { rate: 0, ..good },
-        LeakyBucket {
-            period_ms: 0,
-            ..good
-        },
-        LeakyBucket {
-            capacity: MAX_COUNT,
-            rate: 1,
-            period_ms: MAX_DURATION_MS,
-            ..good
-        },
+        LeakyBucket { period_ms: 0, ..good },
+        LeakyBucket { capacity: MAX_COUNT, rate: 1, period_ms: MAX_DURATION_MS, ..good },
         LeakyBucket { delay: 11, ..good },
-        LeakyBucket {
-            level: 0,
-            fraction: 3,
-            ..good
-        },
+        LeakyBucket { level: 0, fraction: 3, ..good },
         LeakyBucket { level: 11, ..good },
-        LeakyBucket {
-            level: 10,
-            fraction: 1,
-            ..good
-        },
-        LeakyBucket {
-            fraction: 7,
-            ..good
-        },
-        LeakyBucket {
-            updated_ms: -1,
-            ..good
-        },
-        LeakyBucket {
-            updated_ms: MAX_AT_MS + 1,
-            ..good
-        },
+        LeakyBucket { level: 10, fraction: 1, ..good },
+        LeakyBucket { fraction: 7, ..good },
+        LeakyBucket { updated_ms: -1, ..good },
+        LeakyBucket { updated_ms: MAX_AT_MS + 1, ..good },
     ];
     for c in corrupt {
         assert!(c.validate().is_err(), "{c:?}");
@@ -370,11 +312,7 @@ fn drain_until(b: ModelBucket, t: i64) -> Option<ModelBucket> {
         water = water.saturating_sub(u128::from(b.params.rate));
         at += 1;
     }
-    (water > 0).then_some(ModelBucket {
-        water,
-        at: t.max(b.at),
-        ..b
-    })
+    (water > 0).then_some(ModelBucket { water, at: t.max(b.at), ..b })
 }
 
 impl Model {
@@ -389,11 +327,7 @@ impl Model {
         };
         // Smallest water x under the new period whose level x/P_new is at least the old
         // level w/P_old, found by search from below.
-        let (w, old_p, new_p) = (
-            b.water,
-            u128::from(b.params.period_ms),
-            u128::from(p.period_ms),
-        );
+        let (w, old_p, new_p) = (b.water, u128::from(b.params.period_ms), u128::from(p.period_ms));
         let mut x = w * new_p / old_p;
         while x * old_p < w * new_p {
             x += 1;
@@ -409,11 +343,7 @@ impl Model {
             cost == 0 || water + poured <= u128::from(p.capacity) * u128::from(p.period_ms);
         let after = if allowed { water + poured } else { water };
         if allowed && cost > 0 {
-            self.bucket = Some(ModelBucket {
-                params: *p,
-                water: after,
-                at: now2,
-            });
+            self.bucket = Some(ModelBucket { params: *p, water: after, at: now2 });
         }
         (allowed, now2, water, after)
     }
@@ -422,11 +352,7 @@ impl Model {
     fn decide(&mut self, p: &LeakyParams, now: i64, cost: u64) -> Decision {
         let before = self.clone();
         let (allowed, now2, water, after) = self.call(p, now, cost);
-        let stand_in = ModelBucket {
-            params: *p,
-            water,
-            at: now2,
-        };
+        let stand_in = ModelBucket { params: *p, water, at: now2 };
         let retry_after_ms = match (allowed, p.mode) {
             (true, LeakMode::NoDelay) => 0,
             (true, LeakMode::Delay(d)) => {
@@ -435,9 +361,9 @@ impl Model {
                     .find(|k| drain_until(stand_in, now2 + k).map_or(0, |b| b.water) <= tolerated)
                     .unwrap()
             }
-            (false, _) => (1..=SEARCH)
-                .find(|k| before.clone().call(p, now2 + k, cost).0)
-                .unwrap_or(-1),
+            (false, _) => {
+                (1..=SEARCH).find(|k| before.clone().call(p, now2 + k, cost).0).unwrap_or(-1)
+            }
         };
         // Back in the initial state: the bucket the model holds after the call is empty.
         let reset_after_ms = (0..=SEARCH)
@@ -474,11 +400,7 @@ fn arb_params() -> impl Strategy<Value = LeakyParams> {
 /// A call: which parameter set, the time step (negative = clock going back), the cost.
 fn arb_ops() -> impl Strategy<Value = Vec<(usize, i64, u64)>> {
     proptest::collection::vec(
-        (
-            0usize..3,
-            -20i64..40,
-            prop_oneof![4 => 0u64..4, 1 => 0u64..14],
-        ),
+        (0usize..3, -20i64..40, prop_oneof![4 => 0u64..4, 1 => 0u64..14]),
         1..40,
     )
 }

@@ -315,10 +315,7 @@ impl Limiter {
                 ("window_ms", int(w.window_ms)),
                 ("buckets", i64::from(w.buckets)),
                 ("used", int(w.stored_total())),
-                (
-                    "entries",
-                    i64::try_from(w.entry_count()).unwrap_or(i64::MAX),
-                ),
+                ("entries", i64::try_from(w.entry_count()).unwrap_or(i64::MAX)),
             ],
             Limiter::Leaky(b) => {
                 let mut fields = vec![
@@ -357,11 +354,7 @@ mod tests {
     /// must fit jemalloc's 64-byte class.
     #[test]
     fn limiter_fits_in_64_bytes() {
-        assert!(
-            std::mem::size_of::<Limiter>() <= 64,
-            "{}",
-            std::mem::size_of::<Limiter>()
-        );
+        assert!(std::mem::size_of::<Limiter>() <= 64, "{}", std::mem::size_of::<Limiter>());
     }
 
     const T0: i64 = 1_700_000_000_000;
@@ -379,11 +372,7 @@ mod tests {
         let retry = e.decision.retry_after_ms;
         assert_eq!(retry, 5000); // the stored bucket refills at 1/s
         assert!(judge(Some(&stored), &new, T0 + retry, 5).decision.allowed);
-        assert!(
-            !judge(Some(&stored), &new, T0 + retry - 1, 5)
-                .decision
-                .allowed
-        );
+        assert!(!judge(Some(&stored), &new, T0 + retry - 1, 5).decision.allowed);
         assert_eq!(e.decision.reset_after_ms, stored.reset_at_ms() - T0);
     }
 
@@ -402,9 +391,6 @@ mod tests {
     fn unchanged_parameters_are_not_searched() {
         let p = TokenParams::new(10, 3, 7, false).unwrap();
         let stored = token::evaluate(None, &p, T0, 10).next.unwrap();
-        assert_eq!(
-            judge(Some(&stored), &p, T0, 4),
-            token::evaluate(Some(&stored), &p, T0, 4)
-        );
+        assert_eq!(judge(Some(&stored), &p, T0, 4), token::evaluate(Some(&stored), &p, T0, 4));
     }
 }

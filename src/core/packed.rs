@@ -60,10 +60,7 @@ struct Writer {
 
 impl Writer {
     fn new(tag: u64) -> Writer {
-        let mut w = Writer {
-            words: [0; WORDS],
-            bit: 0,
-        };
+        let mut w = Writer { words: [0; WORDS], bit: 0 };
         // The tag always fits.
         let _ = w.put(tag, TAG_BITS);
         w
@@ -116,11 +113,7 @@ impl Reader<'_> {
             0
         };
         self.bit += bits;
-        let mask = if bits >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << bits) - 1
-        };
+        let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
         (low | high) & mask
     }
 
@@ -202,11 +195,8 @@ impl PackedLimiter {
 
     /// Bytes of heap this value owns beyond its 48 bytes.
     pub fn heap_bytes(&self) -> usize {
-        let extra = if self.words[0] & tag_mask() == TAG_WIDE {
-            std::mem::size_of::<Limiter>()
-        } else {
-            0
-        };
+        let extra =
+            if self.words[0] & tag_mask() == TAG_WIDE { std::mem::size_of::<Limiter>() } else { 0 };
         extra + self.view(Limiter::heap_bytes)
     }
 
@@ -225,13 +215,9 @@ impl PackedLimiter {
                 let step = r.flag();
                 let tokens = r.get(COUNT);
                 let refill = if step {
-                    Refill::Step {
-                        origin_ms: r.time(),
-                    }
+                    Refill::Step { origin_ms: r.time() }
                 } else {
-                    Refill::Smooth {
-                        fraction: r.get(DURATION),
-                    }
+                    Refill::Smooth { fraction: r.get(DURATION) }
                 };
                 let updated_ms = r.time();
                 Limiter::Token(TokenBucket {
@@ -292,13 +278,7 @@ impl PackedLimiter {
                 let ptr = r.get(64) as usize as *mut u8;
                 // SAFETY: written by `compact` from `SlideLog::into_raw_parts`.
                 let log = unsafe { SlideLog::from_raw_parts(word, ptr, len) };
-                Limiter::Slide(SlideState {
-                    limit,
-                    window_ms,
-                    buckets,
-                    updated_ms,
-                    log,
-                })
+                Limiter::Slide(SlideState { limit, window_ms, buckets, updated_ms, log })
             }
             _ => {
                 // TAG_WIDE: the words hold a `Box<Limiter>` pointer; copy the limiter out and
@@ -345,11 +325,7 @@ fn compact(limiter: &Limiter) -> Option<[u64; WORDS]> {
             w.put(p.period_ms, DURATION)?;
             let aligned = p.align_offset_ms != UNALIGNED;
             w.flag(aligned)?;
-            w.signed(
-                if aligned { p.align_offset_ms } else { 0 },
-                OFFSET_BIAS,
-                OFFSET,
-            )?;
+            w.signed(if aligned { p.align_offset_ms } else { 0 }, OFFSET_BIAS, OFFSET)?;
             w.put(p.used, COUNT)?;
             w.time(p.window_start_ms)?;
             w.time(p.window_end_ms)?;

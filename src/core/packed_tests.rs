@@ -32,20 +32,14 @@ fn samples() -> Vec<Limiter> {
         token_state(true, 3),
         Limiter::Period(period::evaluate(None, &aligned, 0, 2).next.unwrap()),
         Limiter::Period(period::evaluate(None, &plain, T0, 2).next.unwrap()),
-        Limiter::Gcra(
-            gcra::evaluate(None, &g, crate::core::args::MAX_AT_MS, 3)
-                .next
-                .unwrap(),
-        ),
+        Limiter::Gcra(gcra::evaluate(None, &g, crate::core::args::MAX_AT_MS, 3).next.unwrap()),
         slide_state(None, 1),
         slide_state(None, 500),
         slide_state(Some(1000), 500),
     ];
     for mode in [leaky::LeakMode::Delay(2), leaky::LeakMode::NoDelay] {
         let p = leaky::LeakyParams::new(10, 3, 7, mode).unwrap();
-        out.push(Limiter::Leaky(
-            leaky::evaluate(None, &p, T0, 4).next.unwrap(),
-        ));
+        out.push(Limiter::Leaky(leaky::evaluate(None, &p, T0, 4).next.unwrap()));
     }
     out
 }
@@ -68,9 +62,7 @@ fn round_trips_every_algorithm_compactly() {
 
 #[test]
 fn values_too_wide_are_stored_wide_and_exactly() {
-    let Limiter::Token(mut b) = token_state(false, 4) else {
-        unreachable!()
-    };
+    let Limiter::Token(mut b) = token_state(false, 4) else { unreachable!() };
     b.capacity = u64::MAX;
     b.updated_ms = i64::MIN;
     let l = Limiter::Token(b);

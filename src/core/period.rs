@@ -97,11 +97,7 @@ impl PeriodParams {
     /// the 100-year rule always holds.
     pub fn new(limit: u64, period_ms: u64, align_offset_ms: Option<i64>) -> Result<Self, ArgError> {
         if !(1..=MAX_COUNT).contains(&limit) {
-            return Err(ArgError::Integer {
-                name: "limit",
-                min: 1,
-                max: i128::from(MAX_COUNT),
-            });
+            return Err(ArgError::Integer { name: "limit", min: 1, max: i128::from(MAX_COUNT) });
         }
         if !(1..=MAX_DURATION_MS).contains(&period_ms) {
             return Err(ArgError::DurationRange {
@@ -118,11 +114,7 @@ impl PeriodParams {
                 )));
             }
         }
-        Ok(PeriodParams {
-            limit,
-            period_ms,
-            align: align_offset_ms,
-        })
+        Ok(PeriodParams { limit, period_ms, align: align_offset_ms })
     }
 
     /// The window these parameters put around instant `t` for a fresh limiter (nothing used):
@@ -133,27 +125,17 @@ impl PeriodParams {
         let start = match self.align {
             None => t_wide,
             Some(offset) => {
-                let phase = (t_wide + i128::from(offset))
-                    .checked_rem_euclid(period)
-                    .unwrap_or(0);
+                let phase = (t_wide + i128::from(offset)).checked_rem_euclid(period).unwrap_or(0);
                 t_wide - phase
             }
         };
-        Window {
-            used: 0,
-            start: to_instant(start),
-            end: to_instant(start + period),
-        }
+        Window { used: 0, start: to_instant(start), end: to_instant(start + period) }
     }
 }
 
 impl Window {
     fn from_state(state: &PeriodWindow) -> Self {
-        Window {
-            used: state.used,
-            start: state.window_start_ms,
-            end: state.window_end_ms,
-        }
+        Window { used: state.used, start: state.window_start_ms, end: state.window_end_ms }
     }
 
     /// The window in force once `params` are stored at `now` (see the module docs on
@@ -167,10 +149,7 @@ impl Window {
             Some(_) => params.fresh_window(now).end,
             None => to_instant(i128::from(self.start) + i128::from(params.period_ms)),
         };
-        Window {
-            end: self.end.max(new_end),
-            ..self
-        }
+        Window { end: self.end.max(new_end), ..self }
     }
 }
 
@@ -182,11 +161,7 @@ impl PeriodWindow {
 
     /// The parameters this limiter was last admitted with.
     pub fn params(&self) -> PeriodParams {
-        PeriodParams {
-            limit: self.limit,
-            period_ms: self.period_ms,
-            align: self.align(),
-        }
+        PeriodParams { limit: self.limit, period_ms: self.period_ms, align: self.align() }
     }
 
     /// Checks a decoded limiter for consistency (RDB, RESTORE): every field within what an
@@ -201,9 +176,7 @@ impl PeriodWindow {
             return Err(CorruptState("period limiter update time out of range"));
         }
         if !(self.window_start_ms <= self.updated_ms && self.updated_ms < self.window_end_ms) {
-            return Err(CorruptState(
-                "period limiter window does not contain its last update",
-            ));
+            return Err(CorruptState("period limiter window does not contain its last update"));
         }
         let max = i128::from(MAX_DURATION_MS);
         let ahead = i128::from(self.window_end_ms) - i128::from(self.updated_ms);
@@ -250,11 +223,7 @@ pub fn evaluate(
     let used_with_cost = u128::from(current.used) + u128::from(cost);
     let allowed = cost == 0 || used_with_cost <= u128::from(params.limit);
     let stores = allowed && cost > 0;
-    let used_after = if allowed {
-        used_with_cost
-    } else {
-        u128::from(current.used)
-    };
+    let used_after = if allowed { used_with_cost } else { u128::from(current.used) };
     let window_after = if stores { carried } else { current };
     let retry_after_ms = if allowed {
         0
@@ -263,11 +232,8 @@ pub fn evaluate(
     } else {
         saturate_i64(elapsed_ms(now, current.end))
     };
-    let reset_after_ms = if used_after == 0 {
-        0
-    } else {
-        saturate_i64(elapsed_ms(now, window_after.end))
-    };
+    let reset_after_ms =
+        if used_after == 0 { 0 } else { saturate_i64(elapsed_ms(now, window_after.end)) };
     let decision = Decision {
         allowed,
         limit: params.limit,

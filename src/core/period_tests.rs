@@ -41,11 +41,7 @@ fn reply(d: Decision) -> (bool, u64, i64, i64) {
 
 #[test]
 fn state_fits_in_56_bytes() {
-    assert!(
-        std::mem::size_of::<PeriodWindow>() <= 56,
-        "{}",
-        std::mem::size_of::<PeriodWindow>()
-    );
+    assert!(std::mem::size_of::<PeriodWindow>() <= 56, "{}", std::mem::size_of::<PeriodWindow>());
 }
 
 #[test]
@@ -73,16 +69,8 @@ fn retry_after_is_exact() {
     sim.call(&p, 100, 2);
     let d = sim.call(&p, 350, 1);
     assert_eq!(reply(d), (false, 0, 450, 450));
-    assert!(
-        !evaluate(sim.state.as_ref(), &p, 350 + 449, 1)
-            .decision
-            .allowed
-    );
-    assert!(
-        evaluate(sim.state.as_ref(), &p, 350 + 450, 1)
-            .decision
-            .allowed
-    );
+    assert!(!evaluate(sim.state.as_ref(), &p, 350 + 449, 1).decision.allowed);
+    assert!(evaluate(sim.state.as_ref(), &p, 350 + 450, 1).decision.allowed);
 }
 
 #[test]
@@ -128,21 +116,14 @@ fn aligned_with_negative_offset_and_zero() {
     assert_eq!(e.decision.reset_after_ms, DAY as i64);
     // Windows aligned before the epoch start at a negative instant.
     let e = evaluate(None, &params(1, 10, Some(3)), 0, 1);
-    assert_eq!(
-        (e.next.unwrap().window_start_ms, e.decision.reset_after_ms),
-        (-3, 7)
-    );
+    assert_eq!((e.next.unwrap().window_start_ms, e.decision.reset_after_ms), (-3, 7));
 }
 
 #[test]
 fn parameters_are_checked() {
     assert_eq!(
         PeriodParams::new(0, 1000, None),
-        Err(ArgError::Integer {
-            name: "limit",
-            min: 1,
-            max: 1_000_000_000_000
-        })
+        Err(ArgError::Integer { name: "limit", min: 1, max: 1_000_000_000_000 })
     );
     assert!(PeriodParams::new(MAX_COUNT + 1, 1000, None).is_err());
     assert!(matches!(
@@ -153,10 +134,7 @@ fn parameters_are_checked() {
     assert!(PeriodParams::new(1, MAX_DURATION_MS, None).is_ok());
     for bad in [1000, -1000, 5000, i64::MIN, i64::MAX] {
         let err = PeriodParams::new(1, 1000, Some(bad)).unwrap_err();
-        assert!(
-            matches!(&err, ArgError::Invalid(t) if t.starts_with("utc-offset")),
-            "{err}"
-        );
+        assert!(matches!(&err, ArgError::Invalid(t) if t.starts_with("utc-offset")), "{err}");
         assert!(err.to_string().contains("999ms"), "{err}");
     }
     for good in [999, -999, 0] {
@@ -228,15 +206,9 @@ fn longer_period_extends_the_window_from_its_start() {
     let mut sim = Sim::new();
     sim.call(&params(5, HOUR, None), 0, 3);
     let day = params(5, DAY, None);
-    assert_eq!(
-        reply(sim.call(&day, 1_000, 1)),
-        (true, 1, 0, DAY as i64 - 1_000)
-    );
+    assert_eq!(reply(sim.call(&day, 1_000, 1)), (true, 1, 0, DAY as i64 - 1_000));
     let s = sim.state.unwrap();
-    assert_eq!(
-        (s.used, s.window_start_ms, s.window_end_ms),
-        (4, 0, DAY as i64)
-    );
+    assert_eq!((s.used, s.window_start_ms, s.window_end_ms), (4, 0, DAY as i64));
 }
 
 #[test]
@@ -254,10 +226,7 @@ fn shorter_period_keeps_the_window_end() {
         (false, 1, DAY as i64 - later, DAY as i64 - later)
     );
     // After it, hourly windows.
-    assert_eq!(
-        reply(sim.call(&hour, DAY as i64 + 5, 5)),
-        (true, 0, 0, HOUR as i64)
-    );
+    assert_eq!(reply(sim.call(&hour, DAY as i64 + 5, 5)), (true, 0, 0, HOUR as i64));
 }
 
 #[test]
@@ -268,10 +237,7 @@ fn switching_to_calendar_alignment_counts_toward_the_day() {
     let daily = params(5, DAY, Some(0));
     let d = sim.call(&daily, start + 1_000, 1);
     let s = sim.state.unwrap();
-    assert_eq!(
-        (s.used, s.window_start_ms, s.window_end_ms),
-        (4, start, JAN1 + DAY as i64)
-    );
+    assert_eq!((s.used, s.window_start_ms, s.window_end_ms), (4, start, JAN1 + DAY as i64));
     assert_eq!(d.reset_after_ms, (JAN1 + DAY as i64) - (start + 1_000));
     // An aligned window that ends after the old one is used; one that ends before is not.
     let mut sim = Sim::new();
@@ -318,53 +284,22 @@ fn validate_accepts_produced_states_and_rejects_corrupt_ones() {
     assert_eq!(good.validate(), Ok(()));
     assert_eq!(good.params(), p);
     assert_eq!(good.align(), Some(-300));
-    let unaligned = evaluate(None, &params(5, 1000, None), 12_345, 2)
-        .next
-        .unwrap();
+    let unaligned = evaluate(None, &params(5, 1000, None), 12_345, 2).next.unwrap();
     assert_eq!(unaligned.align_offset_ms, UNALIGNED);
     assert_eq!(unaligned.params().align, None);
     let corrupt = [
         PeriodWindow { limit: 0, ..good },
-        PeriodWindow {
-            period_ms: 0,
-            ..good
-        },
-        PeriodWindow {
-            period_ms: MAX_DURATION_MS + 1,
-            ..good
-        },
-        PeriodWindow {
-            align_offset_ms: 1000,
-            ..good
-        },
+        PeriodWindow { period_ms: 0, ..good },
+        PeriodWindow { period_ms: MAX_DURATION_MS + 1, ..good },
+        PeriodWindow { align_offset_ms: 1000, ..good },
         PeriodWindow { used: 0, ..good },
         PeriodWindow { used: 6, ..good },
-        PeriodWindow {
-            updated_ms: -1,
-            window_start_ms: -5,
-            ..good
-        },
-        PeriodWindow {
-            updated_ms: MAX_AT_MS + 1,
-            window_end_ms: MAX_AT_MS + 5,
-            ..good
-        },
-        PeriodWindow {
-            window_start_ms: good.updated_ms + 1,
-            ..good
-        },
-        PeriodWindow {
-            window_end_ms: good.updated_ms,
-            ..good
-        },
-        PeriodWindow {
-            window_end_ms: good.updated_ms + MAX_DURATION_MS as i64 + 1,
-            ..good
-        },
-        PeriodWindow {
-            window_start_ms: -(MAX_DURATION_MS as i64) - 1,
-            ..good
-        },
+        PeriodWindow { updated_ms: -1, window_start_ms: -5, ..good },
+        PeriodWindow { updated_ms: MAX_AT_MS + 1, window_end_ms: MAX_AT_MS + 5, ..good },
+        PeriodWindow { window_start_ms: good.updated_ms + 1, ..good },
+        PeriodWindow { window_end_ms: good.updated_ms, ..good },
+        PeriodWindow { window_end_ms: good.updated_ms + MAX_DURATION_MS as i64 + 1, ..good },
+        PeriodWindow { window_start_ms: -(MAX_DURATION_MS as i64) - 1, ..good },
     ];
     for c in corrupt {
         assert!(c.validate().is_err(), "{c:?}");
@@ -375,12 +310,9 @@ fn validate_accepts_produced_states_and_rejects_corrupt_ones() {
 fn extreme_parameters_do_not_panic() {
     let max_d = MAX_DURATION_MS as i64;
     for align in [None, Some(0), Some(max_d - 1), Some(-(max_d - 1))] {
-        for (limit, period) in [
-            (1, MAX_DURATION_MS),
-            (MAX_COUNT, 1),
-            (MAX_COUNT, MAX_DURATION_MS),
-            (1, 1),
-        ] {
+        for (limit, period) in
+            [(1, MAX_DURATION_MS), (MAX_COUNT, 1), (MAX_COUNT, MAX_DURATION_MS), (1, 1)]
+        {
             let align = align.filter(|o: &i64| o.unsigned_abs() < period);
             let p = params(limit, period, align);
             for now in [0, 1, MAX_AT_MS - 1, MAX_AT_MS] {
@@ -471,13 +403,8 @@ impl Model {
         };
         let allowed = cost == 0 || used + cost <= p.limit;
         if allowed && cost > 0 {
-            self.window = Some(ModelWindow {
-                params: *p,
-                used: used + cost,
-                start,
-                end,
-                updated: now2,
-            });
+            self.window =
+                Some(ModelWindow { params: *p, used: used + cost, start, end, updated: now2 });
         }
         (allowed, now2, if allowed { used + cost } else { used })
     }
@@ -489,13 +416,9 @@ impl Model {
         let retry_after_ms = if allowed {
             0
         } else {
-            (1..=SEARCH)
-                .find(|k| before.clone().call(p, now2 + k, cost).0)
-                .unwrap_or(-1)
+            (1..=SEARCH).find(|k| before.clone().call(p, now2 + k, cost).0).unwrap_or(-1)
         };
-        let reset_after_ms = (0..=SEARCH)
-            .find(|k| self.live(now2 + k).is_none())
-            .unwrap();
+        let reset_after_ms = (0..=SEARCH).find(|k| self.live(now2 + k).is_none()).unwrap();
         Decision {
             allowed,
             limit: p.limit,
@@ -518,11 +441,7 @@ fn arb_params() -> impl Strategy<Value = PeriodParams> {
 /// A call: which parameter set, the time step (negative = clock going back), the cost.
 fn arb_ops() -> impl Strategy<Value = Vec<(usize, i64, u64)>> {
     proptest::collection::vec(
-        (
-            0usize..3,
-            -30i64..60,
-            prop_oneof![4 => 0u64..4, 1 => 0u64..9],
-        ),
+        (0usize..3, -30i64..60, prop_oneof![4 => 0u64..4, 1 => 0u64..9]),
         1..40,
     )
 }

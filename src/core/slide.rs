@@ -141,11 +141,7 @@ impl SlideParams {
         log_max: u64,
     ) -> Result<Self, ArgError> {
         if !(1..=MAX_COUNT).contains(&limit) {
-            return Err(ArgError::Integer {
-                name: "limit",
-                min: 1,
-                max: i128::from(MAX_COUNT),
-            });
+            return Err(ArgError::Integer { name: "limit", min: 1, max: i128::from(MAX_COUNT) });
         }
         if !(1..=MAX_DURATION_MS).contains(&window_ms) {
             return Err(ArgError::DurationRange {
@@ -166,11 +162,8 @@ impl SlideParams {
                 0
             }
             Some(b) => {
-                let range = ArgError::Integer {
-                    name: "BUCKETS",
-                    min: 1,
-                    max: i128::from(MAX_BUCKETS),
-                };
+                let range =
+                    ArgError::Integer { name: "BUCKETS", min: 1, max: i128::from(MAX_BUCKETS) };
                 if !(1..=MAX_BUCKETS).contains(&b) {
                     return Err(range);
                 }
@@ -183,11 +176,7 @@ impl SlideParams {
                 u16::try_from(b).map_err(|_| range)?
             }
         };
-        Ok(SlideParams {
-            limit,
-            window_ms,
-            buckets,
-        })
+        Ok(SlideParams { limit, window_ms, buckets })
     }
 
     /// Exact log (no `BUCKETS`).
@@ -419,12 +408,7 @@ fn commit_older(heap: &mut Box<[u8]>, live: Option<Header>, push: Option<Push>) 
             return true;
         }
         (Some(h), _) => h,
-        (None, Some(p)) => Header {
-            oldest_ms: p.ts,
-            used: 0,
-            head: HEADER,
-            end: HEADER,
-        },
+        (None, Some(p)) => Header { oldest_ms: p.ts, used: 0, head: HEADER, end: HEADER },
     };
     let mut enc = [0u8; 20];
     let n = push.map_or(0, |p| put_entry(&mut enc, 0, p.cost, p.gap));
@@ -432,18 +416,13 @@ fn commit_older(heap: &mut Box<[u8]>, live: Option<Header>, push: Option<Push>) 
     let cap = heap.len();
     let need = HEADER + kept + n;
     let pushed = push.filter(|_| need <= MAX_HEAP);
-    let need = if pushed.is_some() {
-        need
-    } else {
-        HEADER + kept
-    };
+    let need = if pushed.is_some() { need } else { HEADER + kept };
     let n = if pushed.is_some() { n } else { 0 };
     if need > cap || cap > size_class(need + need / 4) {
         let mut fresh = vec![0u8; size_class(need + need / 8)];
-        if let (Some(dst), Some(src)) = (
-            fresh.get_mut(HEADER..HEADER + kept),
-            heap.get(h.head..h.end),
-        ) {
+        if let (Some(dst), Some(src)) =
+            (fresh.get_mut(HEADER..HEADER + kept), heap.get(h.head..h.end))
+        {
             dst.copy_from_slice(src);
         }
         h.head = HEADER;
@@ -494,11 +473,7 @@ fn exact_view(s: &SlideState, window: i64, t: i64) -> ExactView {
     let newest_alive = s.updated_ms > cutoff;
     let newest = if newest_alive { s.log.word } else { 0 };
     let used = older.map_or(0, |h| h.used).saturating_add(newest);
-    ExactView {
-        older,
-        newest_alive,
-        used,
-    }
+    ExactView { older, newest_alive, used }
 }
 
 /// The entries of an exact log, oldest first, as `(ts, cost)`.
@@ -533,12 +508,7 @@ fn entries_of<'a>(
     older: Option<Header>,
     newest_alive: bool,
 ) -> SlideEntries<'a> {
-    let h = older.unwrap_or(Header {
-        oldest_ms: 0,
-        used: 0,
-        head: 0,
-        end: 0,
-    });
+    let h = older.unwrap_or(Header { oldest_ms: 0, used: 0, head: 0, end: 0 });
     SlideEntries {
         heap: &s.log.heap,
         pos: h.head,
@@ -562,16 +532,10 @@ fn build_exact(limit: u64, window_ms: u64, events: &[(i64, u64)]) -> Option<Slid
     let (&(newest_ts, newest_cost), older) = merged.split_last()?;
     let mut heap: Box<[u8]> = Box::default();
     if let Some(&(oldest_ms, _)) = older.first() {
-        let gaps = older
-            .iter()
-            .zip(merged.iter().skip(1))
-            .map(|(&(ts, cost), &(next, _))| {
-                (cost, u64::try_from(next.saturating_sub(ts)).unwrap_or(0))
-            });
-        let bytes: usize = gaps
-            .clone()
-            .map(|(c, g)| varint_len(c) + varint_len(g))
-            .sum();
+        let gaps = older.iter().zip(merged.iter().skip(1)).map(|(&(ts, cost), &(next, _))| {
+            (cost, u64::try_from(next.saturating_sub(ts)).unwrap_or(0))
+        });
+        let bytes: usize = gaps.clone().map(|(c, g)| varint_len(c) + varint_len(g)).sum();
         let need = HEADER.checked_add(bytes).filter(|n| *n <= MAX_HEAP)?;
         let mut buf = vec![0u8; size_class(need + need / 8)];
         let mut pos = HEADER;
@@ -580,15 +544,7 @@ fn build_exact(limit: u64, window_ms: u64, events: &[(i64, u64)]) -> Option<Slid
             pos = put_entry(&mut buf, pos, cost, gap);
             used = used.saturating_add(cost);
         }
-        write_header(
-            &mut buf,
-            &Header {
-                oldest_ms,
-                used,
-                head: HEADER,
-                end: pos,
-            },
-        );
+        write_header(&mut buf, &Header { oldest_ms, used, head: HEADER, end: pos });
         heap = buf.into_boxed_slice();
     }
     Some(SlideState {
@@ -596,10 +552,7 @@ fn build_exact(limit: u64, window_ms: u64, events: &[(i64, u64)]) -> Option<Slid
         window_ms,
         buckets: 0,
         updated_ms: newest_ts,
-        log: SlideLog {
-            word: newest_cost,
-            heap,
-        },
+        log: SlideLog { word: newest_cost, heap },
     })
 }
 
@@ -622,22 +575,12 @@ impl Grid {
     fn new(window_ms: u64, buckets: u16) -> Grid {
         let p = window_i64(window_ms);
         let b = i64::from(buckets.max(1));
-        Grid {
-            b,
-            w: (p / b).max(1),
-            p,
-            anchor: 0,
-            anchor_slot: 0,
-        }
+        Grid { b, w: (p / b).max(1), p, anchor: 0, anchor_slot: 0 }
     }
 
     /// The same grid, anchored at sub-window `j`.
     fn anchored(self, j: i64) -> Grid {
-        Grid {
-            anchor: j,
-            anchor_slot: j.rem_euclid(self.b + 1),
-            ..self
-        }
+        Grid { anchor: j, anchor_slot: j.rem_euclid(self.b + 1), ..self }
     }
 
     /// The sub-window holding instant `t`.
@@ -705,10 +648,8 @@ struct Ring<'a> {
 impl<'a> Ring<'a> {
     fn of(heap: &'a [u8], grid: &Grid) -> Ring<'a> {
         let (slots, len) = (grid.slots(), heap.len());
-        let width = [1, 2, 4, 8]
-            .into_iter()
-            .find(|w| slots.checked_mul(*w) == Some(len))
-            .unwrap_or(0);
+        let width =
+            [1, 2, 4, 8].into_iter().find(|w| slots.checked_mul(*w) == Some(len)).unwrap_or(0);
         Ring { bytes: heap, width }
     }
 
@@ -737,15 +678,9 @@ impl Ring<'_> {
         };
         match w {
             // At most 1001 counters: 8- and 16-bit sums fit in u32.
-            1 => u64::from(
-                bytes
-                    .iter()
-                    .fold(0u32, |a, &b| a.wrapping_add(u32::from(b))),
-            ),
+            1 => u64::from(bytes.iter().fold(0u32, |a, &b| a.wrapping_add(u32::from(b)))),
             2 => u64::from(bytes.chunks_exact(2).fold(0u32, |a, c| {
-                a.wrapping_add(u32::from(u16::from_le_bytes(
-                    c.try_into().unwrap_or([0; 2]),
-                )))
+                a.wrapping_add(u32::from(u16::from_le_bytes(c.try_into().unwrap_or([0; 2]))))
             })),
             4 => bytes
                 .chunks_exact(4)
@@ -761,9 +696,9 @@ impl Ring<'_> {
 
     /// Sum of `C[j]` for `j` in `lo..=hi` as the ring stores them (at most `b + 1` slots).
     fn range_sum(&self, grid: &Grid, lo: i64, hi: i64) -> u64 {
-        slot_ranges(grid, lo, hi).iter().fold(0u64, |acc, &(a, b)| {
-            acc.saturating_add(self.slots_sum(a, b))
-        })
+        slot_ranges(grid, lo, hi)
+            .iter()
+            .fold(0u64, |acc, &(a, b)| acc.saturating_add(self.slots_sum(a, b)))
     }
 
     /// The first `j` in `lo..=hi` at which `Σ C[lo..=j]` reaches `need`, and that sum.
@@ -800,9 +735,7 @@ fn slot_ranges(grid: &Grid, lo: i64, hi: i64) -> [(usize, usize); 2] {
         return [(0, 0); 2];
     }
     let slots = grid.slots();
-    let n = usize::try_from(hi.saturating_sub(lo).saturating_add(1))
-        .unwrap_or(slots)
-        .min(slots);
+    let n = usize::try_from(hi.saturating_sub(lo).saturating_add(1)).unwrap_or(slots).min(slots);
     let a = grid.slot(lo);
     let first_end = a.saturating_add(n).min(slots);
     [(a, first_end), (0, n - (first_end - a))]
@@ -836,10 +769,9 @@ fn ring_set(heap: &mut Box<[u8]>, grid: &Grid, slot: usize, value: u64) {
         *heap = encode_ring(&values, width);
     }
     let start = slot.saturating_mul(width);
-    if let (Some(dst), Some(src)) = (
-        heap.get_mut(start..start.saturating_add(width)),
-        value.to_le_bytes().get(..width),
-    ) {
+    if let (Some(dst), Some(src)) =
+        (heap.get_mut(start..start.saturating_add(width)), value.to_le_bytes().get(..width))
+    {
         dst.copy_from_slice(src);
     }
 }
@@ -878,9 +810,7 @@ impl BucketView {
     /// The sub-windows `lo..=hi` that are in the ring but no longer in the window at `t`.
     fn dropped(&self) -> (i64, i64) {
         let lo = self.iu.saturating_sub(self.grid.b);
-        let hi = self
-            .iu
-            .min(self.i.saturating_sub(self.grid.b).saturating_sub(1));
+        let hi = self.iu.min(self.i.saturating_sub(self.grid.b).saturating_sub(1));
         (lo, hi)
     }
 
@@ -899,14 +829,7 @@ fn bucket_view(s: &SlideState, t: i64) -> BucketView {
     let grid = grid.anchored(i);
     let ring = Ring::of(&s.log.heap, &grid);
     let iu = grid.index(s.updated_ms).min(i);
-    let mut view = BucketView {
-        grid,
-        i,
-        iu,
-        r: t - grid.start(i),
-        old: 0,
-        total: s.log.word,
-    };
+    let mut view = BucketView { grid, i, iu, r: t - grid.start(i), old: 0, total: s.log.word };
     if i > iu {
         let (lo, hi) = view.dropped();
         view.total = view.total.saturating_sub(ring.range_sum(&grid, lo, hi));
@@ -929,21 +852,13 @@ fn build_buckets(params: &SlideParams, events: &[(i64, u64)], t: i64) -> SlideSt
         }
     }
     let total = counters.iter().fold(0u64, |a, c| a.saturating_add(*c));
-    let widest = counters
-        .iter()
-        .copied()
-        .max()
-        .unwrap_or(0)
-        .max(params.limit);
+    let widest = counters.iter().copied().max().unwrap_or(0).max(params.limit);
     SlideState {
         limit: params.limit,
         window_ms: params.window_ms,
         buckets: params.buckets,
         updated_ms: t,
-        log: SlideLog {
-            word: total,
-            heap: encode_ring(&counters, width_for(widest)),
-        },
+        log: SlideLog { word: total, heap: encode_ring(&counters, width_for(widest)) },
     }
 }
 
@@ -973,11 +888,8 @@ fn judge_exact(s: &SlideState, limit: u64, t: i64, cost: u64) -> (Decision, Exac
     let used = u128::from(view.used);
     let (limit_w, cost_w) = (u128::from(limit), u128::from(cost));
     let allowed = cost == 0 || used + cost_w <= limit_w;
-    let remaining = if allowed {
-        limit_w.saturating_sub(used + cost_w)
-    } else {
-        limit_w.saturating_sub(used)
-    };
+    let remaining =
+        if allowed { limit_w.saturating_sub(used + cost_w) } else { limit_w.saturating_sub(used) };
     let retry_after_ms = if allowed {
         0
     } else if cost > limit {
@@ -1039,9 +951,8 @@ fn judge_buckets(s: &SlideState, limit: u64, t: i64, cost: u64) -> (Decision, Bu
         ms_until(grid.gone_at(view.i), i128::from(t))
     } else {
         // The newest non-empty sub-window still (partly) in the window.
-        let newest = (0..=grid.b)
-            .map(|k| view.iu.saturating_sub(k))
-            .find(|&j| view.count(&ring, j) > 0);
+        let newest =
+            (0..=grid.b).map(|k| view.iu.saturating_sub(k)).find(|&j| view.count(&ring, j) > 0);
         newest.map_or(0, |j| ms_until(grid.gone_at(j), i128::from(t)))
     };
     let decision = Decision {
@@ -1070,22 +981,17 @@ fn bucket_retry(ring: &Ring, view: &BucketView, limit: u64, cost: u64, t: i64) -
         Some((view.i, u128::from(view.old), newer, wide(view.r)))
     } else {
         let lo = view.i.saturating_sub(grid.b).saturating_add(1);
-        ring.first_reaching(&grid, lo, view.iu, newer + cost - limit)
-            .map(|(j, gone)| {
-                let old = u128::from(ring.get(grid.slot(j)));
-                (j.saturating_add(grid.b), old, newer.saturating_sub(gone), 0)
-            })
+        ring.first_reaching(&grid, lo, view.iu, newer + cost - limit).map(|(j, gone)| {
+            let old = u128::from(ring.get(grid.slot(j)));
+            (j.saturating_add(grid.b), old, newer.saturating_sub(gone), 0)
+        })
     };
     let Some((k, old, newer, r_start)) = found else {
         // Not reached for a consistent state: fall back to the full reset.
         return ms_until(grid.gone_at(view.iu), i128::from(t));
     };
     let room = w * limit.saturating_sub(newer + cost);
-    let r_need = if old == 0 {
-        0
-    } else {
-        (w - 1).saturating_sub(div(room, old))
-    };
+    let r_need = if old == 0 { 0 } else { (w - 1).saturating_sub(div(room, old)) };
     let at = i128::from(grid.start(k)) + i128::try_from(r_start.max(r_need)).unwrap_or(i128::MAX);
     ms_until(at, i128::from(t))
 }
@@ -1096,20 +1002,13 @@ fn apply(s: &mut SlideState, limit: u64, plan: Plan, t: i64, cost: u64) {
     match plan {
         Plan::Exact(view) => {
             if !view.newest_alive {
-                s.log = SlideLog {
-                    word: cost,
-                    heap: Box::default(),
-                };
+                s.log = SlideLog { word: cost, heap: Box::default() };
             } else if t <= s.updated_ms {
                 commit_older(&mut s.log.heap, view.older, None);
                 s.log.word = s.log.word.saturating_add(cost);
             } else {
                 let gap = u64::try_from(i128::from(t) - i128::from(s.updated_ms)).unwrap_or(0);
-                let push = Push {
-                    ts: s.updated_ms,
-                    cost: s.log.word,
-                    gap,
-                };
+                let push = Push { ts: s.updated_ms, cost: s.log.word, gap };
                 if commit_older(&mut s.log.heap, view.older, Some(push)) {
                     s.log.word = cost;
                 } else {
@@ -1155,10 +1054,8 @@ fn events_at(s: &SlideState, t: i64) -> Vec<(i64, u64)> {
 /// `None` when nothing of it is in the new window.
 fn convert(s: &SlideState, params: &SlideParams, t: i64) -> Option<SlideState> {
     let cutoff = t.saturating_sub(window_i64(params.window_ms));
-    let events: Vec<(i64, u64)> = events_at(s, t)
-        .into_iter()
-        .filter(|&(ts, _)| ts > cutoff)
-        .collect();
+    let events: Vec<(i64, u64)> =
+        events_at(s, t).into_iter().filter(|&(ts, _)| ts > cutoff).collect();
     let newest = *events.last()?;
     if !params.is_exact() {
         return Some(build_buckets(params, &events, t));
@@ -1177,10 +1074,7 @@ fn single(params: &SlideParams, t: i64, cost: u64) -> SlideState {
             window_ms: params.window_ms,
             buckets: 0,
             updated_ms: t,
-            log: SlideLog {
-                word: cost,
-                heap: Box::default(),
-            },
+            log: SlideLog { word: cost, heap: Box::default() },
         }
     } else {
         build_buckets(params, &[(t, cost)], t)
@@ -1193,11 +1087,7 @@ fn fresh(params: &SlideParams, t: i64, cost: u64) -> Evaluation<SlideState> {
     let decision = Decision {
         allowed,
         limit: params.limit,
-        remaining: if allowed {
-            params.limit - cost
-        } else {
-            params.limit
-        },
+        remaining: if allowed { params.limit - cost } else { params.limit },
         retry_after_ms: if allowed { 0 } else { -1 },
         reset_after_ms: next
             .as_ref()
@@ -1282,11 +1172,7 @@ pub fn evaluate_in_place(
 impl SlideState {
     /// The parameters this window was last admitted with.
     pub fn params(&self) -> SlideParams {
-        SlideParams {
-            limit: self.limit,
-            window_ms: self.window_ms,
-            buckets: self.buckets,
-        }
+        SlideParams { limit: self.limit, window_ms: self.window_ms, buckets: self.buckets }
     }
 
     fn same_shape(&self, params: &SlideParams) -> bool {
@@ -1303,19 +1189,9 @@ impl SlideState {
     /// Empty in bucketed mode.
     pub fn entries(&self) -> SlideEntries<'_> {
         if self.buckets != 0 {
-            return SlideEntries {
-                heap: &[],
-                pos: 0,
-                end: 0,
-                ts: 0,
-                newest: None,
-            };
+            return SlideEntries { heap: &[], pos: 0, end: 0, ts: 0, newest: None };
         }
-        entries_of(
-            self,
-            read_header(&self.log.heap).filter(|h| h.head < h.end),
-            true,
-        )
+        entries_of(self, read_header(&self.log.heap).filter(|h| h.head < h.end), true)
     }
 
     /// Bucketed mode: the `b + 1` counters of sub-windows `i − b … i`, oldest first, where `i`
@@ -1388,9 +1264,7 @@ impl SlideState {
             if let Some(v) = by_slot.get_mut(grid.slot(first.saturating_add(k))) {
                 *v = c;
             }
-            total = total
-                .checked_add(c)
-                .ok_or(CorruptState("slide counters overflow"))?;
+            total = total.checked_add(c).ok_or(CorruptState("slide counters overflow"))?;
         }
         let widest = counters.iter().copied().max().unwrap_or(0).max(limit);
         let state = SlideState {
@@ -1398,10 +1272,7 @@ impl SlideState {
             window_ms,
             buckets,
             updated_ms,
-            log: SlideLog {
-                word: total,
-                heap: encode_ring(&by_slot, width_for(widest)),
-            },
+            log: SlideLog { word: total, heap: encode_ring(&by_slot, width_for(widest)) },
         };
         state.validate()?;
         Ok(state)

@@ -69,11 +69,7 @@ struct ExactModel {
 }
 
 fn count_in(events: &[(i64, u64)], window: i64, t: i64) -> u64 {
-    events
-        .iter()
-        .filter(|(ts, _)| *ts <= t && *ts > t - window)
-        .map(|e| e.1)
-        .sum()
+    events.iter().filter(|(ts, _)| *ts <= t && *ts > t - window).map(|e| e.1).sum()
 }
 
 impl ExactModel {
@@ -95,27 +91,20 @@ impl ExactModel {
         };
         let used = count_in(&view, window, t);
         let allowed = cost == 0 || used + cost <= limit;
-        let remaining = if allowed {
-            limit.saturating_sub(used + cost)
-        } else {
-            limit.saturating_sub(used)
-        };
+        let remaining =
+            if allowed { limit.saturating_sub(used + cost) } else { limit.saturating_sub(used) };
         let retry = if allowed {
             0
         } else if cost > limit {
             -1
         } else {
-            (1..)
-                .find(|d| count_in(&view, window, t + d) + cost <= limit)
-                .unwrap()
+            (1..).find(|d| count_in(&view, window, t + d) + cost <= limit).unwrap()
         };
         let mut after = view;
         if allowed && cost > 0 {
             after.push((t, cost));
         }
-        let reset = (0..)
-            .find(|d| count_in(&after, window, t + d) == 0)
-            .unwrap();
+        let reset = (0..).find(|d| count_in(&after, window, t + d) == 0).unwrap();
         if allowed && cost > 0 {
             self.events = after;
             self.window = window;
@@ -136,12 +125,7 @@ struct BucketModel {
 
 impl BucketModel {
     fn new(window: u64, b: u64) -> Self {
-        BucketModel {
-            b: b as i64,
-            w: (window / b) as i64,
-            events: Vec::new(),
-            updated: 0,
-        }
+        BucketModel { b: b as i64, w: (window / b) as i64, events: Vec::new(), updated: 0 }
     }
 
     /// `used(t) · w`.
@@ -165,11 +149,7 @@ impl BucketModel {
         let live =
             !self.events.is_empty() && (now < self.updated || self.used_w(&self.events, now) > 0);
         // A dead limiter is judged as a fresh one (nothing changes unless admitted).
-        let view = if live {
-            self.events.clone()
-        } else {
-            Vec::new()
-        };
+        let view = if live { self.events.clone() } else { Vec::new() };
         let t = if live { now.max(self.updated) } else { now };
         let w = self.w as u128;
         let cap = w * limit as u128;
@@ -182,9 +162,7 @@ impl BucketModel {
         } else if cost > limit {
             -1
         } else {
-            (1..)
-                .find(|d| self.used_w(&view, t + d) + w * cost as u128 <= cap)
-                .unwrap()
+            (1..).find(|d| self.used_w(&view, t + d) + w * cost as u128 <= cap).unwrap()
         };
         let mut after = view;
         if allowed && cost > 0 {
@@ -247,11 +225,7 @@ fn reference_used(s: &SlideState, t: i64) -> (u128, u128) {
 
 /// The largest total admitted in any interval of `window` ms.
 fn max_in_window(admitted: &[(i64, u64)], window: i64) -> u64 {
-    admitted
-        .iter()
-        .map(|&(end, _)| count_in(admitted, window, end))
-        .max()
-        .unwrap_or(0)
+    admitted.iter().map(|&(end, _)| count_in(admitted, window, end)).max().unwrap_or(0)
 }
 
 /// The documented worst case of `BUCKETS b`: `2·limit − ⌈limit·b / window⌉`.
@@ -264,27 +238,14 @@ fn bucket_bound(limit: u64, window: u64, b: u64) -> u64 {
 
 #[test]
 fn state_fits_in_56_bytes() {
-    assert!(
-        std::mem::size_of::<SlideState>() <= 56,
-        "{}",
-        std::mem::size_of::<SlideState>()
-    );
+    assert!(std::mem::size_of::<SlideState>() <= 56, "{}", std::mem::size_of::<SlideState>());
 }
 
 #[test]
 fn params_are_checked() {
-    assert_eq!(
-        exact(10, 1000),
-        SlideParams {
-            limit: 10,
-            window_ms: 1000,
-            buckets: 0
-        }
-    );
+    assert_eq!(exact(10, 1000), SlideParams { limit: 10, window_ms: 1000, buckets: 0 });
     assert_eq!(bucketed(10, 1000, 10).buckets, 10);
-    let over = SlideParams::new(100_001, 1000, None, DEFAULT_LOG_MAX)
-        .unwrap_err()
-        .to_string();
+    let over = SlideParams::new(100_001, 1000, None, DEFAULT_LOG_MAX).unwrap_err().to_string();
     assert!(
         over.starts_with("ERR ")
             && over.contains("ratelimit.slide-log-max")
@@ -293,16 +254,11 @@ fn params_are_checked() {
     );
     assert!(SlideParams::new(100_000, 1000, None, DEFAULT_LOG_MAX).is_ok());
     assert!(SlideParams::new(MAX_COUNT, 1000, Some(1), DEFAULT_LOG_MAX).is_ok());
-    let indivisible = SlideParams::new(10, 1000, Some(3), DEFAULT_LOG_MAX)
-        .unwrap_err()
-        .to_string();
+    let indivisible = SlideParams::new(10, 1000, Some(3), DEFAULT_LOG_MAX).unwrap_err().to_string();
     assert!(indivisible.starts_with("ERR BUCKETS"), "{indivisible}");
     for b in [0, 1001] {
         let e = SlideParams::new(10, 3_000_000, Some(b), DEFAULT_LOG_MAX).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "ERR BUCKETS must be an integer between 1 and 1000"
-        );
+        assert_eq!(e.to_string(), "ERR BUCKETS must be an integer between 1 and 1000");
     }
     assert!(SlideParams::new(0, 1000, None, DEFAULT_LOG_MAX).is_err());
     assert!(SlideParams::new(MAX_COUNT + 1, 1000, Some(1), DEFAULT_LOG_MAX).is_err());
@@ -385,11 +341,7 @@ fn log_memory_stays_within_16_bytes_per_entry() {
         t += (n * 7919) as i64 % 1500 + 1;
         admit(&mut state, &p, t);
         let s = state.as_ref().unwrap();
-        assert!(
-            s.heap_bytes() as u64 <= 16 * n,
-            "{n} entries: {} bytes",
-            s.heap_bytes()
-        );
+        assert!(s.heap_bytes() as u64 <= 16 * n, "{n} entries: {} bytes", s.heap_bytes());
     }
     let s = state.as_ref().unwrap();
     s.validate().unwrap();
@@ -419,11 +371,7 @@ fn log_memory_stays_within_16_bytes_per_entry() {
     let s = state.as_ref().unwrap();
     s.validate().unwrap();
     assert_eq!(s.entry_count(), 5);
-    assert!(
-        s.heap_bytes() <= 16 * 5 && s.heap_bytes() < big,
-        "{} {big}",
-        s.heap_bytes()
-    );
+    assert!(s.heap_bytes() <= 16 * 5 && s.heap_bytes() < big, "{} {big}", s.heap_bytes());
 }
 
 #[test]
@@ -479,21 +427,13 @@ fn extreme_parameters_do_not_overflow() {
     assert!(d.call(&p, 0, 1).allowed);
     assert_eq!(
         reply(&d.call(&p, 5, 1)),
-        [
-            0,
-            1,
-            0,
-            MAX_DURATION_MS as i64 - 5,
-            MAX_DURATION_MS as i64 - 5
-        ]
+        [0, 1, 0, MAX_DURATION_MS as i64 - 5, MAX_DURATION_MS as i64 - 5]
     );
     assert!(d.call(&p, MAX_DURATION_MS as i64, 1).allowed);
     // 10^12 per ms, cost 10^12, at the end of time.
-    for p in [
-        exact(MAX_COUNT, 1),
-        bucketed(MAX_COUNT, 1, 1),
-        bucketed(MAX_COUNT, MAX_DURATION_MS, 1000),
-    ] {
+    for p in
+        [exact(MAX_COUNT, 1), bucketed(MAX_COUNT, 1, 1), bucketed(MAX_COUNT, MAX_DURATION_MS, 1000)]
+    {
         let mut d = Driver::default();
         assert!(d.call(&p, max_at - 1, MAX_COUNT).allowed);
         assert!(!d.call(&p, max_at - 1, 1).allowed);
@@ -516,10 +456,7 @@ fn buckets_two_counter_estimate() {
     // b = 1: 10 per 1000 ms; 8 in [0, 1000), then at 1250 the previous counts 8·(1000−250−1)/1000.
     let p = bucketed(10, 1000, 1);
     let mut d = Driver::default();
-    assert_eq!(
-        reply(&d.call(&p, T0 - T0 % 1000 + 900, 8)),
-        [1, 10, 2, 0, 1099]
-    );
+    assert_eq!(reply(&d.call(&p, T0 - T0 % 1000 + 900, 8)), [1, 10, 2, 0, 1099]);
     let base = T0 - T0 % 1000;
     // At base+1250: used = 8·749/1000 = 5.992 → remaining ⌊4.008⌋ = 4.
     assert_eq!(reply(&d.peek(&p, base + 1250, 0)), [1, 10, 4, 0, 749]);
@@ -561,11 +498,7 @@ fn buckets_over_admission_bound_is_reached() {
                     assert!(!d.peek(&p, second, 1).allowed);
                 }
                 let most = max_in_window(&admitted, window as i64);
-                assert_eq!(
-                    most,
-                    bucket_bound(limit, window, b),
-                    "limit {limit} b {b} w {w}"
-                );
+                assert_eq!(most, bucket_bound(limit, window, b), "limit {limit} b {b} w {w}");
             }
         }
     }
@@ -591,26 +524,17 @@ fn exact_to_buckets_and_back() {
     assert!(d.call(&b4, base + 900, 1).allowed);
     // Back to exact: each sub-window at its last ms, the current one at now'.
     let conv = convert(d.state.as_ref().unwrap(), &e, base + 950).unwrap();
-    assert_eq!(
-        conv.entries().collect::<Vec<_>>(),
-        vec![(base + 499, 5), (base + 950, 2)]
-    );
+    assert_eq!(conv.entries().collect::<Vec<_>>(), vec![(base + 499, 5), (base + 950, 2)]);
     // Shorter window: drops what falls outside.
     let short = exact(10, 300);
     let conv = convert(d.state.as_ref().unwrap(), &short, base + 950).unwrap();
     assert_eq!(conv.entries().collect::<Vec<_>>(), vec![(base + 950, 2)]);
-    assert_eq!(
-        reply(&d.call(&exact(10, 40), base + 950, 1)),
-        [1, 10, 7, 0, 40]
-    );
+    assert_eq!(reply(&d.call(&exact(10, 40), base + 950, 1)), [1, 10, 7, 0, 40]);
     // Nothing left: judged as a fresh limiter at now'.
     let mut d = Driver::default();
     d.call(&e, base + 100, 2);
     assert!(convert(d.state.as_ref().unwrap(), &exact(10, 40), base + 950).is_none());
-    assert_eq!(
-        reply(&d.call(&exact(10, 40), base + 950, 1)),
-        [1, 10, 9, 0, 40]
-    );
+    assert_eq!(reply(&d.call(&exact(10, 40), base + 950, 1)), [1, 10, 9, 0, 40]);
 }
 
 #[test]
@@ -657,39 +581,18 @@ fn round_trip_through_entries_and_counters() {
 fn from_entries_refuses_impossible_logs() {
     let ok = [(T0, 1), (T0 + 5, 2)];
     assert!(SlideState::from_entries(3, 100, T0 + 5, &ok).is_ok());
-    assert!(
-        SlideState::from_entries(2, 100, T0 + 5, &ok).is_err(),
-        "above the limit"
-    );
-    assert!(
-        SlideState::from_entries(3, 5, T0 + 5, &ok).is_err(),
-        "outside the window"
-    );
-    assert!(
-        SlideState::from_entries(3, 100, T0 + 6, &ok).is_err(),
-        "not ending at updated"
-    );
+    assert!(SlideState::from_entries(2, 100, T0 + 5, &ok).is_err(), "above the limit");
+    assert!(SlideState::from_entries(3, 5, T0 + 5, &ok).is_err(), "outside the window");
+    assert!(SlideState::from_entries(3, 100, T0 + 6, &ok).is_err(), "not ending at updated");
     assert!(SlideState::from_entries(3, 100, T0 + 5, &[(T0 + 5, 1), (T0 + 5, 1)]).is_err());
     assert!(SlideState::from_entries(3, 100, T0 + 5, &[(T0, 0), (T0 + 5, 1)]).is_err());
     assert!(SlideState::from_entries(3, 100, T0, &[]).is_err());
     assert!(SlideState::from_entries(3, 100, -5, &[(-5, 1)]).is_err());
     assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 0, 1]).is_ok());
-    assert!(
-        SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 1]).is_err(),
-        "b + 1 counters"
-    );
-    assert!(
-        SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 1, 0]).is_err(),
-        "newest empty"
-    );
-    assert!(
-        SlideState::from_counters(3, 100, 4, T0, &[0, 2, 0, 0, 2]).is_err(),
-        "above the limit"
-    );
-    assert!(
-        SlideState::from_counters(3, 100, 3, T0, &[0, 0, 0, 1]).is_err(),
-        "indivisible"
-    );
+    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 1]).is_err(), "b + 1 counters");
+    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 1, 0]).is_err(), "newest empty");
+    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 2, 0, 0, 2]).is_err(), "above the limit");
+    assert!(SlideState::from_counters(3, 100, 3, T0, &[0, 0, 0, 1]).is_err(), "indivisible");
     assert!(SlideState::from_counters(3, 100, 4, T0, &[u64::MAX, 0, 0, 0, 1]).is_err());
 }
 
@@ -1014,10 +917,7 @@ fn extreme_corrupt_states_saturate() {
                 window_ms: window,
                 buckets: 1,
                 updated_ms: updated,
-                log: SlideLog {
-                    word: u64::MAX,
-                    heap: huge.clone().into_boxed_slice(),
-                },
+                log: SlideLog { word: u64::MAX, heap: huge.clone().into_boxed_slice() },
             };
             let _ = s.validate();
             let _ = s.reset_at_ms();
@@ -1039,12 +939,7 @@ fn extreme_corrupt_states_saturate() {
             let len = heap.len();
             write_header(
                 &mut heap,
-                &Header {
-                    oldest_ms: i64::MIN,
-                    used: u64::MAX,
-                    head: HEADER,
-                    end: len,
-                },
+                &Header { oldest_ms: i64::MIN, used: u64::MAX, head: HEADER, end: len },
             );
             s.log.heap = heap.into_boxed_slice();
             let _ = s.validate();

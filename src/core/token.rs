@@ -62,19 +62,12 @@ impl TokenParams {
     /// Validates a parameter set: counts in 1 … 10^12, a period of 1 ms … 10 years, and a full
     /// refill (empty to full) within 100 years.
     pub fn new(capacity: u64, rate: u64, period_ms: u64, step: bool) -> Result<Self, ArgError> {
-        let params = TokenParams {
-            capacity,
-            rate,
-            period_ms,
-            step,
-        };
+        let params = TokenParams { capacity, rate, period_ms, step };
         let in_range = (1..=MAX_COUNT).contains(&capacity)
             && (1..=MAX_COUNT).contains(&rate)
             && (1..=MAX_DURATION_MS).contains(&period_ms);
         if !in_range {
-            return Err(ArgError::Invalid(
-                "token bucket parameters out of range".into(),
-            ));
+            return Err(ArgError::Invalid("token bucket parameters out of range".into()));
         }
         if params.full_refill_ms() > MAX_RESET_MS {
             return Err(ArgError::ResetTooLong {
@@ -99,11 +92,7 @@ impl TokenParams {
     }
 
     fn wide(&self) -> (u128, u128, u128) {
-        (
-            u128::from(self.capacity),
-            u128::from(self.rate),
-            u128::from(self.period_ms),
-        )
+        (u128::from(self.capacity), u128::from(self.rate), u128::from(self.period_ms))
     }
 
     /// Level units per whole token: `period_ms` for smooth refill (levels are exact fractions
@@ -139,25 +128,15 @@ impl Level {
 
     fn from_bucket(b: &TokenBucket) -> Self {
         let step = matches!(b.refill, Refill::Step { .. });
-        let params = TokenParams {
-            capacity: b.capacity,
-            rate: b.rate,
-            period_ms: b.period_ms,
-            step,
-        };
+        let params =
+            TokenParams { capacity: b.capacity, rate: b.rate, period_ms: b.period_ms, step };
         let (level, origin_ms) = match b.refill {
-            Refill::Smooth { fraction } => (
-                u128::from(b.tokens) * params.scale() + u128::from(fraction),
-                b.updated_ms,
-            ),
+            Refill::Smooth { fraction } => {
+                (u128::from(b.tokens) * params.scale() + u128::from(fraction), b.updated_ms)
+            }
             Refill::Step { origin_ms } => (u128::from(b.tokens), origin_ms),
         };
-        Level {
-            params,
-            level,
-            origin_ms,
-            at_ms: b.updated_ms,
-        }
+        Level { params, level, origin_ms, at_ms: b.updated_ms }
     }
 
     fn capacity_level(&self) -> u128 {
@@ -190,10 +169,7 @@ impl Level {
         let whole_tokens = self.level / old.scale();
         let (level, origin_ms) = match (old.step, params.step) {
             (false, false) => (
-                floor_div(
-                    self.level * u128::from(params.period_ms),
-                    u128::from(old.period_ms),
-                ),
+                floor_div(self.level * u128::from(params.period_ms), u128::from(old.period_ms)),
                 self.at_ms,
             ),
             (false, true) => (whole_tokens, self.at_ms),
@@ -201,16 +177,8 @@ impl Level {
             (true, true) if old.period_ms == params.period_ms => (self.level, self.origin_ms),
             (true, true) => (self.level, self.at_ms),
         };
-        let converted = Level {
-            params,
-            level,
-            origin_ms,
-            at_ms: self.at_ms,
-        };
-        Level {
-            level: level.min(converted.capacity_level()),
-            ..converted
-        }
+        let converted = Level { params, level, origin_ms, at_ms: self.at_ms };
+        Level { level: level.min(converted.capacity_level()), ..converted }
     }
 
     /// Ms from `at_ms` until the level reaches `target` (in level units), or 0 if it has.
@@ -231,13 +199,9 @@ impl Level {
     fn into_bucket(self) -> TokenBucket {
         let scale = self.params.scale();
         let refill = if self.params.step {
-            Refill::Step {
-                origin_ms: self.origin_ms,
-            }
+            Refill::Step { origin_ms: self.origin_ms }
         } else {
-            Refill::Smooth {
-                fraction: saturate_u64(self.level % scale),
-            }
+            Refill::Smooth { fraction: saturate_u64(self.level % scale) }
         };
         TokenBucket {
             capacity: self.params.capacity,
@@ -321,14 +285,7 @@ pub fn evaluate(
     let scale = params.scale();
     let needed = u128::from(cost) * scale;
     let allowed = current.level >= needed;
-    let after = if allowed {
-        Level {
-            level: current.level - needed,
-            ..current
-        }
-    } else {
-        current
-    };
+    let after = if allowed { Level { level: current.level - needed, ..current } } else { current };
     let retry_after_ms = if allowed {
         0
     } else if cost > params.capacity {

@@ -24,10 +24,7 @@ fn call(state: &mut Option<TokenBucket>, p: &TokenParams, now: i64, cost: u64) -
 #[test]
 fn readme_example_first_call() {
     let mut s = None;
-    assert_eq!(
-        call(&mut s, &smooth(10, 1, 1000), T0, 1),
-        [1, 10, 9, 0, 1000]
-    );
+    assert_eq!(call(&mut s, &smooth(10, 1, 1000), T0, 1), [1, 10, 9, 0, 1000]);
 }
 
 #[test]
@@ -64,12 +61,7 @@ fn step_refill_follows_the_grid() {
     assert_eq!(call(&mut s, &p, T0 + 1500, 4), [0, 5, 1, 1500, 1500]);
     // Full again at T0 + 3000: back to the initial state; a new grid starts at the next call.
     assert_eq!(call(&mut s, &p, T0 + 3500, 1), [1, 5, 4, 0, 1000]);
-    assert_eq!(
-        s.unwrap().refill,
-        Refill::Step {
-            origin_ms: T0 + 3500
-        }
-    );
+    assert_eq!(s.unwrap().refill, Refill::Step { origin_ms: T0 + 3500 });
 }
 
 #[test]
@@ -96,10 +88,7 @@ fn time_going_backwards_grants_nothing() {
     let mut s = None;
     call(&mut s, &p, T0, 10);
     // An hour earlier: counts as no time passed since T0.
-    assert_eq!(
-        call(&mut s, &p, T0 - 3_600_000, 1),
-        [0, 10, 0, 1000, 10_000]
-    );
+    assert_eq!(call(&mut s, &p, T0 - 3_600_000, 1), [0, 10, 0, 1000, 10_000]);
     assert_eq!(call(&mut s, &p, T0 + 1000, 1), [1, 10, 0, 0, 10_000]);
     assert_eq!(s.unwrap().updated_ms, T0 + 1000);
     // An admitted call at an earlier clock keeps updated_ms (never moves back).
@@ -111,10 +100,7 @@ fn parameter_changes_never_top_up() {
     let mut s = None;
     call(&mut s, &smooth(10, 1, 1000), T0, 5); // 5 left
                                                // Larger capacity: still 5, not topped up.
-    assert_eq!(
-        call(&mut s, &smooth(100, 1, 1000), T0, 1),
-        [1, 100, 4, 0, 96_000]
-    );
+    assert_eq!(call(&mut s, &smooth(100, 1, 1000), T0, 1), [1, 100, 4, 0, 96_000]);
     // Smaller capacity clamps.
     assert_eq!(call(&mut s, &smooth(2, 1, 1000), T0, 1), [1, 2, 1, 0, 1000]);
 }
@@ -135,12 +121,7 @@ fn mode_switch_is_conservative() {
     // 2.5 tokens accrued; switching to STEP keeps 2 and restarts the grid now.
     let e = evaluate(s.as_ref(), &step(10, 1, 1000), T0 + 2500, 1);
     assert_eq!(e.decision.to_reply(), [1, 10, 1, 0, 9000]);
-    assert_eq!(
-        e.next.unwrap().refill,
-        Refill::Step {
-            origin_ms: T0 + 2500
-        }
-    );
+    assert_eq!(e.next.unwrap().refill, Refill::Step { origin_ms: T0 + 2500 });
 }
 
 #[test]
@@ -180,14 +161,8 @@ fn extreme_parameters_are_exact() {
     // 10^12 per ms, cost 10^12.
     let p = smooth(MAX_COUNT, MAX_COUNT, 1);
     let mut s = None;
-    assert_eq!(
-        call(&mut s, &p, MAX_AT_MS, MAX_COUNT),
-        [1, MAX_COUNT as i64, 0, 0, 1]
-    );
-    assert_eq!(
-        call(&mut s, &p, MAX_AT_MS, 1),
-        [0, MAX_COUNT as i64, 0, 1, 1]
-    );
+    assert_eq!(call(&mut s, &p, MAX_AT_MS, MAX_COUNT), [1, MAX_COUNT as i64, 0, 0, 1]);
+    assert_eq!(call(&mut s, &p, MAX_AT_MS, 1), [0, MAX_COUNT as i64, 0, 1, 1]);
 }
 
 #[test]
@@ -198,26 +173,11 @@ fn validate_accepts_produced_states_and_refuses_corrupt_ones() {
     assert_eq!(good.validate(), Ok(()));
     let corrupt = [
         TokenBucket { tokens: 11, ..good },
-        TokenBucket {
-            capacity: 0,
-            ..good
-        },
-        TokenBucket {
-            refill: Refill::Smooth { fraction: 7 },
-            ..good
-        },
-        TokenBucket {
-            updated_ms: -1,
-            ..good
-        },
-        TokenBucket {
-            refill: Refill::Step { origin_ms: T0 + 1 },
-            ..good
-        },
-        TokenBucket {
-            period_ms: 0,
-            ..good
-        },
+        TokenBucket { capacity: 0, ..good },
+        TokenBucket { refill: Refill::Smooth { fraction: 7 }, ..good },
+        TokenBucket { updated_ms: -1, ..good },
+        TokenBucket { refill: Refill::Step { origin_ms: T0 + 1 }, ..good },
+        TokenBucket { period_ms: 0, ..good },
     ];
     for c in corrupt {
         assert!(c.validate().is_err(), "{c:?}");
@@ -254,11 +214,7 @@ impl Model {
         while self.at < t {
             self.at += 1;
             let on_grid = (self.at - self.origin) % self.params.period_ms as i64 == 0;
-            let gain = if !self.params.step || on_grid {
-                u128::from(self.params.rate)
-            } else {
-                0
-            };
+            let gain = if !self.params.step || on_grid { u128::from(self.params.rate) } else { 0 };
             self.level = (self.level + gain).min(self.cap());
         }
     }
@@ -305,21 +261,15 @@ fn model_call(
         Some(old) => {
             let whole = old.level / Model::scale(&old.params);
             let (level, origin) = match (old.params.step, p.step) {
-                (false, false) => (
-                    old.level * u128::from(p.period_ms) / u128::from(old.params.period_ms),
-                    old.at,
-                ),
+                (false, false) => {
+                    (old.level * u128::from(p.period_ms) / u128::from(old.params.period_ms), old.at)
+                }
                 (false, true) => (whole, old.at),
                 (true, false) => (whole * u128::from(p.period_ms), old.at),
                 (true, true) if old.params.period_ms == p.period_ms => (old.level, old.origin),
                 (true, true) => (old.level, old.at),
             };
-            let mut m = Model {
-                params: *p,
-                level,
-                origin,
-                at: old.at,
-            };
+            let mut m = Model { params: *p, level, origin, at: old.at };
             m.level = m.level.min(m.cap());
             m
         }
@@ -344,11 +294,8 @@ fn model_call(
         retry,
         after.wait_for(after.cap()),
     ];
-    let next = if allowed && cost > 0 {
-        Some(after)
-    } else {
-        state.clone().map(|_| m).filter(|_| false)
-    };
+    let next =
+        if allowed && cost > 0 { Some(after) } else { state.clone().map(|_| m).filter(|_| false) };
     let kept = next.or_else(|| state.clone());
     (reply, kept)
 }

@@ -51,10 +51,9 @@ impl From<ArgError> for CommandError {
 impl CommandError {
     fn render(&self, command: &CStr) -> String {
         match self {
-            CommandError::Arg(ArgError::WrongArity) => format!(
-                "ERR wrong number of arguments for '{}' command",
-                command.to_string_lossy()
-            ),
+            CommandError::Arg(ArgError::WrongArity) => {
+                format!("ERR wrong number of arguments for '{}' command", command.to_string_lossy())
+            }
             CommandError::Arg(e) => e.to_string(),
             CommandError::Text(t) => t.clone(),
         }
@@ -62,9 +61,7 @@ impl CommandError {
 }
 
 fn wrong_type(held: &str) -> CommandError {
-    CommandError::Text(format!(
-        "WRONGTYPE key holds a {held} value, not a rate limiter"
-    ))
+    CommandError::Text(format!("WRONGTYPE key holds a {held} value, not a rate limiter"))
 }
 
 fn wrong_algorithm(held: Algorithm, wanted: Algorithm) -> CommandError {
@@ -87,10 +84,7 @@ pub struct Call<'a> {
 impl Call<'_> {
     /// The key argument (index 1; arity guarantees it exists).
     fn key(&self) -> Result<*mut RedisModuleString, CommandError> {
-        self.argv
-            .get(1)
-            .copied()
-            .ok_or(CommandError::Arg(ArgError::WrongArity))
+        self.argv.get(1).copied().ok_or(CommandError::Arg(ArgError::WrongArity))
     }
 
     /// The server clock in unix ms, read once per call, clamped to the range `AT` accepts.
@@ -116,21 +110,14 @@ impl Call<'_> {
         let now =
             unsafe { (self.api.create_string_from_long_long)(self.ctx, now_ms as c_longlong) };
         let mut len = 0;
-        for (slot, s) in vector
-            .iter_mut()
-            .zip(rest.iter().copied().chain([self.api.at_keyword.0, now]))
+        for (slot, s) in
+            vector.iter_mut().zip(rest.iter().copied().chain([self.api.at_keyword.0, now]))
         {
             *slot = s;
             len += 1;
         }
         unsafe {
-            (self.api.replicate)(
-                self.ctx,
-                self.name.as_ptr(),
-                c"v".as_ptr(),
-                vector.as_ptr(),
-                len,
-            );
+            (self.api.replicate)(self.ctx, self.name.as_ptr(), c"v".as_ptr(), vector.as_ptr(), len);
             (self.api.free_string)(self.ctx, now);
         }
     }
@@ -155,22 +142,14 @@ fn dispatch(
         _ => &[],
     };
     let result = if argv.len() > MAX_ARGS {
-        Err(CommandError::Arg(ArgError::Invalid(
-            "syntax error: too many arguments".into(),
-        )))
+        Err(CommandError::Arg(ArgError::Invalid("syntax error: too many arguments".into())))
     } else {
         let mut buffer: [&[u8]; MAX_ARGS] = [&[]; MAX_ARGS];
         for (slot, s) in buffer.iter_mut().zip(argv) {
             *slot = unsafe { bytes(api, *s) };
         }
         let args = buffer.get(..argv.len()).unwrap_or(&[]);
-        handler(&Call {
-            api,
-            ctx,
-            name,
-            argv,
-            args,
-        })
+        handler(&Call { api, ctx, name, argv, args })
     };
     match result {
         Ok(outcome) => stats::record(tally, outcome),
@@ -202,8 +181,7 @@ fn limit<V: Variant>(
                         next.updated_ms(),
                         evaluation.decision.reset_after_ms,
                     );
-                    key.store(next.into_limiter(), at)
-                        .map_err(|e| CommandError::Text(e.into()))?;
+                    key.store(next.into_limiter(), at).map_err(|e| CommandError::Text(e.into()))?;
                     (evaluation.decision, Some(at))
                 }
                 None => (evaluation.decision, None),
@@ -224,11 +202,7 @@ fn limit<V: Variant>(
     }
     drop(key);
     reply::integers(call.api, call.ctx, &reply_layout(&decision));
-    Ok(if decision.allowed {
-        Outcome::Admitted
-    } else {
-        Outcome::Limited
-    })
+    Ok(if decision.allowed { Outcome::Admitted } else { Outcome::Limited })
 }
 
 /// Evaluates a request against the limiter a key holds, updating it when the request is
@@ -274,10 +248,8 @@ fn token(call: &Call) -> Result<Outcome, CommandError> {
     let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
     let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
     let period_ms = parse_duration("period", period)?;
-    let options = parse_options(
-        rest,
-        &[Keyword::Cost, Keyword::Step, Keyword::DryRun, Keyword::At],
-    )?;
+    let options =
+        parse_options(rest, &[Keyword::Cost, Keyword::Step, Keyword::DryRun, Keyword::At])?;
     let params = TokenParams::new(capacity, rate, period_ms, options.step)?;
     limit::<TokenBucket>(call, &options, &params, Decision::to_reply)
 }
@@ -289,10 +261,8 @@ fn period(call: &Call) -> Result<Outcome, CommandError> {
     };
     let limit_count = parse_count("limit", limit_arg, 1, MAX_COUNT)?;
     let period_ms = parse_duration("period", period)?;
-    let options = parse_options(
-        rest,
-        &[Keyword::Cost, Keyword::Align, Keyword::DryRun, Keyword::At],
-    )?;
+    let options =
+        parse_options(rest, &[Keyword::Cost, Keyword::Align, Keyword::DryRun, Keyword::At])?;
     let params = PeriodParams::new(limit_count, period_ms, options.align_offset_ms)?;
     limit::<PeriodWindow>(call, &options, &params, Decision::to_reply)
 }
@@ -304,12 +274,7 @@ fn slide(call: &Call) -> Result<Outcome, CommandError> {
     };
     let limit_count = parse_count("limit", limit_arg, 1, MAX_COUNT)?;
     let window_ms = parse_duration("window", window)?;
-    let allowed = [
-        Keyword::Cost,
-        Keyword::Buckets,
-        Keyword::DryRun,
-        Keyword::At,
-    ];
+    let allowed = [Keyword::Cost, Keyword::Buckets, Keyword::DryRun, Keyword::At];
     let options = parse_options(rest, &allowed)?;
     let params = SlideParams::new(limit_count, window_ms, options.buckets, slide_log_max())?;
     limit::<SlideState>(call, &options, &params, Decision::to_reply)
@@ -323,13 +288,7 @@ fn leaky(call: &Call) -> Result<Outcome, CommandError> {
     let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
     let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
     let period_ms = parse_duration("period", period)?;
-    let allowed = [
-        Keyword::Cost,
-        Keyword::NoDelay,
-        Keyword::Delay,
-        Keyword::DryRun,
-        Keyword::At,
-    ];
+    let allowed = [Keyword::Cost, Keyword::NoDelay, Keyword::Delay, Keyword::DryRun, Keyword::At];
     let options = parse_options(rest, &allowed)?;
     let mode = if options.no_delay {
         LeakMode::NoDelay
@@ -385,12 +344,8 @@ fn info(call: &Call) -> Result<Outcome, CommandError> {
     };
     let now = call.clock_ms();
     let mut key = call.open(Mode::Read)?;
-    let ttl_ms = key
-        .expire_at_ms()
-        .map_or(-1, |at| at.saturating_sub(now).max(0));
-    let described = with_live(&mut key, now, |l| {
-        (l.algorithm(), l.describe(), l.updated_ms())
-    })?;
+    let ttl_ms = key.expire_at_ms().map_or(-1, |at| at.saturating_sub(now).max(0));
+    let described = with_live(&mut key, now, |l| (l.algorithm(), l.describe(), l.updated_ms()))?;
     drop(key);
     let Some((algorithm, state, updated_ms)) = described else {
         reply::null(call.api, call.ctx);
@@ -417,8 +372,7 @@ fn restore(call: &Call) -> Result<Outcome, CommandError> {
     if let Contents::Foreign(held) = key.contents() {
         return Err(wrong_type(&held));
     }
-    key.store(limiter, expire_at)
-        .map_err(|e| CommandError::Text(e.into()))?;
+    key.store(limiter, expire_at).map_err(|e| CommandError::Text(e.into()))?;
     unsafe { (call.api.replicate_verbatim)(call.ctx) };
     drop(key);
     reply::ok(call.api, call.ctx);

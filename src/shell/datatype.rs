@@ -56,11 +56,7 @@ pub static LIMITER_TYPE: RedisType = RedisType::new(
 
 /// The registered type pointer (NULL before registration), read without any panic path.
 pub fn limiter_type() -> *mut RedisModuleType {
-    LIMITER_TYPE
-        .raw_type
-        .try_borrow()
-        .map(|t| *t)
-        .unwrap_or(ptr::null_mut())
+    LIMITER_TYPE.raw_type.try_borrow().map(|t| *t).unwrap_or(ptr::null_mut())
 }
 
 /// # Safety

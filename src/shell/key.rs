@@ -49,12 +49,7 @@ impl Key {
         };
         // A read-mode open of a missing key returns NULL; every use below checks for it.
         let raw = unsafe { (api.open_key)(ctx, name, flags as c_int) };
-        Key {
-            api,
-            ctx,
-            name,
-            raw,
-        }
+        Key { api, ctx, name, raw }
     }
 
     fn our_type() -> *mut RedisModuleType {

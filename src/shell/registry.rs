@@ -45,15 +45,7 @@ pub fn register(ctx: *mut RedisModuleCtx, spec: &CommandSpec) -> Result<(), Stri
         unsafe { raw::RedisModule_SetCommandInfo }.ok_or("RedisModule_SetCommandInfo missing")?;
 
     let created = unsafe {
-        create(
-            ctx,
-            spec.name.as_ptr(),
-            Some(spec.handler),
-            spec.flags.as_ptr(),
-            1,
-            1,
-            1,
-        )
+        create(ctx, spec.name.as_ptr(), Some(spec.handler), spec.flags.as_ptr(), 1, 1, 1)
     };
     if created != raw::REDISMODULE_OK as c_int {
         return Err(format!("could not create command {name}"));
@@ -74,22 +66,14 @@ pub fn register(ctx: *mut RedisModuleCtx, spec: &CommandSpec) -> Result<(), Stri
         BeginSearch::new_index(1),
         FindKeys::new_range(0, 1, 0),
     )]);
-    let tips = if spec.read_only {
-        c""
-    } else {
-        c"nondeterministic_output"
-    };
+    let tips = if spec.read_only { c"" } else { c"nondeterministic_output" };
     let mut info = raw::RedisModuleCommandInfo {
         version: &INFO_VERSION,
         summary: spec.summary.as_ptr(),
         complexity: spec.complexity.as_ptr(),
         since: c"0.1.0".as_ptr(),
         history: ptr::null_mut(),
-        tips: if tips.is_empty() {
-            ptr::null()
-        } else {
-            tips.as_ptr()
-        },
+        tips: if tips.is_empty() { ptr::null() } else { tips.as_ptr() },
         arity: spec.arity,
         key_specs: key_specs.as_ptr().cast_mut(),
         args: ptr::null_mut(),

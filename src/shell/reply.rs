@@ -18,10 +18,7 @@ pub fn integers(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64]) {
 /// Replies with an error. `text` must start with its error code (`ERR`, `WRONGTYPE`);
 /// control characters become spaces so the reply stays one protocol line.
 pub fn error(api: &Api, ctx: *mut RedisModuleCtx, text: &str) {
-    let clean: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let clean: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let c_text = CString::new(clean).unwrap_or_else(|_| CString::from(c"ERR internal error"));
     unsafe { (api.reply_with_error)(ctx, c_text.as_ptr()) };
 }

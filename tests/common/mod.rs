@@ -20,10 +20,7 @@ const STARTUP_DEADLINE: Duration = Duration::from_secs(15);
 pub fn module_path() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe.parent().expect("test executable directory");
-    for candidate in [
-        dir.join("libredis_ratelimit.so"),
-        dir.join("../libredis_ratelimit.so"),
-    ] {
+    for candidate in [dir.join("libredis_ratelimit.so"), dir.join("../libredis_ratelimit.so")] {
         if candidate.exists() {
             return candidate;
         }
@@ -97,19 +94,10 @@ impl Server {
             "0".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut load = vec![
-            "--loadmodule".to_string(),
-            module_path().display().to_string(),
-        ];
+        let mut load = vec!["--loadmodule".to_string(), module_path().display().to_string()];
         load.extend(module_args.iter().map(|s| s.to_string()));
         args.extend(load);
-        let mut server = Server {
-            child: None,
-            dir,
-            sock,
-            port,
-            args,
-        };
+        let mut server = Server { child: None, dir, sock, port, args };
         server.spawn();
         server
     }
@@ -148,10 +136,7 @@ impl Server {
                 }
             }
             if Instant::now() > deadline {
-                panic!(
-                    "redis-server did not start within {STARTUP_DEADLINE:?}:\n{}",
-                    self.log()
-                );
+                panic!("redis-server did not start within {STARTUP_DEADLINE:?}:\n{}", self.log());
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -173,12 +158,9 @@ impl Server {
 
     /// A RESP3 connection.
     pub fn conn_resp3(&self) -> Connection {
-        redis::Client::open(format!(
-            "redis+unix://{}?protocol=resp3",
-            self.sock.display()
-        ))
-        .and_then(|c| c.get_connection())
-        .expect("connect with RESP3")
+        redis::Client::open(format!("redis+unix://{}?protocol=resp3", self.sock.display()))
+            .and_then(|c| c.get_connection())
+            .expect("connect with RESP3")
     }
 
     /// Stops the server without saving and starts it again on the same directory and
@@ -194,9 +176,8 @@ impl Server {
 
     /// Fails the test unless the server still answers (a panic in the module kills it).
     pub fn assert_alive(&self) {
-        let mut con = self
-            .try_conn()
-            .unwrap_or_else(|e| panic!("server gone ({e}):\n{}", self.log()));
+        let mut con =
+            self.try_conn().unwrap_or_else(|e| panic!("server gone ({e}):\n{}", self.log()));
         let pong: String = redis::cmd("PING").query(&mut con).expect("PING");
         assert_eq!(pong, "PONG");
     }
@@ -239,9 +220,14 @@ pub fn run(con: &mut Connection, args: &[&str]) -> redis::RedisResult<Value> {
 /// Runs a limiting command and returns its integer reply.
 pub fn ints(con: &mut Connection, args: &[&str]) -> Vec<i64> {
     let bytes: Vec<&[u8]> = args.iter().map(|s| s.as_bytes()).collect();
-    cmd(&bytes)
-        .query(con)
-        .unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+    cmd(&bytes).query(con).unwrap_or_else(|e| panic!("{args:?} failed: {e}"))
+}
+
+/// Runs a limiting command written as one line of space-separated words (no word may contain
+/// a space) and returns its integer reply.
+pub fn line(con: &mut Connection, command: &str) -> Vec<i64> {
+    let words: Vec<&str> = command.split_whitespace().collect();
+    ints(con, &words)
 }
 
 /// The full error text of a failing command (`CODE detail`).
@@ -257,10 +243,7 @@ pub fn error_text(con: &mut Connection, args: &[&[u8]]) -> String {
 }
 
 pub fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
-    redis::cmd("PEXPIRETIME")
-        .arg(key)
-        .query(con)
-        .expect("PEXPIRETIME")
+    redis::cmd("PEXPIRETIME").arg(key).query(con).expect("PEXPIRETIME")
 }
 
 /// `RL.INFO` as (field, value) pairs, without the now-dependent `ttl_ms`.
