@@ -217,3 +217,105 @@ fn random_argument_vectors_never_crash() {
     assert!(ok > 1000 && errors > 1000, "ok {ok}, errors {errors}");
     eprintln!("hostile input: {VECTORS} vectors, {ok} replies, {errors} errors");
 }
+
+/// Redis' DUMP checksum: CRC-64/Jones (reflected, polynomial 0xad93d23594c935a9, init 0).
+fn crc64(bytes: &[u8]) -> u64 {
+    const POLY_REFLECTED: u64 = 0x95ac_9329_ac4b_c9b5;
+    let mut crc = 0u64;
+    for &b in bytes {
+        crc ^= u64::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ POLY_REFLECTED } else { crc >> 1 };
+        }
+    }
+    crc
+}
+
+/// Mutated `DUMP` payloads with a *valid* checksum reach the module's `rdb_load`, and mutated
+/// `RL.RESTORE` payloads reach the decoder directly. Each is refused with an error or yields
+/// a limiter that every command can then use; the server never crashes.
+#[test]
+fn mutated_payloads_with_valid_checksums_reach_the_decoder_safely() {
+    assert_eq!(crc64(b"123456789"), 0xe9c6_d914_c4b8_d9ca);
+    let s = Server::start();
+    let mut c = s.conn();
+    let seeds = [
+        "RL.TOKEN s 10 3 7 COST 4 AT 4000000000000",
+        "RL.TOKEN s 10 3 7 STEP COST 4 AT 4000000000000",
+        "RL.PERIOD s 10 1d ALIGN -5h COST 4 AT 4000000000000",
+        "RL.SLIDE s 10 1m COST 4 AT 4000000000000",
+        "RL.SLIDE s 10 1m BUCKETS 6 COST 4 AT 4000000000000",
+        "RL.LEAKY s 10 3 7 DELAY 2 COST 4 AT 4000000000000",
+        "CL.THROTTLE s 15 30 60 3 AT 4000000000000",
+    ];
+    let mut rng = Rng(0xfeed_beef_1234_5678);
+    let (mut refused, mut accepted) = (0usize, 0usize);
+    for seed in seeds {
+        let _: () = redis::cmd("DEL").arg("s").query(&mut c).unwrap();
+        line(&mut c, seed);
+        let dump: Vec<u8> = redis::cmd("DUMP").arg("s").query(&mut c).unwrap();
+        let body_len = dump.len() - 10; // RDB type + value, then 2-byte version, 8-byte CRC
+        for round in 0..600 {
+            let mut body = dump[..body_len].to_vec();
+            for _ in 0..1 + rng.below(3) {
+                if body.len() < 2 {
+                    break;
+                }
+                let i = 1 + rng.below(body.len() - 1); // keep the RDB type byte
+                match rng.below(3) {
+                    0 => body[i] = rng.next() as u8,
+                    1 => body[i] ^= 1 << rng.below(8),
+                    _ => body.truncate(i),
+                }
+            }
+            if round % 50 == 0 {
+                body.truncate(1 + rng.below(body.len()));
+            }
+            let mut payload = body.clone();
+            payload.extend_from_slice(&dump[body_len..body_len + 2]);
+            payload.extend_from_slice(&crc64(&payload).to_le_bytes());
+            let restored: redis::RedisResult<()> =
+                redis::cmd("RESTORE").arg("m").arg(0).arg(&payload).arg("REPLACE").query(&mut c);
+            match restored {
+                Err(_) => refused += 1,
+                Ok(()) => {
+                    accepted += 1;
+                    // Whatever was accepted must be usable by every command without harm.
+                    for args in [
+                        &["RL.PEEK", "m"][..],
+                        &["RL.INFO", "m"],
+                        &["RL.TOKEN", "m", "5", "1", "1s"],
+                        &["RL.PERIOD", "m", "5", "1s"],
+                        &["RL.SLIDE", "m", "5", "1s"],
+                        &["RL.LEAKY", "m", "5", "1", "1s"],
+                        &["CL.THROTTLE", "m", "5", "1", "1"],
+                        &["DEBUG", "DIGEST-VALUE", "m"],
+                        &["MEMORY", "USAGE", "m"],
+                    ] {
+                        let _ = run(&mut c, args);
+                    }
+                }
+            }
+        }
+        s.assert_alive();
+    }
+    // RL.RESTORE takes the module's own encoding, without any checksum.
+    for _ in 0..3000 {
+        let len = rng.below(90);
+        let mut payload: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        if let Some(first) = payload.first_mut() {
+            *first = 1; // a known format version, so the decoder gets past the first byte
+        }
+        if let Some(tag) = payload.get_mut(1) {
+            *tag = 1 + (*tag % 5);
+        }
+        let r: redis::RedisResult<Value> = cmd(&[b"RL.RESTORE", b"r", &payload]).query(&mut c);
+        if r.is_ok() {
+            let _ = run(&mut c, &["RL.PEEK", "r"]);
+            let _ = run(&mut c, &["RL.INFO", "r"]);
+        }
+    }
+    s.assert_alive();
+    eprintln!("payloads: {refused} refused, {accepted} accepted (valid CRC, mutated bodies)");
+    assert!(refused > 1000, "{refused}");
+}
