@@ -96,6 +96,8 @@ fn replica_state_equals_master_without_at() {
     replica.assert_alive();
 }
 
+/// The module handles I/O errors, so a replica may load the full sync diskless (straight from
+/// the socket); Redis would otherwise log "Skipping diskless-load" and use a temp file.
 #[test]
 fn full_sync_carries_existing_limiters() {
     let master = Server::start();
@@ -104,12 +106,16 @@ fn full_sync_carries_existing_limiters() {
         ints(&mut mc, &["RL.TOKEN", &format!("k{i}"), "10", "1", "1s", "COST", "3"]);
     }
     let port = master.port.to_string();
-    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let replica =
+        Server::start_with(&["--replicaof", "127.0.0.1", &port, "--repl-diskless-load", "swapdb"]);
     let mut rc = replica.conn();
     wait_for("replication link", || {
         info_field(&mut rc, "replication", "master_link_status") == "up"
     });
     wait_in_sync(&master, &replica);
+    let log = replica.log();
+    assert!(!log.contains("Skipping diskless-load"), "{log}");
+    assert!(log.contains("streamed RDB from master with EOF to parser"), "{log}");
     for i in 0..50 {
         let key = format!("k{i}");
         assert_eq!(stored_state(&mut mc, &key), stored_state(&mut rc, &key));

@@ -24,7 +24,11 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
+    // I/O errors are handled (rdb_load checks them), so replicas may load diskless; the module
+    // keeps no state outside its keys, so async loading (`repl-diskless-load swapdb`) is safe;
+    // keys are signalled as modified only when an admitted call changed them.
     let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
+        | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
     unsafe { (api.set_module_options)(ctx.ctx, options as i32) };
     for spec in commands::COMMANDS {
