@@ -8,25 +8,8 @@ fn params(capacity: u64, rate: u64, period_ms: u64, mode: LeakMode) -> LeakyPara
 
 const QUEUE: LeakMode = LeakMode::Delay(0);
 
-/// Drives the bucket like the shell does: stores `next`, returns the decision.
-struct Sim {
-    state: Option<LeakyBucket>,
-}
-
-impl Sim {
-    fn new() -> Self {
-        Sim { state: None }
-    }
-
-    fn call(&mut self, p: &LeakyParams, now: i64, cost: u64) -> Decision {
-        let e = evaluate(self.state.as_ref(), p, now, cost);
-        if let Some(next) = e.next {
-            next.validate().unwrap();
-            self.state = Some(next);
-        }
-        e.decision
-    }
-}
+/// Drives the limiter like the shell does: stores `next`, returns the decision.
+type Sim = crate::core::limiter::testing::Sim<LeakyBucket>;
 
 fn reply(d: Decision) -> (bool, u64, i64, i64) {
     (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms)

@@ -70,6 +70,8 @@ pub trait Variant: Stored + Sized {
     fn into_limiter(self) -> Limiter;
     /// The parameters of the last admitted call.
     fn params(&self) -> Self::Params;
+    /// Checks the state is one admitted calls can produce.
+    fn validate(&self) -> Result<(), CorruptState>;
     /// The algorithm itself (see each module).
     fn evaluate(
         stored: Option<&Self>,
@@ -113,6 +115,9 @@ macro_rules! variant {
             }
             fn params(&self) -> $params {
                 <$state>::params(self)
+            }
+            fn validate(&self) -> Result<(), CorruptState> {
+                <$state>::validate(self)
             }
             fn evaluate(
                 stored: Option<&Self>,
@@ -343,6 +348,33 @@ impl Limiter {
     /// The instant `reset_after_ms` after `now'`, for the key's expiry.
     pub fn expiry_after(updated_ms: i64, reset_after_ms: i64) -> i64 {
         add_ms(updated_ms, u128::try_from(reset_after_ms).unwrap_or(0))
+    }
+}
+
+/// Test support shared by the algorithms' tests.
+#[cfg(test)]
+pub mod testing {
+    use super::*;
+
+    /// Drives a limiter like the shell does: stores `next` (checking it validates) and
+    /// returns the decision.
+    pub struct Sim<V: Variant> {
+        pub state: Option<V>,
+    }
+
+    impl<V: Variant> Sim<V> {
+        pub fn new() -> Self {
+            Sim { state: None }
+        }
+
+        pub fn call(&mut self, p: &V::Params, now: i64, cost: u64) -> Decision {
+            let e = V::evaluate(self.state.as_ref(), p, now, cost);
+            if let Some(next) = e.next {
+                assert_eq!(next.validate(), Ok(()));
+                self.state = Some(next);
+            }
+            e.decision
+        }
     }
 }
 

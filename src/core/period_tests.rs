@@ -12,24 +12,7 @@ fn params(limit: u64, period_ms: u64, align: Option<i64>) -> PeriodParams {
 }
 
 /// Drives the limiter like the shell does: stores `next`, returns the decision.
-struct Sim {
-    state: Option<PeriodWindow>,
-}
-
-impl Sim {
-    fn new() -> Self {
-        Sim { state: None }
-    }
-
-    fn call(&mut self, p: &PeriodParams, now: i64, cost: u64) -> Decision {
-        let e = evaluate(self.state.as_ref(), p, now, cost);
-        if let Some(next) = e.next {
-            next.validate().unwrap();
-            self.state = Some(next);
-        }
-        e.decision
-    }
-}
+type Sim = crate::core::limiter::testing::Sim<PeriodWindow>;
 
 fn reply(d: Decision) -> (bool, u64, i64, i64) {
     (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms)
