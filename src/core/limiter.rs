@@ -362,9 +362,15 @@ pub mod testing {
         pub state: Option<V>,
     }
 
+    impl<V: Variant> Default for Sim<V> {
+        fn default() -> Self {
+            Sim { state: None }
+        }
+    }
+
     impl<V: Variant> Sim<V> {
         pub fn new() -> Self {
-            Sim { state: None }
+            Self::default()
         }
 
         pub fn call(&mut self, p: &V::Params, now: i64, cost: u64) -> Decision {
