@@ -16,8 +16,8 @@ deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
-	ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || ls /usr/lib/*/libclang*.so* >/dev/null 2>&1 \
-	  || missing="$$missing libclang-dev"; \
+	[ -n "$${LIBCLANG_PATH:-}" ] || ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 \
+	  || ls /usr/lib/*/libclang.so >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
