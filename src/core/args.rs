@@ -106,7 +106,8 @@ pub enum Keyword {
 }
 
 impl Keyword {
-    const ALL: [Keyword; 8] = [
+    /// Every keyword, in a fixed order.
+    pub const ALL: [Keyword; 8] = [
         Keyword::Cost,
         Keyword::DryRun,
         Keyword::At,

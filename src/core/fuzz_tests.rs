@@ -16,16 +16,7 @@ use super::period::{self, PeriodParams};
 use super::slide::{self, SlideParams};
 use super::token::{self, TokenParams};
 
-const ALL_KEYWORDS: [Keyword; 8] = [
-    Keyword::Cost,
-    Keyword::DryRun,
-    Keyword::At,
-    Keyword::Step,
-    Keyword::Align,
-    Keyword::Buckets,
-    Keyword::NoDelay,
-    Keyword::Delay,
-];
+const ALL_KEYWORDS: [Keyword; 8] = Keyword::ALL;
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000)
