@@ -443,3 +443,35 @@ fn slide_log_max_is_configurable() {
     s.assert_alive();
     s2.assert_alive();
 }
+
+/// Admitted changes are announced as keyspace events named after the command (module class
+/// `d`); limited calls, dry runs and peeks announce nothing.
+#[test]
+fn admitted_changes_are_keyspace_events() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let _: () =
+        redis::cmd("CONFIG").arg(&["SET", "notify-keyspace-events", "Kd"]).query(&mut c).unwrap();
+    let mut listener = s.conn();
+    let mut pubsub = listener.as_pubsub();
+    pubsub.psubscribe("__keyspace@0__:*").unwrap();
+    pubsub.set_read_timeout(Some(std::time::Duration::from_millis(300))).unwrap();
+    line(&mut c, &format!("RL.TOKEN ev 1 1 1s AT {T0}"));
+    line(&mut c, &format!("RL.TOKEN ev 1 1 1s AT {T0}")); // limited
+    line(&mut c, &format!("RL.TOKEN ev 1 1 1s DRYRUN AT {}", T0 + 5000));
+    let _: Value = redis::cmd("RL.PEEK").arg("ev").query(&mut c).unwrap();
+    line(&mut c, &format!("CL.THROTTLE ev2 1 1 1 AT {T0}"));
+    let mut events = Vec::new();
+    while let Ok(msg) = pubsub.get_message() {
+        let payload: String = msg.get_payload().unwrap();
+        events.push((msg.get_channel_name().to_string(), payload));
+    }
+    assert_eq!(
+        events,
+        [
+            ("__keyspace@0__:ev".to_string(), "rl.token".to_string()),
+            ("__keyspace@0__:ev2".to_string(), "cl.throttle".to_string()),
+        ]
+    );
+    s.assert_alive();
+}

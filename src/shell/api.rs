@@ -65,6 +65,12 @@ pub struct Api {
     pub create_string_from_long_long:
         unsafe extern "C" fn(*mut RedisModuleCtx, c_longlong) -> *mut RedisModuleString,
     pub free_string: unsafe extern "C" fn(*mut RedisModuleCtx, *mut RedisModuleString),
+    pub notify_keyspace_event: unsafe extern "C" fn(
+        *mut RedisModuleCtx,
+        c_int,
+        *const c_char,
+        *mut RedisModuleString,
+    ) -> c_int,
     /// The string `AT`, created once at load and never freed (appended to every propagated
     /// call that had no `AT` of its own).
     pub at_keyword: StaticString,
@@ -131,6 +137,7 @@ pub fn resolve() -> Result<&'static Api, &'static str> {
         set_module_options: resolve!(RedisModule_SetModuleOptions),
         create_string_from_long_long: resolve!(RedisModule_CreateStringFromLongLong),
         free_string: resolve!(RedisModule_FreeString),
+        notify_keyspace_event: resolve!(RedisModule_NotifyKeyspaceEvent),
         at_keyword: {
             let create = resolve!(RedisModule_CreateString);
             // A NULL context: the string is not auto-freed with any command's context.

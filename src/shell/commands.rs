@@ -97,6 +97,16 @@ impl Call<'_> {
         Ok(Key::open(self.api, self.ctx, self.key()?, mode))
     }
 
+    /// Announces an admitted change of the key as a keyspace event named after the command
+    /// (`rl.token`, …) in the module class (`notify-keyspace-events` flag `d`). Free when
+    /// notifications are off.
+    fn notify_changed(&self) {
+        if let Ok(key) = self.key() {
+            let class = raw::REDISMODULE_NOTIFY_MODULE as c_int;
+            unsafe { (self.api.notify_keyspace_event)(self.ctx, class, self.name.as_ptr(), key) };
+        }
+    }
+
     /// Propagates this call so that replicas and the AOF evaluate it at `now_ms`.
     fn replicate_at(&self, options: &Options, now_ms: i64) {
         if options.at_ms.is_some() {
@@ -199,6 +209,7 @@ fn limit<V: Variant>(
     };
     if expire_at.is_some() {
         call.replicate_at(options, now);
+        call.notify_changed();
     }
     drop(key);
     reply::integers(call.api, call.ctx, &reply_layout(&decision));
@@ -374,6 +385,7 @@ fn restore(call: &Call) -> Result<Outcome, CommandError> {
     }
     key.store(limiter, expire_at).map_err(|e| CommandError::Text(e.into()))?;
     unsafe { (call.api.replicate_verbatim)(call.ctx) };
+    call.notify_changed();
     drop(key);
     reply::ok(call.api, call.ctx);
     Ok(Outcome::Answered)
