@@ -397,6 +397,14 @@ fn command_metadata() {
     assert!(flags.contains("RW") && flags.contains("update"), "{flags}");
     let docs = format!("{:?}", run(&mut c, &["COMMAND", "DOCS", "rl.token"]).unwrap());
     assert!(docs.contains("Token bucket"), "{docs}");
+    for expected in ["capacity", "\"COST\"", "\"STEP\"", "\"DRYRUN\"", "unix-time", "optional"] {
+        assert!(docs.contains(expected), "{expected} missing in {docs}");
+    }
+    let docs = format!("{:?}", run(&mut c, &["COMMAND", "DOCS", "rl.leaky"]).unwrap());
+    assert!(
+        docs.contains("oneof") && docs.contains("\"NODELAY\"") && docs.contains("\"DELAY\""),
+        "{docs}"
+    );
     s.assert_alive();
 }
 

@@ -412,6 +412,68 @@ command!(rl_peek, c"rl.peek", Tally::Peek, peek);
 command!(rl_info, c"rl.info", Tally::Info, info);
 command!(rl_restore, c"rl.restore", Tally::Restore, restore);
 
+use super::registry::{ArgKind, ArgSpec};
+
+const KEY: ArgSpec = ArgSpec::new(c"key", ArgKind::Key);
+const COST: ArgSpec = ArgSpec::option(c"COST", c"n", ArgKind::Integer);
+const DRYRUN: ArgSpec = ArgSpec::option(c"DRYRUN", c"dryrun", ArgKind::PureToken);
+const AT: ArgSpec = ArgSpec::option(c"AT", c"unix-ms", ArgKind::UnixTime);
+const LEAK_MODE: &[ArgSpec] = &[
+    ArgSpec::keyword(c"NODELAY", c"nodelay", ArgKind::PureToken),
+    ArgSpec::keyword(c"DELAY", c"d", ArgKind::Integer),
+];
+const ALIGN_OFFSET: &[ArgSpec] = &[ArgSpec::new(c"utc-offset", ArgKind::String).optional()];
+
+const TOKEN_ARGS: &[ArgSpec] = &[
+    KEY,
+    ArgSpec::new(c"capacity", ArgKind::Integer),
+    ArgSpec::new(c"rate", ArgKind::Integer),
+    ArgSpec::new(c"period", ArgKind::String),
+    COST,
+    ArgSpec::option(c"STEP", c"step", ArgKind::PureToken),
+    DRYRUN,
+    AT,
+];
+const PERIOD_ARGS: &[ArgSpec] = &[
+    KEY,
+    ArgSpec::new(c"limit", ArgKind::Integer),
+    ArgSpec::new(c"period", ArgKind::String),
+    COST,
+    ArgSpec::option(c"ALIGN", c"align", ArgKind::Block(ALIGN_OFFSET)),
+    DRYRUN,
+    AT,
+];
+const SLIDE_ARGS: &[ArgSpec] = &[
+    KEY,
+    ArgSpec::new(c"limit", ArgKind::Integer),
+    ArgSpec::new(c"window", ArgKind::String),
+    COST,
+    ArgSpec::option(c"BUCKETS", c"b", ArgKind::Integer),
+    DRYRUN,
+    AT,
+];
+const LEAKY_ARGS: &[ArgSpec] = &[
+    KEY,
+    ArgSpec::new(c"capacity", ArgKind::Integer),
+    ArgSpec::new(c"rate", ArgKind::Integer),
+    ArgSpec::new(c"period", ArgKind::String),
+    COST,
+    ArgSpec::new(c"mode", ArgKind::OneOf(LEAK_MODE)).optional(),
+    DRYRUN,
+    AT,
+];
+const THROTTLE_ARGS: &[ArgSpec] = &[
+    KEY,
+    ArgSpec::new(c"max_burst", ArgKind::Integer),
+    ArgSpec::new(c"count", ArgKind::Integer),
+    ArgSpec::new(c"period", ArgKind::Integer),
+    ArgSpec::new(c"quantity", ArgKind::Integer).optional(),
+    DRYRUN,
+    AT,
+];
+const KEY_ONLY: &[ArgSpec] = &[KEY];
+const RESTORE_ARGS: &[ArgSpec] = &[KEY, ArgSpec::new(c"payload", ArgKind::String)];
+
 const LIMITING: &CStr = c"write deny-oom fast";
 const READING: &CStr = c"readonly fast";
 
@@ -425,6 +487,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         read_only: false,
         summary: c"Token bucket: admits a request if the bucket holds COST tokens, refilled RATE per PERIOD",
         complexity: c"O(1)",
+        args: TOKEN_ARGS,
     },
     CommandSpec {
         name: c"rl.period",
@@ -434,6 +497,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         read_only: false,
         summary: c"Fixed window: at most LIMIT per PERIOD, optionally aligned to calendar boundaries",
         complexity: c"O(1)",
+        args: PERIOD_ARGS,
     },
     CommandSpec {
         name: c"rl.slide",
@@ -443,6 +507,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         read_only: false,
         summary: c"Sliding window: at most LIMIT in any WINDOW, as an exact log or BUCKETS counters",
         complexity: c"O(1) amortized (O(b) with BUCKETS b)",
+        args: SLIDE_ARGS,
     },
     CommandSpec {
         name: c"rl.leaky",
@@ -452,6 +517,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         read_only: false,
         summary: c"Leaky bucket: a queue that drains RATE per PERIOD (delay mode) or a meter (NODELAY)",
         complexity: c"O(1)",
+        args: LEAKY_ARGS,
     },
     CommandSpec {
         name: c"cl.throttle",
@@ -461,6 +527,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         read_only: false,
         summary: c"GCRA, redis-cell compatible: COUNT per PERIOD seconds with burst MAX_BURST",
         complexity: c"O(1)",
+        args: THROTTLE_ARGS,
     },
     CommandSpec {
         name: c"rl.peek",
@@ -470,6 +537,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         read_only: true,
         summary: c"Reply a DRYRUN COST 1 request with the stored parameters would get, without changing anything",
         complexity: c"O(1) (O(log n) for an exact sliding log)",
+        args: KEY_ONLY,
     },
     CommandSpec {
         name: c"rl.info",
@@ -479,6 +547,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         read_only: true,
         summary: c"Stored parameters and state of a limiter",
         complexity: c"O(1)",
+        args: KEY_ONLY,
     },
     CommandSpec {
         name: c"rl.restore",
@@ -488,5 +557,6 @@ pub const COMMANDS: &[CommandSpec] = &[
         read_only: false,
         summary: c"Internal: set a limiter from its encoded state (emitted by the AOF rewrite)",
         complexity: c"O(n) in the payload size",
+        args: RESTORE_ARGS,
     },
 ];

@@ -14,6 +14,97 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 /// A raw command handler.
 pub type Handler = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
 
+/// One argument as `COMMAND DOCS` describes it (all strings static, so nothing is allocated).
+pub struct ArgSpec {
+    pub name: &'static CStr,
+    pub kind: ArgKind,
+    /// The keyword that introduces it (`COST`, `AT`, …), if any.
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+}
+
+/// What an argument is.
+pub enum ArgKind {
+    Key,
+    Integer,
+    String,
+    UnixTime,
+    /// A keyword alone (`DRYRUN`).
+    PureToken,
+    /// Exactly one of the sub-arguments.
+    OneOf(&'static [ArgSpec]),
+    /// All the sub-arguments, in order.
+    Block(&'static [ArgSpec]),
+}
+
+impl ArgSpec {
+    pub const fn new(name: &'static CStr, kind: ArgKind) -> ArgSpec {
+        ArgSpec { name, kind, token: None, optional: false }
+    }
+    /// An optional argument introduced by `token`.
+    pub const fn option(token: &'static CStr, name: &'static CStr, kind: ArgKind) -> ArgSpec {
+        ArgSpec { name, kind, token: Some(token), optional: true }
+    }
+    /// A required argument introduced by `token` (an alternative inside a one-of).
+    pub const fn keyword(token: &'static CStr, name: &'static CStr, kind: ArgKind) -> ArgSpec {
+        ArgSpec { name, kind, token: Some(token), optional: false }
+    }
+    pub const fn optional(self) -> ArgSpec {
+        ArgSpec { optional: true, ..self }
+    }
+}
+
+/// The zero-terminated raw argument array for `args`; nested arrays are kept in `keep` until
+/// Redis has copied them.
+fn raw_args(
+    args: &[ArgSpec],
+    keep: &mut Vec<Vec<raw::RedisModuleCommandArg>>,
+) -> *mut raw::RedisModuleCommandArg {
+    let mut out: Vec<raw::RedisModuleCommandArg> = args
+        .iter()
+        .map(|a| {
+            let (type_, subargs) = match &a.kind {
+                ArgKind::Key => (raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY, None),
+                ArgKind::Integer => {
+                    (raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER, None)
+                }
+                ArgKind::String => {
+                    (raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING, None)
+                }
+                ArgKind::UnixTime => {
+                    (raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_UNIX_TIME, None)
+                }
+                ArgKind::PureToken => {
+                    (raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN, None)
+                }
+                ArgKind::OneOf(sub) => {
+                    (raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF, Some(*sub))
+                }
+                ArgKind::Block(sub) => {
+                    (raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK, Some(*sub))
+                }
+            };
+            raw::RedisModuleCommandArg {
+                name: a.name.as_ptr(),
+                type_,
+                key_spec_index: if matches!(a.kind, ArgKind::Key) { 0 } else { -1 },
+                token: a.token.map_or(ptr::null(), CStr::as_ptr),
+                summary: ptr::null(),
+                since: ptr::null(),
+                flags: if a.optional { raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int } else { 0 },
+                deprecated_since: ptr::null(),
+                subargs: subargs.map_or(ptr::null_mut(), |sub| raw_args(sub, keep)),
+                display_text: ptr::null(),
+            }
+        })
+        .collect();
+    // SAFETY: an all-zero `RedisModuleCommandArg` (null pointers, zero ints) ends the array.
+    out.push(unsafe { std::mem::zeroed() });
+    let ptr = out.as_mut_ptr();
+    keep.push(out);
+    ptr
+}
+
 /// Everything Redis needs to know about one command.
 pub struct CommandSpec {
     pub name: &'static CStr,
@@ -26,6 +117,8 @@ pub struct CommandSpec {
     pub read_only: bool,
     pub summary: &'static CStr,
     pub complexity: &'static CStr,
+    /// The arguments after the command name, for `COMMAND DOCS`.
+    pub args: &'static [ArgSpec],
 }
 
 static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
@@ -67,6 +160,8 @@ pub fn register(ctx: *mut RedisModuleCtx, spec: &CommandSpec) -> Result<(), Stri
         FindKeys::new_range(0, 1, 0),
     )]);
     let tips = if spec.read_only { c"" } else { c"nondeterministic_output" };
+    let mut keep = Vec::new();
+    let args = raw_args(spec.args, &mut keep);
     let mut info = raw::RedisModuleCommandInfo {
         version: &INFO_VERSION,
         summary: spec.summary.as_ptr(),
@@ -76,7 +171,7 @@ pub fn register(ctx: *mut RedisModuleCtx, spec: &CommandSpec) -> Result<(), Stri
         tips: if tips.is_empty() { ptr::null() } else { tips.as_ptr() },
         arity: spec.arity,
         key_specs: key_specs.as_ptr().cast_mut(),
-        args: ptr::null_mut(),
+        args,
     };
     // Redis copies everything it is given.
     let status = unsafe { set_info(command, &raw mut info) };
