@@ -32,6 +32,9 @@ fn idle_limiters_expire_by_themselves() {
     let s = Server::start_with(&["--hz", "100"]);
     let mut c = s.conn();
     let start_memory = used_memory(&mut c);
+    // Active expiry waits until all keys exist, so a slow machine cannot expire the first
+    // ones before they are counted.
+    let _: () = redis::cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg("0").query(&mut c).unwrap();
     let started = Instant::now();
     create_keys(&mut c, &["RL.TOKEN", "user:{}", "10", "1", "3s", "COST", "1"]);
     let size: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
@@ -39,6 +42,7 @@ fn idle_limiters_expire_by_themselves() {
     let peak = used_memory(&mut c);
     assert!(peak - start_memory > 100 * KEYS as i64 / 2, "{start_memory} → {peak}");
     // Nobody touches the keys again: Redis' active expiry must remove them all.
+    let _: () = redis::cmd("DEBUG").arg("SET-ACTIVE-EXPIRE").arg("1").query(&mut c).unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let size: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
