@@ -44,7 +44,9 @@ lint:
 unit:
 	$(CARGO) test --lib
 
+## integration: the load test holds 1000 connections, so lift the soft open-files limit first.
 integration:
+	ulimit -n 8192 2>/dev/null || ulimit -n "$$(ulimit -Hn)" 2>/dev/null || true; \
 	$(CARGO) test --test '*'
 
 bench: deps build
