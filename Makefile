@@ -1,6 +1,7 @@
 # redis-ratelimit — every target installs what it needs on a fresh Debian machine.
 #   make run    build the release module and serve it on 127.0.0.1:6379 (foreground)
-#   make test   formatting, lints, unit + property tests, integration tests on real servers
+#   make test   formatting, lints, unit + property tests, integration tests on real servers, fuzz
+#   make fuzz   the coverage-guided libFuzzer targets (fuzz/), FUZZ_SECONDS seconds each
 #   make bench  the performance table (bench/RESULTS.md)
 
 SHELL      := /bin/bash
@@ -8,10 +9,12 @@ CARGO      ?= cargo
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODULE     := target/release/libredis_ratelimit.so
 APT_PKGS   := libclang-dev redis-server redis-tools
+FUZZ_SECONDS ?= 20
 
-.PHONY: deps build run test lint unit integration bench clean
+.PHONY: deps build run test lint unit integration fuzz bench clean
 
-## deps: install libclang (bindgen), redis-server and redis-cli when missing.
+## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)
+## when missing.
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -19,6 +22,7 @@ deps:
 	[ -n "$${LIBCLANG_PATH:-}" ] || ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 \
 	  || ls /usr/lib/*/libclang.so >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
+	command -v c++ >/dev/null 2>&1 || missing="$$missing g++"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && \
@@ -35,7 +39,7 @@ run: deps build
 	redis-server redis.conf
 
 ## test: everything CI checks
-test: deps lint unit integration
+test: deps lint unit integration fuzz
 
 lint:
 	$(CARGO) fmt --check
@@ -49,9 +53,15 @@ integration:
 	ulimit -n 8192 2>/dev/null || ulimit -n "$$(ulimit -Hn)" 2>/dev/null || true; \
 	$(CARGO) test --test '*'
 
+## fuzz: build each libFuzzer target on stable as cargo-fuzz would and fuzz it for FUZZ_SECONDS
+## over the seeds in fuzz/seeds/; fails on any crash (reproducer under fuzz/artifacts/).
+fuzz: deps
+	CARGO=$(CARGO) bash fuzz/run.sh args $(FUZZ_SECONDS)
+	CARGO=$(CARGO) bash fuzz/run.sh decoder $(FUZZ_SECONDS)
+
 bench: deps build
 	bash bench/run.sh
 
 clean:
 	$(CARGO) clean
-	rm -rf tmp bench/tmp
+	rm -rf tmp bench/tmp fuzz/target fuzz/artifacts

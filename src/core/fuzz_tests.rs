@@ -1,9 +1,11 @@
-//! Fuzz targets for the two places untrusted bytes enter: command arguments and the state
-//! decoder (RDB, `RESTORE`, `RL.RESTORE`). `cargo fuzz` needs a nightly toolchain, which this
-//! project's machines cannot fetch, so these are proptest-driven fuzzers: random and mutated
-//! inputs, 10 000 cases each by default (`PROPTEST_CASES=1000000 cargo test fuzz` for a long
-//! run). Properties: nothing panics; whatever decodes validates, re-encodes byte for byte, and
-//! can be evaluated, peeked and described at any instant.
+//! Fuzzers for the two places untrusted bytes enter: command arguments and the state decoder
+//! (RDB, `RESTORE`, `RL.RESTORE`). These are proptest-driven and run in `cargo test`: random
+//! and mutated inputs, 10 000 cases each by default (`PROPTEST_CASES=1000000 cargo test fuzz`
+//! for a long run). The coverage-guided libFuzzer targets for the same two entry points, with
+//! the same properties, live in `fuzz/` (built on the stable toolchain by `fuzz/run.sh`; run by
+//! `make fuzz`, part of `make test`; cargo-fuzz can run them too). Properties: nothing panics;
+//! whatever decodes validates, re-encodes byte for byte, and can be evaluated, peeked and
+//! described at any instant.
 
 use proptest::prelude::*;
 
