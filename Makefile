@@ -43,6 +43,7 @@ test: deps lint unit integration fuzz
 
 lint:
 	$(CARGO) fmt --check
+	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
 	$(CARGO) clippy --all-targets -- -D warnings
 
 unit:
