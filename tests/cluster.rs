@@ -75,13 +75,17 @@ fn fail_over(replica: &Server, master_id: &str, all: &[&Server]) {
     }
     let mut rc = replica.conn();
     for attempt in 1..=5 {
-        let _: () = redis::cmd("CLUSTER").arg("FAILOVER").query(&mut rc).unwrap();
+        // The last attempt skips the handshake with the master (nothing writes meanwhile).
+        let mode: &[&str] = if attempt == 5 { &["FAILOVER", "FORCE"] } else { &["FAILOVER"] };
+        let _: () = redis::cmd("CLUSTER").arg(mode).query(&mut rc).unwrap();
         if wait_until(15, || info_field(&mut rc, "replication", "role") == "master") {
             return;
         }
         eprintln!("cluster: manual failover attempt {attempt} did not complete, retrying");
     }
-    panic!("timed out waiting for failover after 5 attempts");
+    let log = replica.log();
+    let tail: Vec<&str> = log.lines().rev().take(40).collect();
+    panic!("no failover after 5 attempts; replica log, newest first:\n{}", tail.join("\n"));
 }
 
 fn node_id(s: &Server) -> String {
