@@ -42,12 +42,13 @@ run: deps build
 test: deps lint unit integration fuzz
 
 lint:
-	$(CARGO) fmt --check
+	$(CARGO) fmt --all --check
 	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+## unit: the core crate's unit and property tests (and the shell's, if any)
 unit:
-	$(CARGO) test --lib
+	$(CARGO) test --workspace --lib
 
 ## integration: the load test holds 1000 connections, so lift the soft open-files limit first.
 integration:

@@ -1,10 +1,9 @@
 //! redis-ratelimit: native, atomic, integer-exact rate limiting for Redis.
 //!
-//! `core` holds the algorithms as pure functions of `(state, params, now_ms, cost)`; it never
-//! touches Redis. `shell` is the thin Redis layer: parsing, keys, persistence, replication,
-//! replies.
+//! The algorithms, argument parsing and the per-key judgement live in the pure
+//! `ratelimit-core` crate (no Redis dependency); this crate is the thin Redis layer `shell`:
+//! key access, the data type, replication, replies, registration, INFO.
 
-pub mod core;
 #[cfg_attr(test, allow(dead_code))]
 mod shell;
 

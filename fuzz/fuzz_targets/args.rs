@@ -9,20 +9,19 @@
 
 #![no_main]
 
-mod common;
 
 use libfuzzer_sys::fuzz_target;
-use redis_ratelimit::core::args::{
+use ratelimit_core::args::{
     parse_count, parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT,
 };
-use redis_ratelimit::core::codec::{decode, encode};
-use redis_ratelimit::core::error::ArgError;
-use redis_ratelimit::core::gcra::{parse_throttle_args, GcraState};
-use redis_ratelimit::core::leaky::{LeakMode, LeakyBucket, LeakyParams};
-use redis_ratelimit::core::limiter::{judge, Variant};
-use redis_ratelimit::core::period::{PeriodParams, PeriodWindow};
-use redis_ratelimit::core::slide::{SlideParams, SlideState};
-use redis_ratelimit::core::token::{TokenBucket, TokenParams};
+use ratelimit_core::codec::{decode, encode};
+use ratelimit_core::error::ArgError;
+use ratelimit_core::gcra::{parse_throttle_args, GcraState};
+use ratelimit_core::leaky::{LeakMode, LeakyBucket, LeakyParams};
+use ratelimit_core::limiter::{judge, Variant};
+use ratelimit_core::period::{PeriodParams, PeriodWindow};
+use ratelimit_core::slide::{SlideParams, SlideState};
+use ratelimit_core::token::{TokenBucket, TokenParams};
 
 /// `ratelimit.slide-log-max` at its default.
 const SLIDE_LOG_MAX: u64 = 100_000;

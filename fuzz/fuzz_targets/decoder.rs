@@ -6,12 +6,11 @@
 
 #![no_main]
 
-mod common;
 
 use libfuzzer_sys::fuzz_target;
-use redis_ratelimit::core::args::MAX_AT_MS;
-use redis_ratelimit::core::codec::{decode, encode};
-use redis_ratelimit::core::limiter::Limiter;
+use ratelimit_core::args::MAX_AT_MS;
+use ratelimit_core::codec::{decode, encode};
+use ratelimit_core::limiter::Limiter;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(limiter) = decode(data) else { return };

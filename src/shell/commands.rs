@@ -17,18 +17,18 @@ use super::key::{Contents, Key, Mode};
 use super::registry::CommandSpec;
 use super::reply::{self, FieldValue};
 use super::stats::{self, Outcome, Tally};
-use crate::core::args::{
+use ratelimit_core::args::{
     parse_count, parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT,
 };
-use crate::core::codec;
-use crate::core::decision::Decision;
-use crate::core::error::ArgError;
-use crate::core::gcra::{self, parse_throttle_args, GcraState};
-use crate::core::leaky::{LeakMode, LeakyBucket, LeakyParams};
-use crate::core::limiter::{judge, Algorithm, Limiter, Variant};
-use crate::core::period::{PeriodParams, PeriodWindow};
-use crate::core::slide::{SlideParams, SlideState};
-use crate::core::token::{TokenBucket, TokenParams};
+use ratelimit_core::codec;
+use ratelimit_core::decision::Decision;
+use ratelimit_core::error::ArgError;
+use ratelimit_core::gcra::{self, parse_throttle_args, GcraState};
+use ratelimit_core::leaky::{LeakMode, LeakyBucket, LeakyParams};
+use ratelimit_core::limiter::{judge, Algorithm, Limiter, Variant};
+use ratelimit_core::period::{PeriodParams, PeriodWindow};
+use ratelimit_core::slide::{SlideParams, SlideState};
+use ratelimit_core::token::{TokenBucket, TokenParams};
 
 /// Most arguments any valid call can have (each option at most once); more is refused
 /// before any parsing, so arguments fit a stack array.

@@ -2,7 +2,7 @@
 //! callbacks Redis
 //! calls for persistence (RDB, AOF rewrite), `COPY`, `MEMORY USAGE` and `DEBUG DIGEST`.
 //!
-//! Every callback goes through the pure codec (`core::codec`), which validates what it reads:
+//! Every callback goes through the pure codec (`ratelimit_core::codec`), which validates what it reads:
 //! a corrupt or unknown payload makes `rdb_load` return NULL, which Redis turns into an error
 //! (e.g. `RESTORE` answers "Bad data format"), never a crash.
 
@@ -15,8 +15,8 @@ use redis_module::raw::{
 };
 
 use super::api::api;
-use crate::core::codec;
-use crate::core::packed::PackedLimiter;
+use ratelimit_core::codec;
+use ratelimit_core::packed::PackedLimiter;
 
 /// The RDB encoding version registered with Redis; the payload inside carries its own format
 /// version too (`codec::FORMAT_VERSION`).

@@ -8,8 +8,8 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString,
 
 use super::api::Api;
 use super::datatype::limiter_type;
-use crate::core::limiter::Limiter;
-use crate::core::packed::PackedLimiter;
+use ratelimit_core::limiter::Limiter;
+use ratelimit_core::packed::PackedLimiter;
 
 /// How a key is opened: limiting commands write, `RL.PEEK`/`RL.INFO` only read.
 #[derive(Clone, Copy, PartialEq, Eq)]

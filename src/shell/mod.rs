@@ -1,5 +1,5 @@
 //! The thin Redis layer: argument access, keys, the data type, replication, replies.
-//! All rate-limiting logic lives in `crate::core`.
+//! All rate-limiting logic lives in the `ratelimit-core` crate.
 
 pub mod api;
 pub mod commands;

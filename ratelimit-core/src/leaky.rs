@@ -58,7 +58,7 @@ use super::args::{MAX_AT_MS, MAX_COUNT, MAX_DURATION_MS, MAX_RESET_MS};
 use super::arith::{add_ms, ceil_div, elapsed_ms, floor_div, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::limiter::{live, CorruptState, Stored};
+use super::state::{info_int, live, CorruptState, Stored};
 
 /// How an admitted request proceeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,6 +270,20 @@ impl Stored for LeakyBucket {
 
     fn reset_at_ms(&self) -> i64 {
         add_ms(self.updated_ms, Water::from_bucket(self).drain_ms(0))
+    }
+
+    fn info_fields(&self) -> Vec<(&'static str, i64)> {
+        let mut fields = vec![
+            ("capacity", info_int(self.capacity)),
+            ("rate", info_int(self.rate)),
+            ("period_ms", info_int(self.period_ms)),
+        ];
+        match self.mode() {
+            LeakMode::NoDelay => fields.push(("nodelay", 1)),
+            LeakMode::Delay(d) => fields.extend([("nodelay", 0), ("delay", info_int(d))]),
+        }
+        fields.extend([("level", info_int(self.level)), ("fraction", info_int(self.fraction))]);
+        fields
     }
 }
 

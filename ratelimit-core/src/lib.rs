@@ -1,9 +1,11 @@
-//! The pure core: rate-limiting algorithms as pure functions
+//! The pure core of redis-ratelimit: rate-limiting algorithms as pure functions
 //! `(stored state, params, now_ms, cost) -> (decision, new state)`.
 //!
-//! Nothing in this module touches Redis (it never imports `redis_module`): time comes in as
+//! This crate has no Redis dependency (its `Cargo.toml` lists none): time comes in as
 //! an argument, so every algorithm is tested with simulated time. All state is integers in
 //! absolute unix milliseconds; results are exact rational arithmetic on those integers.
+
+#![deny(unsafe_code)]
 
 pub mod args;
 pub mod arith;
@@ -16,6 +18,7 @@ pub mod limiter;
 pub mod packed;
 pub mod period;
 pub mod slide;
+pub mod state;
 pub mod token;
 
 #[cfg(test)]

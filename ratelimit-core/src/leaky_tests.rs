@@ -1,5 +1,5 @@
 use super::*;
-use crate::core::args::MAX_AT_MS;
+use crate::args::MAX_AT_MS;
 use proptest::prelude::*;
 
 fn params(capacity: u64, rate: u64, period_ms: u64, mode: LeakMode) -> LeakyParams {
@@ -9,7 +9,7 @@ fn params(capacity: u64, rate: u64, period_ms: u64, mode: LeakMode) -> LeakyPara
 const QUEUE: LeakMode = LeakMode::Delay(0);
 
 /// Drives the limiter like the shell does: stores `next`, returns the decision.
-type Sim = crate::core::limiter::testing::Sim<LeakyBucket>;
+type Sim = crate::limiter::testing::Sim<LeakyBucket>;
 
 fn reply(d: Decision) -> (bool, u64, i64, i64) {
     (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms)

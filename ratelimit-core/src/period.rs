@@ -41,7 +41,7 @@ use super::args::{MAX_AT_MS, MAX_COUNT, MAX_DURATION_MS};
 use super::arith::{elapsed_ms, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::limiter::{live, CorruptState, Stored};
+use super::state::{info_int, live, CorruptState, Stored};
 
 /// The stored `align_offset_ms` of an unaligned limiter (no `ALIGN`). A real offset is always
 /// shorter than the period (at most 10 years), so it never equals this value.
@@ -194,6 +194,21 @@ impl Stored for PeriodWindow {
 
     fn reset_at_ms(&self) -> i64 {
         self.window_end_ms
+    }
+
+    fn info_fields(&self) -> Vec<(&'static str, i64)> {
+        let mut fields =
+            vec![("limit", info_int(self.limit)), ("period_ms", info_int(self.period_ms))];
+        match self.align() {
+            Some(offset) => fields.extend([("align", 1), ("utc_offset_ms", offset)]),
+            None => fields.push(("align", 0)),
+        }
+        fields.extend([
+            ("used", info_int(self.used)),
+            ("window_start_ms", self.window_start_ms),
+            ("window_end_ms", self.window_end_ms),
+        ]);
+        fields
     }
 }
 

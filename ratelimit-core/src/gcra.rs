@@ -86,7 +86,7 @@ use super::args::{
 use super::arith::{add_ms, ceil_div, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::limiter::{live, CorruptState, Stored};
+use super::state::{info_int, live, CorruptState, Stored};
 
 /// Longest `period` `CL.THROTTLE` accepts: 10 years of 365 days, in seconds.
 pub const MAX_PERIOD_S: u64 = 3650 * 86_400;
@@ -202,6 +202,16 @@ impl Stored for GcraState {
     /// `⌈TAT⌉`: the limiter is back in its initial state once the TAT is not in the future.
     fn reset_at_ms(&self) -> i64 {
         add_ms(self.tat_ms, ceil_div(u128::from(self.tat_frac), u128::from(self.count)))
+    }
+
+    fn info_fields(&self) -> Vec<(&'static str, i64)> {
+        vec![
+            ("max_burst", info_int(self.max_burst)),
+            ("count", info_int(self.count)),
+            ("period_ms", info_int(self.period_s.saturating_mul(1000))),
+            ("tat_ms", self.tat_ms),
+            ("tat_frac", info_int(self.tat_frac)),
+        ]
     }
 }
 

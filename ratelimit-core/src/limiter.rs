@@ -2,40 +2,14 @@
 //! algorithm shares (expired state counts as missing; calls that change parameters but store
 //! nothing answer for the limiter that stays stored).
 
-use std::fmt;
-
 use super::arith::{add_ms, elapsed_ms};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::gcra::{self, GcraParams, GcraState};
-use super::leaky::{self, LeakMode, LeakyBucket, LeakyParams};
+use super::leaky::{self, LeakyBucket, LeakyParams};
 use super::period::{self, PeriodParams, PeriodWindow};
 use super::slide::{self, SlideParams, SlideState};
-use super::token::{self, Refill, TokenBucket, TokenParams};
-
-/// A decoded limiter that fails validation (corrupt RDB payload, hand-made RESTORE).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CorruptState(pub &'static str);
-
-impl fmt::Display for CorruptState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "corrupt limiter state: {}", self.0)
-    }
-}
-
-/// What every stored algorithm state can tell about time.
-pub trait Stored {
-    /// The instant of the last admitted call (absolute unix ms).
-    fn updated_ms(&self) -> i64;
-    /// The instant the limiter is back in its initial state if nothing else happens; the key
-    /// expires then.
-    fn reset_at_ms(&self) -> i64;
-}
-
-/// The stored state if it is still live at `now_ms`: a limiter whose reset instant has passed
-/// is treated exactly like a missing key, whether or not Redis has removed it yet.
-pub fn live<S: Stored>(stored: Option<&S>, now_ms: i64) -> Option<&S> {
-    stored.filter(|s| s.reset_at_ms() > now_ms)
-}
+use super::state::{live, CorruptState, Stored};
+use super::token::{self, TokenBucket, TokenParams};
 
 /// The algorithms, by the names users see in errors and `RL.INFO`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -276,73 +250,9 @@ impl Limiter {
         }
     }
 
-    /// The stored parameters and state as `RL.INFO` shows them (after `algorithm`, before
-    /// `updated_ms` and `ttl_ms`): parameters under their argument names, durations in ms
-    /// with a `_ms` suffix, flags as 0/1, state as of `updated_ms`.
+    /// The stored parameters and state as `RL.INFO` shows them (see [`Stored::info_fields`]).
     pub fn describe(&self) -> Vec<(&'static str, i64)> {
-        let int = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        match self {
-            Limiter::Token(b) => {
-                let mut fields = vec![
-                    ("capacity", int(b.capacity)),
-                    ("rate", int(b.rate)),
-                    ("period_ms", int(b.period_ms)),
-                ];
-                match b.refill {
-                    Refill::Smooth { fraction } => fields.extend([
-                        ("step", 0),
-                        ("tokens", int(b.tokens)),
-                        ("fraction", int(fraction)),
-                    ]),
-                    Refill::Step { origin_ms } => fields.extend([
-                        ("step", 1),
-                        ("tokens", int(b.tokens)),
-                        ("origin_ms", origin_ms),
-                    ]),
-                }
-                fields
-            }
-            Limiter::Period(w) => {
-                let mut fields = vec![("limit", int(w.limit)), ("period_ms", int(w.period_ms))];
-                match w.align() {
-                    Some(offset) => fields.extend([("align", 1), ("utc_offset_ms", offset)]),
-                    None => fields.push(("align", 0)),
-                }
-                fields.extend([
-                    ("used", int(w.used)),
-                    ("window_start_ms", w.window_start_ms),
-                    ("window_end_ms", w.window_end_ms),
-                ]);
-                fields
-            }
-            Limiter::Slide(w) => vec![
-                ("limit", int(w.limit)),
-                ("window_ms", int(w.window_ms)),
-                ("buckets", i64::from(w.buckets)),
-                ("used", int(w.stored_total())),
-                ("entries", i64::try_from(w.entry_count()).unwrap_or(i64::MAX)),
-            ],
-            Limiter::Leaky(b) => {
-                let mut fields = vec![
-                    ("capacity", int(b.capacity)),
-                    ("rate", int(b.rate)),
-                    ("period_ms", int(b.period_ms)),
-                ];
-                match b.mode() {
-                    LeakMode::NoDelay => fields.push(("nodelay", 1)),
-                    LeakMode::Delay(d) => fields.extend([("nodelay", 0), ("delay", int(d))]),
-                }
-                fields.extend([("level", int(b.level)), ("fraction", int(b.fraction))]);
-                fields
-            }
-            Limiter::Gcra(g) => vec![
-                ("max_burst", int(g.max_burst)),
-                ("count", int(g.count)),
-                ("period_ms", int(g.period_s.saturating_mul(1000))),
-                ("tat_ms", g.tat_ms),
-                ("tat_frac", int(g.tat_frac)),
-            ],
-        }
+        self.stored().info_fields()
     }
 
     /// The instant `reset_after_ms` after `now'`, for the key's expiry.

@@ -15,6 +15,8 @@
 //! write, repacked afterwards); both unpack into a temporary `Limiter`, which costs a few dozen
 //! instructions and never copies a sliding log's buffer.
 
+#![allow(unsafe_code)]
+
 use std::mem::ManuallyDrop;
 
 use super::gcra::GcraState;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::core::args::MAX_DURATION_MS;
+use crate::args::MAX_DURATION_MS;
 use proptest::prelude::*;
 use std::cmp::Ordering;
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::core::args::{MAX_AT_MS, MAX_COUNT, MAX_DURATION_MS};
+use crate::args::{MAX_AT_MS, MAX_COUNT, MAX_DURATION_MS};
 use proptest::prelude::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -378,7 +378,7 @@ proptest! {
             let reply = call(&mut s, &p, t2, cost);
             prop_assert!(reply[2] >= 0 && reply[2] as u64 <= c);
             prop_assert!(reply[3] >= -1 && reply[4] >= 0);
-            prop_assert!(reply[4] as u128 <= crate::core::args::MAX_RESET_MS);
+            prop_assert!(reply[4] as u128 <= crate::args::MAX_RESET_MS);
         }
     }
 }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::core::{gcra, leaky, period, slide, token};
+use crate::{gcra, leaky, period, slide, token};
 use proptest::prelude::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -32,7 +32,7 @@ fn samples() -> Vec<Limiter> {
         token_state(true, 3),
         Limiter::Period(period::evaluate(None, &aligned, 0, 2).next.unwrap()),
         Limiter::Period(period::evaluate(None, &plain, T0, 2).next.unwrap()),
-        Limiter::Gcra(gcra::evaluate(None, &g, crate::core::args::MAX_AT_MS, 3).next.unwrap()),
+        Limiter::Gcra(gcra::evaluate(None, &g, crate::args::MAX_AT_MS, 3).next.unwrap()),
         slide_state(None, 1),
         slide_state(None, 500),
         slide_state(Some(1000), 500),
@@ -108,7 +108,7 @@ proptest! {
     fn produced_states_round_trip(
         which in 0usize..5,
         steps in proptest::collection::vec((0i64..5_000, 0u64..5), 1..30),
-        t0 in 0i64..=crate::core::args::MAX_AT_MS - 200_000,
+        t0 in 0i64..=crate::args::MAX_AT_MS - 200_000,
     ) {
         let mut state: Option<Limiter> = None;
         let mut now = t0;

@@ -106,7 +106,7 @@
 use super::args::{MAX_AT_MS, MAX_BUCKETS, MAX_COUNT, MAX_DURATION_MS};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::limiter::{live, CorruptState, Stored};
+use super::state::{info_int, live, CorruptState, Stored};
 
 /// Default of the module configuration `ratelimit.slide-log-max`: the largest `limit` an
 /// exact sliding window accepts.
@@ -214,7 +214,7 @@ pub struct SlideLog {
 
 impl SlideLog {
     /// Splits the log into its inline word and its heap buffer (pointer and length), for
-    /// compact storage ([`crate::core::packed`]). The buffer must come back through
+    /// compact storage ([`crate::packed`]). The buffer must come back through
     /// [`SlideLog::from_raw_parts`] exactly once, or it leaks.
     pub fn into_raw_parts(self) -> (u64, *mut u8, usize) {
         let len = self.heap.len();
@@ -232,6 +232,7 @@ impl SlideLog {
     /// # Safety
     /// `ptr` and `len` must come from `into_raw_parts`, and the buffer must not be owned by
     /// any other live `SlideLog`.
+    #[allow(unsafe_code)]
     pub unsafe fn from_raw_parts(word: u64, ptr: *mut u8, len: usize) -> SlideLog {
         let heap = unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) };
         SlideLog { word, heap }
@@ -1393,6 +1394,16 @@ impl Stored for SlideState {
             let grid = Grid::new(self.window_ms, self.buckets);
             to_i64(grid.gone_at(grid.index(self.updated_ms)))
         }
+    }
+
+    fn info_fields(&self) -> Vec<(&'static str, i64)> {
+        vec![
+            ("limit", info_int(self.limit)),
+            ("window_ms", info_int(self.window_ms)),
+            ("buckets", i64::from(self.buckets)),
+            ("used", info_int(self.stored_total())),
+            ("entries", i64::try_from(self.entry_count()).unwrap_or(i64::MAX)),
+        ]
     }
 }
 

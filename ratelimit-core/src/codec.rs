@@ -9,9 +9,10 @@
 
 use super::gcra::GcraState;
 use super::leaky::LeakyBucket;
-use super::limiter::{CorruptState, Limiter};
+use super::limiter::Limiter;
 use super::period::PeriodWindow;
 use super::slide::SlideState;
+use super::state::CorruptState;
 use super::token::{Refill, TokenBucket};
 
 /// The encoding this build writes. Older versions it can still read are listed in
@@ -251,7 +252,7 @@ fn decode_token(r: &mut Reader<'_>) -> Result<TokenBucket, CorruptState> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::token::{evaluate, TokenParams};
+    use crate::token::{evaluate, TokenParams};
     use proptest::prelude::*;
 
     const T0: i64 = 1_700_000_000_000;
@@ -263,7 +264,7 @@ mod tests {
 
     /// One admitted state of every algorithm and mode.
     fn samples() -> Vec<Limiter> {
-        use crate::core::{gcra, leaky, period};
+        use crate::{gcra, leaky, period};
         let step = TokenParams::new(5, 2, 1000, true).unwrap();
         let aligned = period::PeriodParams::new(5, 86_400_000, Some(-5 * 3_600_000)).unwrap();
         let plain = period::PeriodParams::new(5, 1000, None).unwrap();
@@ -285,7 +286,7 @@ mod tests {
 
     /// A sliding window after a few admissions at different instants.
     fn slide_sample(buckets: Option<u64>) -> Limiter {
-        use crate::core::slide;
+        use crate::slide;
         let p = slide::SlideParams::new(10, 1000, buckets, 100).unwrap();
         let mut state = None;
         for (dt, cost) in [(0, 2), (5, 1), (300, 3), (999, 1)] {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::core::args::MAX_AT_MS;
+use crate::args::MAX_AT_MS;
 use proptest::prelude::*;
 
 const HOUR: u64 = 3_600_000;
@@ -12,7 +12,7 @@ fn params(limit: u64, period_ms: u64, align: Option<i64>) -> PeriodParams {
 }
 
 /// Drives the limiter like the shell does: stores `next`, returns the decision.
-type Sim = crate::core::limiter::testing::Sim<PeriodWindow>;
+type Sim = crate::limiter::testing::Sim<PeriodWindow>;
 
 fn reply(d: Decision) -> (bool, u64, i64, i64) {
     (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms)

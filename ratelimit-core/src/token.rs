@@ -19,7 +19,7 @@ use super::args::{MAX_COUNT, MAX_DURATION_MS, MAX_RESET_MS};
 use super::arith::{ceil_div, elapsed_ms, floor_div, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::limiter::{live, CorruptState, Stored};
+use super::state::{info_int, live, CorruptState, Stored};
 
 /// The parameters of one `RL.TOKEN` call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,6 +261,27 @@ impl Stored for TokenBucket {
         let level = Level::from_bucket(self);
         let wait = level.time_until(level.capacity_level());
         super::arith::add_ms(self.updated_ms, wait)
+    }
+
+    fn info_fields(&self) -> Vec<(&'static str, i64)> {
+        let mut fields = vec![
+            ("capacity", info_int(self.capacity)),
+            ("rate", info_int(self.rate)),
+            ("period_ms", info_int(self.period_ms)),
+        ];
+        match self.refill {
+            Refill::Smooth { fraction } => fields.extend([
+                ("step", 0),
+                ("tokens", info_int(self.tokens)),
+                ("fraction", info_int(fraction)),
+            ]),
+            Refill::Step { origin_ms } => fields.extend([
+                ("step", 1),
+                ("tokens", info_int(self.tokens)),
+                ("origin_ms", origin_ms),
+            ]),
+        }
+        fields
     }
 }
 

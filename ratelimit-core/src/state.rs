@@ -1,0 +1,40 @@
+//! What every algorithm's stored state shares: the instants it reports, the rule that an
+//! expired state counts as missing, and the error a corrupt state gives. The algorithms depend
+//! on this module; `limiter.rs` (the enum over all algorithms) depends on them, so nothing
+//! imports in a circle.
+
+use std::fmt;
+
+/// A decoded limiter that fails validation (corrupt RDB payload, hand-made RESTORE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CorruptState(pub &'static str);
+
+impl fmt::Display for CorruptState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "corrupt limiter state: {}", self.0)
+    }
+}
+
+/// What every stored algorithm state can tell about time.
+pub trait Stored {
+    /// The instant of the last admitted call (absolute unix ms).
+    fn updated_ms(&self) -> i64;
+    /// The instant the limiter is back in its initial state if nothing else happens; the key
+    /// expires then.
+    fn reset_at_ms(&self) -> i64;
+    /// The stored parameters and state as `RL.INFO` shows them (after `algorithm`, before
+    /// `updated_ms` and `ttl_ms`): parameters under their argument names, durations in ms
+    /// with a `_ms` suffix, flags as 0/1, state as of `updated_ms`.
+    fn info_fields(&self) -> Vec<(&'static str, i64)>;
+}
+
+/// A count as an `RL.INFO` integer (saturating; counts are ≤ 10^12 for accepted parameters).
+pub fn info_int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The stored state if it is still live at `now_ms`: a limiter whose reset instant has passed
+/// is treated exactly like a missing key, whether or not Redis has removed it yet.
+pub fn live<S: Stored>(stored: Option<&S>, now_ms: i64) -> Option<&S> {
+    stored.filter(|s| s.reset_at_ms() > now_ms)
+}
