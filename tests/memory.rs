@@ -98,8 +98,8 @@ fn sliding_log_entries_cost_at_most_16_bytes() {
     s.assert_alive();
 }
 
-/// Per key, a limiter costs at most 80 bytes more than `INCR` + `PEXPIRE` (the floor SPEC §5
-/// compares with): Redis' object (16) and module value (16) wrappers plus our 48-byte packed
+/// Per key, a limiter costs at most 80 bytes more than `INCR` + `PEXPIRE` (the floor the README
+/// benchmarks compare with): Redis' object (16) and module value (16) wrappers plus our 48-byte packed
 /// value. Measured as `used_memory` deltas over the same key names in one server.
 #[test]
 fn per_key_memory_is_within_80_bytes_of_incr() {

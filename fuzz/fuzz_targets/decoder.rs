@@ -2,10 +2,9 @@
 //! limiter. Properties: nothing panics; whatever decodes re-encodes byte for byte (so
 //! `decode(encode(x)) == x`), validates, and can be peeked (remaining ≤ limit) and described
 //! at any instant: 0, `MAX_AT_MS`, its own last update and reset instants, and one derived
-//! from the input. Mirrors `exercise` in `src/core/fuzz_tests.rs`.
+//! from the input. Mirrors `exercise` in `ratelimit-core/src/fuzz_tests.rs`.
 
 #![no_main]
-
 
 use libfuzzer_sys::fuzz_target;
 use ratelimit_core::args::MAX_AT_MS;

@@ -17,18 +17,12 @@ use super::key::{Contents, Key, Mode};
 use super::registry::CommandSpec;
 use super::reply::{self, FieldValue};
 use super::stats::{self, Outcome, Tally};
-use ratelimit_core::args::{
-    parse_count, parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT,
-};
+use ratelimit_core::args::MAX_AT_MS;
 use ratelimit_core::codec;
-use ratelimit_core::decision::Decision;
 use ratelimit_core::error::ArgError;
-use ratelimit_core::gcra::{self, parse_throttle_args, GcraState};
-use ratelimit_core::leaky::{LeakMode, LeakyBucket, LeakyParams};
-use ratelimit_core::limiter::{judge, Algorithm, Limiter, Variant};
-use ratelimit_core::period::{PeriodParams, PeriodWindow};
-use ratelimit_core::slide::{SlideParams, SlideState};
-use ratelimit_core::token::{TokenBucket, TokenParams};
+use ratelimit_core::judge::{describe_key, judge_key, peek_key, Change, KeyError};
+use ratelimit_core::packed::PackedLimiter;
+use ratelimit_core::request::{Command, Request};
 
 /// Most arguments any valid call can have (each option at most once); more is refused
 /// before any parsing, so arguments fit a stack array.
@@ -38,6 +32,7 @@ const MAX_ARGS: usize = 16;
 #[derive(Debug)]
 pub enum CommandError {
     Arg(ArgError),
+    Key(KeyError),
     /// A complete error text, starting with its code.
     Text(String),
 }
@@ -48,6 +43,12 @@ impl From<ArgError> for CommandError {
     }
 }
 
+impl From<KeyError> for CommandError {
+    fn from(e: KeyError) -> Self {
+        CommandError::Key(e)
+    }
+}
+
 impl CommandError {
     fn render(&self, command: &CStr) -> String {
         match self {
@@ -55,21 +56,10 @@ impl CommandError {
                 format!("ERR wrong number of arguments for '{}' command", command.to_string_lossy())
             }
             CommandError::Arg(e) => e.to_string(),
+            CommandError::Key(e) => e.to_string(),
             CommandError::Text(t) => t.clone(),
         }
     }
-}
-
-fn wrong_type(held: &str) -> CommandError {
-    CommandError::Text(format!("WRONGTYPE key holds a {held} value, not a rate limiter"))
-}
-
-fn wrong_algorithm(held: Algorithm, wanted: Algorithm) -> CommandError {
-    CommandError::Text(format!(
-        "WRONGTYPE key holds a {} limiter, not a {} limiter",
-        held.name(),
-        wanted.name()
-    ))
 }
 
 /// One invocation: the server context, the command's name and its arguments.
@@ -108,8 +98,8 @@ impl Call<'_> {
     }
 
     /// Propagates this call so that replicas and the AOF evaluate it at `now_ms`.
-    fn replicate_at(&self, options: &Options, now_ms: i64) {
-        if options.at_ms.is_some() {
+    fn replicate_at(&self, given_at: bool, now_ms: i64) {
+        if given_at {
             unsafe { (self.api.replicate_verbatim)(self.ctx) };
             return;
         }
@@ -171,164 +161,61 @@ fn dispatch(
     raw::REDISMODULE_OK as c_int
 }
 
-/// Runs one limiting request against the key: the shared flow of every limiting command.
-fn limit<V: Variant>(
-    call: &Call,
-    options: &Options,
-    params: &V::Params,
-    reply_layout: impl FnOnce(&Decision) -> [i64; 5],
-) -> Result<Outcome, CommandError> {
-    let now = options.at_ms.unwrap_or_else(|| call.clock_ms());
-    let commit = !options.dry_run;
+/// The flow of every limiting command: parse (core) → open the key → judge (core) → store and
+/// expire → propagate → reply.
+fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
+    let request = Request::parse(command, call.args.get(2..).unwrap_or(&[]), slide_log_max())?;
+    let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
     let mut key = call.open(Mode::Write)?;
-    let (decision, expire_at) = match key.contents() {
-        Contents::Foreign(held) => return Err(wrong_type(&held)),
-        Contents::Empty => {
-            let evaluation = judge::<V>(None, params, now, options.cost);
-            match evaluation.next.filter(|_| commit) {
-                Some(next) => {
-                    let at = Limiter::expiry_after(
-                        next.updated_ms(),
-                        evaluation.decision.reset_after_ms,
-                    );
-                    key.store(next.into_limiter(), at).map_err(|e| CommandError::Text(e.into()))?;
-                    (evaluation.decision, Some(at))
-                }
-                None => (evaluation.decision, None),
-            }
-        }
-        Contents::Limiter(packed) => {
-            let result =
-                packed.update(|held| evaluate_held::<V>(held, params, now, options.cost, commit));
-            let (decision, expire_at) = result?;
-            if let Some(at) = expire_at {
-                key.changed(at);
-            }
-            (decision, expire_at)
-        }
+    let held = match key.contents() {
+        Contents::Foreign(held) => return Err(KeyError::Foreign(held).into()),
+        Contents::Empty => None,
+        Contents::Limiter(packed) => Some(packed),
     };
-    if expire_at.is_some() {
-        call.replicate_at(options, now);
+    let verdict = judge_key(held, &request, now)?;
+    let changed = verdict.changed();
+    match verdict.change {
+        Change::Unchanged => {}
+        Change::Updated { expire_at_ms } => key.changed(expire_at_ms),
+        Change::Created { limiter, expire_at_ms } => {
+            key.store(limiter, expire_at_ms).map_err(|e| CommandError::Text(e.into()))?
+        }
+    }
+    if changed {
+        call.replicate_at(request.at_ms.is_some(), now);
         call.notify_changed();
     }
     drop(key);
-    reply::integers(call.api, call.ctx, &reply_layout(&decision));
-    Ok(if decision.allowed { Outcome::Admitted } else { Outcome::Limited })
+    reply::integers(call.api, call.ctx, &verdict.reply);
+    Ok(if verdict.allowed { Outcome::Admitted } else { Outcome::Limited })
 }
 
-/// Evaluates a request against the limiter a key holds, updating it when the request is
-/// admitted and committed. Returns the decision and, if the limiter changed, its new expiry.
-fn evaluate_held<V: Variant>(
-    held: &mut Limiter,
-    params: &V::Params,
-    now: i64,
-    cost: u64,
-    commit: bool,
-) -> Result<(Decision, Option<i64>), CommandError> {
-    // Another algorithm's limiter: a missing key once its reset instant has passed.
-    if V::from_limiter(held).is_none() && held.reset_at_ms() > now {
-        return Err(wrong_algorithm(held.algorithm(), V::ALGORITHM));
-    }
-    let evaluation = match V::from_limiter_mut(held) {
-        None => judge::<V>(None, params, now, cost),
-        Some(state) => {
-            if let Some((decision, changed)) = state.evaluate_in_place(params, now, cost, commit) {
-                let expire_at = changed
-                    .then(|| Limiter::expiry_after(state.updated_ms(), decision.reset_after_ms));
-                return Ok((decision, expire_at));
-            }
-            // The algorithm treats a state past its reset instant as missing.
-            judge(Some(state), params, now, cost)
-        }
-    };
-    Ok(match evaluation.next.filter(|_| commit) {
-        Some(next) => {
-            let at = Limiter::expiry_after(next.updated_ms(), evaluation.decision.reset_after_ms);
-            *held = next.into_limiter();
-            (evaluation.decision, Some(at))
-        }
-        None => (evaluation.decision, None),
-    })
-}
-
-/// `RL.TOKEN key capacity rate period [COST n] [STEP] [DRYRUN] [AT ms]`
 fn token(call: &Call) -> Result<Outcome, CommandError> {
-    let [_, _, capacity, rate, period, rest @ ..] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
-    let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
-    let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
-    let period_ms = parse_duration("period", period)?;
-    let options =
-        parse_options(rest, &[Keyword::Cost, Keyword::Step, Keyword::DryRun, Keyword::At])?;
-    let params = TokenParams::new(capacity, rate, period_ms, options.step)?;
-    limit::<TokenBucket>(call, &options, &params, Decision::to_reply)
+    limit(call, Command::Token)
 }
 
-/// `RL.PERIOD key limit period [COST n] [ALIGN [utc-offset]] [DRYRUN] [AT ms]`
 fn period(call: &Call) -> Result<Outcome, CommandError> {
-    let [_, _, limit_arg, period, rest @ ..] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
-    let limit_count = parse_count("limit", limit_arg, 1, MAX_COUNT)?;
-    let period_ms = parse_duration("period", period)?;
-    let options =
-        parse_options(rest, &[Keyword::Cost, Keyword::Align, Keyword::DryRun, Keyword::At])?;
-    let params = PeriodParams::new(limit_count, period_ms, options.align_offset_ms)?;
-    limit::<PeriodWindow>(call, &options, &params, Decision::to_reply)
+    limit(call, Command::Period)
 }
 
-/// `RL.SLIDE key limit window [COST n] [BUCKETS b] [DRYRUN] [AT ms]`
 fn slide(call: &Call) -> Result<Outcome, CommandError> {
-    let [_, _, limit_arg, window, rest @ ..] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
-    let limit_count = parse_count("limit", limit_arg, 1, MAX_COUNT)?;
-    let window_ms = parse_duration("window", window)?;
-    let allowed = [Keyword::Cost, Keyword::Buckets, Keyword::DryRun, Keyword::At];
-    let options = parse_options(rest, &allowed)?;
-    let params = SlideParams::new(limit_count, window_ms, options.buckets, slide_log_max())?;
-    limit::<SlideState>(call, &options, &params, Decision::to_reply)
+    limit(call, Command::Slide)
 }
 
-/// `RL.LEAKY key capacity rate period [COST n] [NODELAY | DELAY d] [DRYRUN] [AT ms]`
 fn leaky(call: &Call) -> Result<Outcome, CommandError> {
-    let [_, _, capacity, rate, period, rest @ ..] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
-    let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
-    let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
-    let period_ms = parse_duration("period", period)?;
-    let allowed = [Keyword::Cost, Keyword::NoDelay, Keyword::Delay, Keyword::DryRun, Keyword::At];
-    let options = parse_options(rest, &allowed)?;
-    let mode = if options.no_delay {
-        LeakMode::NoDelay
-    } else {
-        LeakMode::Delay(options.delay.unwrap_or(0))
-    };
-    let params = LeakyParams::new(capacity, rate, period_ms, mode)?;
-    limit::<LeakyBucket>(call, &options, &params, Decision::to_reply)
+    limit(call, Command::Leaky)
 }
 
-/// `CL.THROTTLE key max_burst count period [quantity] [DRYRUN] [AT ms]` (redis-cell).
 fn throttle(call: &Call) -> Result<Outcome, CommandError> {
-    let rest = call.args.get(2..).unwrap_or(&[]);
-    let mut parsed = parse_throttle_args(rest)?;
-    parsed.options.cost = parsed.quantity;
-    limit::<GcraState>(call, &parsed.options, &parsed.params, gcra::throttle_reply)
+    limit(call, Command::Throttle)
 }
 
-/// Runs `f` on the live limiter in a key opened for reading: `None` if the key is missing or
-/// its limiter is past its reset instant.
-fn with_live<R>(
-    key: &mut Key,
-    now: i64,
-    f: impl FnOnce(&Limiter) -> R,
-) -> Result<Option<R>, CommandError> {
+/// The limiter a key opened for reading holds, if any (a live one or not: the core decides).
+fn held(key: &mut Key) -> Result<Option<&PackedLimiter>, CommandError> {
     match key.contents() {
         Contents::Empty => Ok(None),
-        Contents::Limiter(packed) => Ok(packed.view(|l| (l.reset_at_ms() > now).then(|| f(l)))),
-        Contents::Foreign(held) => Err(wrong_type(&held)),
+        Contents::Limiter(packed) => Ok(Some(&*packed)),
+        Contents::Foreign(held) => Err(KeyError::Foreign(held).into()),
     }
 }
 
@@ -339,10 +226,10 @@ fn peek(call: &Call) -> Result<Outcome, CommandError> {
     };
     let now = call.clock_ms();
     let mut key = call.open(Mode::Read)?;
-    let decision = with_live(&mut key, now, |l| l.peek(now))?;
+    let reply = peek_key(held(&mut key)?, now);
     drop(key);
-    match decision {
-        Some(d) => reply::integers(call.api, call.ctx, &d.to_reply()),
+    match reply {
+        Some(values) => reply::integers(call.api, call.ctx, &values),
         None => reply::null(call.api, call.ctx),
     }
     Ok(Outcome::Answered)
@@ -356,15 +243,15 @@ fn info(call: &Call) -> Result<Outcome, CommandError> {
     let now = call.clock_ms();
     let mut key = call.open(Mode::Read)?;
     let ttl_ms = key.expire_at_ms().map_or(-1, |at| at.saturating_sub(now).max(0));
-    let described = with_live(&mut key, now, |l| (l.algorithm(), l.describe(), l.updated_ms()))?;
+    let described = describe_key(held(&mut key)?, now);
     drop(key);
-    let Some((algorithm, state, updated_ms)) = described else {
+    let Some(info) = described else {
         reply::null(call.api, call.ctx);
         return Ok(Outcome::Answered);
     };
-    let mut fields = vec![("algorithm", FieldValue::Text(algorithm.name()))];
-    fields.extend(state.into_iter().map(|(k, v)| (k, FieldValue::Int(v))));
-    fields.push(("updated_ms", FieldValue::Int(updated_ms)));
+    let mut fields = vec![("algorithm", FieldValue::Text(info.algorithm.name()))];
+    fields.extend(info.fields.into_iter().map(|(k, v)| (k, FieldValue::Int(v))));
+    fields.push(("updated_ms", FieldValue::Int(info.updated_ms)));
     fields.push(("ttl_ms", FieldValue::Int(ttl_ms)));
     reply::fields(call.api, call.ctx, &fields);
     Ok(Outcome::Answered)
@@ -381,7 +268,7 @@ fn restore(call: &Call) -> Result<Outcome, CommandError> {
     let expire_at = limiter.reset_at_ms();
     let mut key = call.open(Mode::Write)?;
     if let Contents::Foreign(held) = key.contents() {
-        return Err(wrong_type(&held));
+        return Err(KeyError::Foreign(held).into());
     }
     key.store(limiter, expire_at).map_err(|e| CommandError::Text(e.into()))?;
     unsafe { (call.api.replicate_verbatim)(call.ctx) };

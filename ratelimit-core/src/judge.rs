@@ -1,0 +1,202 @@
+//! The one step every limiting command takes on its key: judge a [`Request`] against whatever
+//! the key holds — nothing, a live limiter of this or another algorithm, or one past its reset
+//! instant — and say what to reply and what to store.
+//!
+//! The shell around it only opens the key, calls [`judge_key`], applies the [`Change`]
+//! (store or update the value, set the key's expiry), propagates and replies. `RL.PEEK` and
+//! `RL.INFO` read through [`peek_key`] and [`describe_key`].
+//!
+//! Rules (README, "Keys, state and expiry"):
+//! * A limiter past its reset instant counts as a missing key, whatever its algorithm.
+//! * A live limiter of another algorithm refuses the call ([`KeyError::WrongAlgorithm`]).
+//! * Only an admitted request that takes something (cost > 0, not `DRYRUN`) changes the key;
+//!   the key then expires exactly at the new limiter's reset instant.
+
+use std::fmt;
+
+use super::decision::Decision;
+use super::gcra::{self, GcraState};
+use super::leaky::LeakyBucket;
+use super::limiter::{judge, Algorithm, Limiter, Variant};
+use super::packed::PackedLimiter;
+use super::period::PeriodWindow;
+use super::request::{Limit, Request};
+use super::slide::SlideState;
+use super::token::TokenBucket;
+
+/// Why a key cannot be judged. `Display` renders the full error reply text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyError {
+    /// The key holds a live limiter of another algorithm.
+    WrongAlgorithm { held: Algorithm, wanted: Algorithm },
+    /// The key holds a value of another type (its `TYPE` name).
+    Foreign(String),
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::WrongAlgorithm { held, wanted } => write!(
+                f,
+                "WRONGTYPE key holds a {} limiter, not a {} limiter",
+                held.name(),
+                wanted.name()
+            ),
+            KeyError::Foreign(held) => {
+                write!(f, "WRONGTYPE key holds a {held} value, not a rate limiter")
+            }
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// What judging did to the key.
+#[derive(Debug)]
+pub enum Change {
+    /// Nothing (limited, `DRYRUN`, zero cost): store, expire and propagate nothing.
+    Unchanged,
+    /// The held limiter was updated in place; the key now expires at `expire_at_ms`.
+    Updated { expire_at_ms: i64 },
+    /// The key held nothing: store `limiter`, expiring at `expire_at_ms`.
+    Created { limiter: Limiter, expire_at_ms: i64 },
+}
+
+/// The answer to one request.
+#[derive(Debug)]
+pub struct Verdict {
+    pub allowed: bool,
+    /// The five integers of the reply, in the command's layout (`RL.*` or redis-cell's).
+    pub reply: [i64; 5],
+    pub change: Change,
+}
+
+impl Verdict {
+    /// Whether the key changed (and so must be propagated).
+    pub fn changed(&self) -> bool {
+        !matches!(self.change, Change::Unchanged)
+    }
+}
+
+/// Judges `request` at `now_ms` against the limiter the key holds (`None`: the key is empty),
+/// updating it in place when the request is admitted and committed.
+pub fn judge_key(
+    held: Option<&mut PackedLimiter>,
+    request: &Request,
+    now_ms: i64,
+) -> Result<Verdict, KeyError> {
+    let (cost, commit) = (request.cost, !request.dry_run);
+    let (decision, change) = match &request.limit {
+        Limit::Token(p) => judge_variant::<TokenBucket>(held, p, now_ms, cost, commit)?,
+        Limit::Period(p) => judge_variant::<PeriodWindow>(held, p, now_ms, cost, commit)?,
+        Limit::Slide(p) => judge_variant::<SlideState>(held, p, now_ms, cost, commit)?,
+        Limit::Leaky(p) => judge_variant::<LeakyBucket>(held, p, now_ms, cost, commit)?,
+        Limit::Throttle(p) => {
+            let (decision, change) = judge_variant::<GcraState>(held, p, now_ms, cost, commit)?;
+            let reply = gcra::throttle_reply(&decision);
+            return Ok(Verdict { allowed: decision.allowed, reply, change });
+        }
+    };
+    Ok(Verdict { allowed: decision.allowed, reply: decision.to_reply(), change })
+}
+
+fn judge_variant<V: Variant>(
+    held: Option<&mut PackedLimiter>,
+    params: &V::Params,
+    now_ms: i64,
+    cost: u64,
+    commit: bool,
+) -> Result<(Decision, Change), KeyError> {
+    match held {
+        None => {
+            let evaluation = judge::<V>(None, params, now_ms, cost);
+            Ok(match evaluation.next.filter(|_| commit) {
+                Some(next) => {
+                    let expire_at_ms = next.reset_at_ms();
+                    let limiter = next.into_limiter();
+                    (evaluation.decision, Change::Created { limiter, expire_at_ms })
+                }
+                None => (evaluation.decision, Change::Unchanged),
+            })
+        }
+        Some(packed) => {
+            let (decision, expiry) =
+                packed.update(|limiter| judge_held::<V>(limiter, params, now_ms, cost, commit))?;
+            let change = match expiry {
+                Some(expire_at_ms) => Change::Updated { expire_at_ms },
+                None => Change::Unchanged,
+            };
+            Ok((decision, change))
+        }
+    }
+}
+
+/// Judges a request against the limiter a key holds, updating it when the request is admitted
+/// and committed. Returns the decision and, if the limiter changed, its new reset instant.
+fn judge_held<V: Variant>(
+    held: &mut Limiter,
+    params: &V::Params,
+    now_ms: i64,
+    cost: u64,
+    commit: bool,
+) -> Result<(Decision, Option<i64>), KeyError> {
+    // Another algorithm's limiter: a missing key once its reset instant has passed.
+    if V::from_limiter(held).is_none() && held.reset_at_ms() > now_ms {
+        return Err(KeyError::WrongAlgorithm { held: held.algorithm(), wanted: V::ALGORITHM });
+    }
+    let evaluation = match V::from_limiter_mut(held) {
+        None => judge::<V>(None, params, now_ms, cost),
+        Some(state) => {
+            if let Some((decision, changed)) = state.evaluate_in_place(params, now_ms, cost, commit)
+            {
+                return Ok((decision, changed.then(|| state.reset_at_ms())));
+            }
+            judge(Some(state), params, now_ms, cost)
+        }
+    };
+    Ok(match evaluation.next.filter(|_| commit) {
+        Some(next) => {
+            let expire_at_ms = next.reset_at_ms();
+            *held = next.into_limiter();
+            (evaluation.decision, Some(expire_at_ms))
+        }
+        None => (evaluation.decision, None),
+    })
+}
+
+/// The limiter a key holds if it is live at `now_ms` (not past its reset instant).
+fn live_view<R>(
+    held: Option<&PackedLimiter>,
+    now_ms: i64,
+    f: impl FnOnce(&Limiter) -> R,
+) -> Option<R> {
+    held?.view(|limiter| (limiter.reset_at_ms() > now_ms).then(|| f(limiter)))
+}
+
+/// `RL.PEEK`: the reply a `DRYRUN COST 1` request with the stored parameters would get, or
+/// `None` when the key holds no live limiter.
+pub fn peek_key(held: Option<&PackedLimiter>, now_ms: i64) -> Option<[i64; 5]> {
+    live_view(held, now_ms, |limiter| limiter.peek(now_ms).to_reply())
+}
+
+/// What `RL.INFO` shows of a live limiter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Description {
+    pub algorithm: Algorithm,
+    /// Parameters and state (see [`crate::state::Stored::info_fields`]).
+    pub fields: Vec<(&'static str, i64)>,
+    pub updated_ms: i64,
+}
+
+/// `RL.INFO`: the stored parameters and state, or `None` when the key holds no live limiter.
+pub fn describe_key(held: Option<&PackedLimiter>, now_ms: i64) -> Option<Description> {
+    live_view(held, now_ms, |limiter| Description {
+        algorithm: limiter.algorithm(),
+        fields: limiter.describe(),
+        updated_ms: limiter.updated_ms(),
+    })
+}
+
+#[cfg(test)]
+#[path = "judge_tests.rs"]
+mod tests;
