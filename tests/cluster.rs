@@ -170,9 +170,8 @@ fn assert_same(
     );
 }
 
-#[test]
-fn limiters_survive_resharding_and_failover() {
-    let started = Instant::now();
+/// A 3-master cluster without replicas, slots spread evenly; the nodes and their addresses.
+fn three_masters() -> (Vec<Server>, Vec<String>) {
     let masters: Vec<Server> = (0..3).map(|_| cluster_node()).collect();
     let addrs: Vec<String> = masters.iter().map(Server::addr).collect();
     let mut create = vec!["--cluster", "create"];
@@ -180,6 +179,52 @@ fn limiters_survive_resharding_and_failover() {
     create.extend(["--cluster-replicas", "0", "--cluster-yes"]);
     redis_cli(&create);
     cluster_ok(&masters.iter().collect::<Vec<_>>());
+    (masters, addrs)
+}
+
+/// `RL.ALL` is routed by its keys (getkeys-api): keys in one slot (hash tags) run on the node
+/// that owns it and get `MOVED` elsewhere; keys in different slots get `CROSSSLOT` on every
+/// node. A cluster client runs hash-tagged sets.
+#[test]
+fn all_is_routed_by_its_keys() {
+    let (masters, addrs) = three_masters();
+    let tagged = ["RL.ALL", "2", "{user42}:s", "{user42}:d", "TOKEN", "10", "10", "1s"];
+    let tagged: Vec<&str> = tagged.into_iter().chain(["PERIOD", "1000", "1d", "AT", AT]).collect();
+    let (mut ran, mut moved) = (0, 0);
+    for m in &masters {
+        match run(&mut m.conn(), &tagged) {
+            Ok(Value::Array(items)) => {
+                assert_eq!(items.first(), Some(&Value::Int(1)));
+                ran += 1;
+            }
+            Err(e) if e.code() == Some("MOVED") => moved += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((ran, moved), (1, 2));
+    let spread = ["RL.ALL", "2", "a", "b", "TOKEN", "1", "1", "1", "TOKEN", "1", "1", "1"];
+    for m in &masters {
+        let e = run(&mut m.conn(), &spread).expect_err("keys in two slots");
+        assert_eq!(e.code(), Some("CROSSSLOT"), "{e}");
+    }
+    let client = ClusterClient::new(vec![format!("redis://{}", addrs[0])]).unwrap();
+    let mut c = client.get_connection().unwrap();
+    for i in 0..50 {
+        let (a, b) = (format!("{{t{i}}}:per-second"), format!("{{t{i}}}:per-day"));
+        let reply: Value = redis::cmd("RL.ALL")
+            .arg(&["2", &a, &b, "TOKEN", "5", "5", "1s", "PERIOD", "100", "1d", "AT", AT])
+            .query(&mut c)
+            .expect("a hash-tagged RL.ALL through the cluster client");
+        assert!(matches!(reply, Value::Array(ref items) if items.len() == 7), "{reply:?}");
+        let info: Value = redis::cmd("RL.INFO").arg(&b).query(&mut c).unwrap();
+        assert_ne!(info, Value::Nil, "{b} was updated");
+    }
+}
+
+#[test]
+fn limiters_survive_resharding_and_failover() {
+    let started = Instant::now();
+    let (masters, addrs) = three_masters();
 
     let client = ClusterClient::new(vec![format!("redis://{}", addrs[0])]).unwrap();
     let mut c = client.get_connection().unwrap();

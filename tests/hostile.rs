@@ -36,6 +36,8 @@ const COMMANDS: &[&[u8]] = &[
     b"RL.PEEK",
     b"RL.INFO",
     b"RL.RESTORE",
+    b"RL.SLIDE",
+    b"RL.ALL",
     b"rl.token",
     b"Rl.Period",
 ];
@@ -87,6 +89,14 @@ const TOKENS: &[&[u8]] = &[
     b"4000000000000",
     b"k",
     b"key",
+    b"TOKEN",
+    b"PERIOD",
+    b"SLIDE",
+    b"LEAKY",
+    b"BAN",
+    b"WAIT",
+    b"16",
+    b"17",
 ];
 
 const SMALL: &[&[u8]] = &[b"1", b"2", b"3", b"5", b"10", b"100"];
@@ -105,6 +115,7 @@ fn structured_vector(rng: &mut Rng) -> Vec<Vec<u8>> {
         0 => vec![b"RL.TOKEN", key, rng.pick(SMALL), rng.pick(SMALL), rng.pick(DURATIONS)],
         1 => vec![b"RL.PERIOD", key, rng.pick(SMALL), rng.pick(DURATIONS)],
         2 => vec![b"RL.LEAKY", key, rng.pick(SMALL), rng.pick(SMALL), rng.pick(DURATIONS)],
+        4 => vec![b"RL.SLIDE", key, rng.pick(SMALL), rng.pick(DURATIONS)],
         _ => vec![b"CL.THROTTLE", key, rng.pick(SMALL), rng.pick(SMALL), rng.pick(SMALL)],
     };
     let cell = v[0] == b"CL.THROTTLE";
@@ -137,9 +148,43 @@ fn structured_vector(rng: &mut Rng) -> Vec<Vec<u8>> {
     v.into_iter().map(<[u8]>::to_vec).collect()
 }
 
+/// A well-formed `RL.ALL` over 1–4 keys made of structured single calls (their keys and
+/// arguments become the groups); with some probability one argument is then replaced by a
+/// hostile token, or `numkeys` disagrees with the groups.
+fn all_vector(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let n = 1 + rng.below(4);
+    let (mut keys, mut groups): (Vec<Vec<u8>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
+    while keys.len() < n {
+        let single = structured_vector(rng);
+        let group: &[u8] = match single[0].as_slice() {
+            b"RL.TOKEN" => b"TOKEN",
+            b"RL.PERIOD" => b"PERIOD",
+            b"RL.SLIDE" => b"SLIDE",
+            b"RL.LEAKY" => b"LEAKY",
+            _ => continue,
+        };
+        let mut key = single[1].clone();
+        key.push(b'0' + rng.below(3) as u8);
+        keys.push(key);
+        groups.push(group.to_vec());
+        groups.extend(single[2..].iter().cloned());
+    }
+    let numkeys = if rng.below(10) == 0 { rng.below(18) } else { n };
+    let mut v = vec![b"RL.ALL".to_vec(), numkeys.to_string().into_bytes()];
+    v.extend(keys);
+    v.extend(groups);
+    if rng.below(5) == 0 {
+        let i = 1 + rng.below(v.len() - 1);
+        v[i] = rng.pick(TOKENS).to_vec();
+    }
+    v
+}
+
 fn random_vector(rng: &mut Rng) -> Vec<Vec<u8>> {
-    if rng.below(2) == 0 {
-        return structured_vector(rng);
+    match rng.below(6) {
+        0..=2 => return structured_vector(rng),
+        3 => return all_vector(rng),
+        _ => {}
     }
     let mut v = vec![rng.pick(COMMANDS).to_vec()];
     // Keys from a small set so commands meet each other's limiters and other types.
@@ -215,6 +260,12 @@ fn random_argument_vectors_never_crash() {
     }
     assert_eq!(ok + errors, VECTORS);
     assert!(ok > 1000 && errors > 1000, "ok {ok}, errors {errors}");
+    // Every command was reached with valid arguments, RL.ALL included.
+    for command in ["token", "period", "slide", "leaky", "all"] {
+        let field = format!("ratelimit_{command}_admitted");
+        let admitted: u64 = info_field(&mut c, "ratelimit", &field).parse().unwrap();
+        assert!(admitted > 100, "{field}: {admitted}");
+    }
     eprintln!("hostile input: {VECTORS} vectors, {ok} replies, {errors} errors");
 }
 

@@ -3,7 +3,8 @@
 //! (`Request::parse` for `RL.TOKEN`, `RL.PERIOD`, `RL.SLIDE`, `RL.LEAKY`, `CL.THROTTLE`: the
 //! arguments after the key) and to `parse_options` with every keyword. Properties: nothing
 //! panics, parsed options stay within their bounds (`COST` ≤ 10^12, `AT` in
-//! `0..=MAX_AT_MS`), and a request the parser accepts can be judged on a fresh key and again
+//! `0..=MAX_AT_MS`), `RL.ALL`'s grammar (`AllRequest::parse`) likewise, and a request the
+//! parser accepts can be judged on a fresh key and again
 //! on the key it left (as the module does), giving a state that validates and round-trips
 //! through the codec. Mirrors `fuzz_argument_parsing` in `ratelimit-core/src/fuzz_tests.rs`.
 
@@ -12,11 +13,11 @@
 use libfuzzer_sys::fuzz_target;
 use ratelimit_core::args::{parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT};
 use ratelimit_core::codec::{decode, encode};
-use ratelimit_core::judge::{judge_key, peek_key, Change};
+use ratelimit_core::judge::{judge_all, judge_key, peek_key, Change};
 use ratelimit_core::leaky::{LeakMode, LeakyParams};
 use ratelimit_core::packed::PackedLimiter;
 use ratelimit_core::period::PeriodParams;
-use ratelimit_core::request::{Command, Request};
+use ratelimit_core::request::{AllRequest, Command, Request};
 use ratelimit_core::slide::SlideParams;
 use ratelimit_core::token::TokenParams;
 
@@ -46,7 +47,31 @@ fuzz_target!(|data: &[u8]| {
             run(&request);
         }
     }
+    // `RL.ALL`'s grammar (everything after the command name).
+    if let Ok(all) = AllRequest::parse(&args, SLIDE_LOG_MAX) {
+        run_all(&all);
+    }
 });
+
+/// Judges an `RL.ALL` request on fresh keys, then again on the keys it left.
+fn run_all(all: &AllRequest) {
+    assert!((1..=16).contains(&all.key_count) && all.limits.len() == all.key_count, "{all:?}");
+    let now = all.at_ms.unwrap_or(NOW_MS);
+    let mut slots: Vec<Option<PackedLimiter>> = (0..all.key_count).map(|_| None).collect();
+    for _ in 0..2 {
+        let mut held: Vec<Option<&mut PackedLimiter>> =
+            slots.iter_mut().map(Option::as_mut).collect();
+        let verdict = judge_all(&mut held, all, now).expect("every key holds its own limit");
+        assert!((1..=all.key_count as i64).contains(&verdict.head[5]), "{verdict:?}");
+        assert_eq!(verdict.details.len(), all.key_count);
+        for (slot, change) in slots.iter_mut().zip(verdict.changes) {
+            if let Change::Created { limiter, .. } = change {
+                assert_eq!(limiter.validate(), Ok(()));
+                *slot = Some(PackedLimiter::new(limiter));
+            }
+        }
+    }
+}
 
 fn check_options(o: &Options) {
     assert!(o.cost <= MAX_COUNT, "{o:?}");

@@ -20,7 +20,7 @@ use super::leaky::LeakyBucket;
 use super::limiter::{judge, Algorithm, Limiter, Variant};
 use super::packed::PackedLimiter;
 use super::period::PeriodWindow;
-use super::request::{Limit, Request};
+use super::request::{AllRequest, Limit, Request};
 use super::slide::SlideState;
 use super::token::TokenBucket;
 
@@ -85,8 +85,18 @@ pub fn judge_key(
     request: &Request,
     now_ms: i64,
 ) -> Result<Verdict, KeyError> {
-    let (cost, commit) = (request.cost, !request.dry_run);
-    let (decision, change) = match &request.limit {
+    judge_limit(held, &request.limit, request.cost, !request.dry_run, now_ms)
+}
+
+/// [`judge_key`] with the request's parts: stores only when `commit`.
+fn judge_limit(
+    held: Option<&mut PackedLimiter>,
+    limit: &Limit,
+    cost: u64,
+    commit: bool,
+    now_ms: i64,
+) -> Result<Verdict, KeyError> {
+    let (decision, change) = match limit {
         Limit::Token(p) => judge_variant::<TokenBucket>(held, p, now_ms, cost, commit)?,
         Limit::Period(p) => judge_variant::<PeriodWindow>(held, p, now_ms, cost, commit)?,
         Limit::Slide(p) => judge_variant::<SlideState>(held, p, now_ms, cost, commit)?,
@@ -162,6 +172,95 @@ fn judge_held<V: Variant>(
         }
         None => (evaluation.decision, None),
     })
+}
+
+/// The answer to an `RL.ALL` call.
+#[derive(Debug)]
+pub struct AllVerdict {
+    pub allowed: bool,
+    /// The first six fields of the reply: `allowed`, then the binding limit's `limit`,
+    /// `remaining`, the call's `retry_after_ms`, the binding limit's `reset_after_ms`, and its
+    /// 1-based index.
+    pub head: [i64; 6],
+    /// Per key, in order: the reply its single command with `DRYRUN` would give now.
+    pub details: Vec<[i64; 5]>,
+    /// Per key, in order: what to apply (all `Unchanged` unless every limit admitted, the call
+    /// is not a dry run and something was taken).
+    pub changes: Vec<Change>,
+}
+
+impl AllVerdict {
+    /// Whether any key changed (and so the call must be propagated).
+    pub fn changed(&self) -> bool {
+        self.changes.iter().any(|c| !matches!(c, Change::Unchanged))
+    }
+}
+
+/// Judges every limit of an `RL.ALL` call against its key (`held[i]` for `all.limits[i]`) at
+/// one instant, all or nothing: each key is judged exactly as its single command would judge
+/// it; only when every limit admits (and the call is not a dry run) is each key updated as
+/// that command would update it. A [`KeyError`] on any key changes nothing.
+pub fn judge_all(
+    held: &mut [Option<&mut PackedLimiter>],
+    all: &AllRequest,
+    now_ms: i64,
+) -> Result<AllVerdict, KeyError> {
+    let mut details = Vec::with_capacity(all.limits.len());
+    let mut allowed = true;
+    for (slot, limit) in held.iter_mut().zip(&all.limits) {
+        let verdict = judge_limit(slot.as_deref_mut(), &limit.limit, limit.cost, false, now_ms)?;
+        allowed &= verdict.allowed;
+        details.push(verdict.reply);
+    }
+    let mut changes = Vec::with_capacity(all.limits.len());
+    for (slot, limit) in held.iter_mut().zip(&all.limits) {
+        let change = if allowed && !all.dry_run {
+            judge_limit(slot.as_deref_mut(), &limit.limit, limit.cost, true, now_ms)?.change
+        } else {
+            Change::Unchanged
+        };
+        changes.push(change);
+    }
+    let (index, retry_after_ms) = binding(&details, allowed);
+    let bound = details.get(index).copied().unwrap_or_default();
+    let head = [
+        i64::from(allowed),
+        bound[1],
+        bound[2],
+        retry_after_ms,
+        bound[4],
+        i64::try_from(index).map_or(i64::MAX, |i| i + 1),
+    ];
+    Ok(AllVerdict { allowed, head, details, changes })
+}
+
+/// The binding limit (0-based) among the per-key dry-run replies, and the call's
+/// `retry_after_ms`.
+///
+/// Refused: the refusing limit with the largest `retry_after` (`-1`, never, counts as
+/// largest; ties: lowest index), whose wait is the exact wait until every limit admits
+/// (waiting never removes permits). Admitted: the limit with the fewest `remaining` (ties:
+/// lowest index); the retry is the largest admitted `retry_after` (a leaky bucket's delay).
+fn binding(details: &[[i64; 5]], allowed: bool) -> (usize, i64) {
+    let wait = |d: &[i64; 5]| if d[3] < 0 { i64::MAX } else { d[3] };
+    let mut best: Option<(usize, &[i64; 5])> = None;
+    for (i, d) in details.iter().enumerate() {
+        let better = match best {
+            None => allowed || d[0] == 0,
+            Some((_, b)) if allowed => d[2] < b[2],
+            Some((_, b)) => d[0] == 0 && wait(d) > wait(b),
+        };
+        if better {
+            best = Some((i, d));
+        }
+    }
+    let index = best.map_or(0, |(i, _)| i);
+    let retry = if allowed {
+        details.iter().map(|d| d[3]).max().unwrap_or(0)
+    } else {
+        best.map_or(0, |(_, d)| d[3])
+    };
+    (index, retry)
 }
 
 /// The limiter a key holds if it is live at `now_ms` (not past its reset instant).

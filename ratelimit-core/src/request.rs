@@ -135,6 +135,111 @@ impl Request {
     }
 }
 
+/// Most keys one `RL.ALL` call may judge.
+pub const MAX_ALL_KEYS: u64 = 16;
+
+/// `RL.ALL numkeys key [key ...] limit [limit ...] [DRYRUN] [AT ms]`: several limits judged
+/// together, all or nothing.
+///
+/// ```text
+/// limit := TOKEN capacity rate period [STEP] [COST n]
+///        | PERIOD limit period [ALIGN [utc-offset]] [COST n]
+///        | SLIDE limit window [BUCKETS b] [COST n]
+///        | LEAKY capacity rate period [NODELAY | DELAY d] [COST n]
+/// ```
+///
+/// A group runs from its keyword to the next group keyword; its options come in any order,
+/// each at most once. `DRYRUN` and `AT` belong to the whole call: they may follow any group,
+/// once per call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllRequest {
+    /// The number of keys: they are the `key_count` arguments after `numkeys`.
+    pub key_count: usize,
+    /// The i-th key's limit; `dry_run` and `at_ms` of each are the call's.
+    pub limits: Vec<Request>,
+    pub dry_run: bool,
+    pub at_ms: Option<i64>,
+}
+
+/// The limit a group keyword introduces, if `token` is one.
+fn group_command(token: &[u8]) -> Option<Command> {
+    [
+        (&b"TOKEN"[..], Command::Token),
+        (b"PERIOD", Command::Period),
+        (b"SLIDE", Command::Slide),
+        (b"LEAKY", Command::Leaky),
+    ]
+    .into_iter()
+    .find(|(name, _)| token.eq_ignore_ascii_case(name))
+    .map(|(_, command)| command)
+}
+
+impl AllRequest {
+    /// Parses `RL.ALL`'s arguments after the command name (`numkeys`, the keys, the limits,
+    /// the call's options). Keys are compared as bytes: they must be distinct.
+    pub fn parse(args: &[&[u8]], slide_log_max: u64) -> Result<AllRequest, ArgError> {
+        let (numkeys, rest) = args.split_first().ok_or(ArgError::WrongArity)?;
+        let key_count = AllRequest::key_count(numkeys)?;
+        let keys = rest.get(..key_count).ok_or(ArgError::WrongArity)?;
+        let groups = rest.get(key_count..).unwrap_or(&[]);
+        for (i, key) in keys.iter().enumerate() {
+            if keys.get(i + 1..).unwrap_or(&[]).contains(key) {
+                return Err(ArgError::Invalid("RL.ALL keys must be distinct".into()));
+            }
+        }
+        let mut all = AllRequest {
+            key_count,
+            limits: Vec::with_capacity(key_count),
+            dry_run: false,
+            at_ms: None,
+        };
+        let mut rest = groups;
+        while let Some((keyword, tail)) = rest.split_first() {
+            let command = group_command(keyword).ok_or_else(|| {
+                ArgError::Invalid(format!(
+                    "syntax error: unknown limit '{}' (use TOKEN, PERIOD, SLIDE or LEAKY)",
+                    super::error::escape(keyword)
+                ))
+            })?;
+            let end = tail.iter().position(|t| group_command(t).is_some()).unwrap_or(tail.len());
+            let (group, next) = tail.split_at(end);
+            let mut limit = Request::parse(command, group, slide_log_max)?;
+            if limit.dry_run {
+                if all.dry_run {
+                    return Err(ArgError::RepeatedOption(Keyword::DryRun.name()));
+                }
+                all.dry_run = true;
+            }
+            if let Some(at) = limit.at_ms.take() {
+                if all.at_ms.is_some() {
+                    return Err(ArgError::RepeatedOption(Keyword::At.name()));
+                }
+                all.at_ms = Some(at);
+            }
+            limit.dry_run = false;
+            all.limits.push(limit);
+            rest = next;
+        }
+        if all.limits.len() != key_count {
+            return Err(ArgError::Invalid(format!(
+                "RL.ALL needs one limit per key ({key_count} keys, {} limits)",
+                all.limits.len()
+            )));
+        }
+        for limit in &mut all.limits {
+            limit.dry_run = all.dry_run;
+            limit.at_ms = all.at_ms;
+        }
+        Ok(all)
+    }
+
+    /// `numkeys`: 1 … 16.
+    pub fn key_count(numkeys: &[u8]) -> Result<usize, ArgError> {
+        let n = parse_count("numkeys", numkeys, 1, MAX_ALL_KEYS)?;
+        usize::try_from(n).map_err(|_| ArgError::WrongArity)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +295,79 @@ mod tests {
         assert!(parse(Command::Slide, &["100", "1s"]).is_ok());
         let bytes: Vec<&[u8]> = vec![b"100", b"1s"];
         assert!(Request::parse(Command::Slide, &bytes, 99).is_err());
+    }
+
+    fn parse_all(args: &str) -> Result<AllRequest, ArgError> {
+        let bytes: Vec<&[u8]> = args.split(' ').map(str::as_bytes).collect();
+        AllRequest::parse(&bytes, 100_000)
+    }
+
+    #[test]
+    fn all_parses_groups_with_their_own_options_in_any_order() {
+        let all = parse_all(
+            "3 a b c TOKEN 10 1 1s COST 2 STEP period 5 1d ALIGN Slide 4 1m COST 0 BUCKETS 2 AT 9",
+        )
+        .unwrap();
+        assert_eq!(all.key_count, 3);
+        assert_eq!(all.at_ms, Some(9));
+        assert!(!all.dry_run);
+        let costs: Vec<u64> = all.limits.iter().map(|l| l.cost).collect();
+        assert_eq!(costs, [2, 1, 0]);
+        assert!(all.limits.iter().all(|l| l.at_ms == Some(9) && !l.dry_run));
+        assert!(matches!(all.limits[1].limit, Limit::Period(p) if p.align.is_some()));
+        let dry = parse_all("2 a b LEAKY 5 1 1s DRYRUN NODELAY TOKEN 1 1 1").unwrap();
+        assert!(dry.dry_run && dry.limits.iter().all(|l| l.dry_run));
+    }
+
+    #[test]
+    fn all_refuses_bad_shapes() {
+        let invalid = |text: &str| Err(ArgError::Invalid(text.into()));
+        let numkeys = Err(ArgError::Integer { name: "numkeys", min: 1, max: 16 });
+        for n in ["0", "17", "-1", "x", ""] {
+            assert_eq!(parse_all(&format!("{n} a TOKEN 1 1 1")), numkeys, "{n}");
+        }
+        assert_eq!(
+            parse_all("2 a a TOKEN 1 1 1 TOKEN 1 1 1"),
+            invalid("RL.ALL keys must be distinct")
+        );
+        assert_eq!(
+            parse_all("2 a b TOKEN 1 1 1"),
+            invalid("RL.ALL needs one limit per key (2 keys, 1 limits)")
+        );
+        assert_eq!(
+            parse_all("1 a TOKEN 1 1 1 PERIOD 1 1"),
+            invalid("RL.ALL needs one limit per key (1 keys, 2 limits)")
+        );
+        assert_eq!(parse_all("3 a b"), Err(ArgError::WrongArity));
+        assert_eq!(
+            parse_all("1 a GCRA 1 1 1"),
+            invalid("syntax error: unknown limit 'GCRA' (use TOKEN, PERIOD, SLIDE or LEAKY)")
+        );
+        assert_eq!(
+            parse_all("1 a TOKEN 1 1 1 COST 1 COST 2"),
+            Err(ArgError::RepeatedOption("COST"))
+        );
+        assert_eq!(
+            parse_all("1 a TOKEN 1 1 1 BUCKETS 2"),
+            Err(ArgError::UnknownOption(b"BUCKETS".to_vec()))
+        );
+        assert_eq!(
+            parse_all("2 a b TOKEN 1 1 1 DRYRUN PERIOD 1 1 DRYRUN"),
+            Err(ArgError::RepeatedOption("DRYRUN"))
+        );
+        assert_eq!(
+            parse_all("2 a b TOKEN 1 1 1 AT 1 PERIOD 1 1 AT 2"),
+            Err(ArgError::RepeatedOption("AT"))
+        );
+        assert!(parse_all("1 a SLIDE 10 1s BUCKETS 3").is_err(), "window not divisible");
+        assert!(parse_all("1 a PERIOD 10 1h ALIGN 2h").is_err(), "offset above the period");
+        assert!(parse_all("1 a LEAKY 10 1 1s DELAY 11").is_err(), "delay above the capacity");
+        let non_utf8: [&[u8]; 6] = [b"1", b"\xff", b"TOKEN", b"1", b"1", b"1"];
+        assert!(AllRequest::parse(&non_utf8, 100_000).is_ok(), "keys are binary safe");
+        let bad: [&[u8]; 6] = [b"1", b"a", b"TOKEN", b"1", b"\xff", b"1"];
+        assert_eq!(
+            AllRequest::parse(&bad, 100_000),
+            Err(ArgError::Integer { name: "rate", min: 1, max: 1_000_000_000_000 })
+        );
     }
 }

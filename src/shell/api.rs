@@ -71,6 +71,8 @@ pub struct Api {
         *const c_char,
         *mut RedisModuleString,
     ) -> c_int,
+    pub is_keys_position_request: unsafe extern "C" fn(*mut RedisModuleCtx) -> c_int,
+    pub key_at_pos_with_flags: unsafe extern "C" fn(*mut RedisModuleCtx, c_int, c_int),
     /// The string `AT`, created once at load and never freed (appended to every propagated
     /// call that had no `AT` of its own).
     pub at_keyword: StaticString,
@@ -138,6 +140,8 @@ pub fn resolve() -> Result<&'static Api, &'static str> {
         create_string_from_long_long: resolve!(RedisModule_CreateStringFromLongLong),
         free_string: resolve!(RedisModule_FreeString),
         notify_keyspace_event: resolve!(RedisModule_NotifyKeyspaceEvent),
+        is_keys_position_request: resolve!(RedisModule_IsKeysPositionRequest),
+        key_at_pos_with_flags: resolve!(RedisModule_KeyAtPosWithFlags),
         at_keyword: {
             let create = resolve!(RedisModule_CreateString);
             // A NULL context: the string is not auto-freed with any command's context.

@@ -20,13 +20,16 @@ use super::stats::{self, Outcome, Tally};
 use ratelimit_core::args::MAX_AT_MS;
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
-use ratelimit_core::judge::{describe_key, judge_key, peek_key, Change, KeyError};
+use ratelimit_core::judge::{describe_key, judge_all, judge_key, peek_key, Change, KeyError};
 use ratelimit_core::packed::PackedLimiter;
-use ratelimit_core::request::{Command, Request};
+use ratelimit_core::request::{AllRequest, Command, Request};
 
 /// Most arguments any valid call can have (each option at most once); more is refused
 /// before any parsing, so arguments fit a stack array.
 const MAX_ARGS: usize = 16;
+/// Most arguments a valid `RL.ALL` can have: name, `numkeys`, 16 keys, 16 groups of at most 8
+/// (`LEAKY c r p COST n DELAY d`), `DRYRUN`, `AT ms`.
+const MAX_ALL_ARGS: usize = 2 + 16 + 16 * 8 + 3;
 
 /// Why a command failed; rendered as one error reply.
 #[derive(Debug)]
@@ -92,20 +95,23 @@ impl Call<'_> {
     /// notifications are off.
     fn notify_changed(&self) {
         if let Ok(key) = self.key() {
-            let class = raw::REDISMODULE_NOTIFY_MODULE as c_int;
-            unsafe { (self.api.notify_keyspace_event)(self.ctx, class, self.name.as_ptr(), key) };
+            self.notify_changed_key(key);
         }
     }
 
+    fn notify_changed_key(&self, key: *mut RedisModuleString) {
+        let class = raw::REDISMODULE_NOTIFY_MODULE as c_int;
+        unsafe { (self.api.notify_keyspace_event)(self.ctx, class, self.name.as_ptr(), key) };
+    }
+
     /// Propagates this call so that replicas and the AOF evaluate it at `now_ms`.
-    fn replicate_at(&self, given_at: bool, now_ms: i64) {
+    fn replicate_at<const N: usize>(&self, given_at: bool, now_ms: i64) {
         if given_at {
             unsafe { (self.api.replicate_verbatim)(self.ctx) };
             return;
         }
         // One vector: the call's arguments after its name, then `AT <now>`.
-        let mut vector: [*mut RedisModuleString; MAX_ARGS + 1] =
-            [std::ptr::null_mut(); MAX_ARGS + 1];
+        let mut vector: [*mut RedisModuleString; N] = [std::ptr::null_mut(); N];
         let rest = self.argv.get(1..).unwrap_or(&[]);
         let now =
             unsafe { (self.api.create_string_from_long_long)(self.ctx, now_ms as c_longlong) };
@@ -125,8 +131,17 @@ impl Call<'_> {
 
 type Handler = fn(&Call) -> Result<Outcome, CommandError>;
 
+/// The argument vector Redis passed, as a slice (empty if malformed).
+fn arguments<'a>(argv: *mut *mut RedisModuleString, argc: c_int) -> &'a [*mut RedisModuleString] {
+    match usize::try_from(argc) {
+        // SAFETY: Redis passes `argc` valid strings that outlive the command call.
+        Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
+        _ => &[],
+    }
+}
+
 /// The common frame of every command: argument access, error replies, counters.
-fn dispatch(
+fn dispatch<const N: usize>(
     ctx: *mut RedisModuleCtx,
     argv: *mut *mut RedisModuleString,
     argc: c_int,
@@ -137,14 +152,11 @@ fn dispatch(
     let Some(api) = api() else {
         return raw::REDISMODULE_ERR as c_int;
     };
-    let argv: &[*mut RedisModuleString] = match usize::try_from(argc) {
-        Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
-        _ => &[],
-    };
-    let result = if argv.len() > MAX_ARGS {
+    let argv = arguments(argv, argc);
+    let result = if argv.len() > N {
         Err(CommandError::Arg(ArgError::Invalid("syntax error: too many arguments".into())))
     } else {
-        let mut buffer: [&[u8]; MAX_ARGS] = [&[]; MAX_ARGS];
+        let mut buffer: [&[u8]; N] = [&[]; N];
         for (slot, s) in buffer.iter_mut().zip(argv) {
             *slot = unsafe { bytes(api, *s) };
         }
@@ -174,20 +186,80 @@ fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
     };
     let verdict = judge_key(held, &request, now)?;
     let changed = verdict.changed();
-    match verdict.change {
-        Change::Unchanged => {}
-        Change::Updated { expire_at_ms } => key.changed(expire_at_ms),
-        Change::Created { limiter, expire_at_ms } => {
-            key.store(limiter, expire_at_ms).map_err(|e| CommandError::Text(e.into()))?
-        }
-    }
+    apply(&mut key, verdict.change)?;
     if changed {
-        call.replicate_at(request.at_ms.is_some(), now);
+        call.replicate_at::<{ MAX_ARGS + 1 }>(request.at_ms.is_some(), now);
         call.notify_changed();
     }
     drop(key);
     reply::integers(call.api, call.ctx, &verdict.reply);
     Ok(if verdict.allowed { Outcome::Admitted } else { Outcome::Limited })
+}
+
+/// Applies what judging did to the key: store a new limiter or record an in-place update,
+/// with the key's new expiry.
+fn apply(key: &mut Key, change: Change) -> Result<(), CommandError> {
+    match change {
+        Change::Unchanged => Ok(()),
+        Change::Updated { expire_at_ms } => {
+            key.changed(expire_at_ms);
+            Ok(())
+        }
+        Change::Created { limiter, expire_at_ms } => {
+            key.store(limiter, expire_at_ms).map_err(|e| CommandError::Text(e.into()))
+        }
+    }
+}
+
+/// `RL.ALL numkeys key [key ...] limit [limit ...] [DRYRUN] [AT ms]`: every key judged at one
+/// instant (core), all keys updated or none, one propagation.
+fn all(call: &Call) -> Result<Outcome, CommandError> {
+    let all = AllRequest::parse(call.args.get(1..).unwrap_or(&[]), slide_log_max())?;
+    let now = all.at_ms.unwrap_or_else(|| call.clock_ms());
+    let names = call.argv.get(2..2 + all.key_count).ok_or(ArgError::WrongArity)?;
+    let mut keys: Vec<Key> =
+        names.iter().map(|name| Key::open(call.api, call.ctx, *name, Mode::Write)).collect();
+    let mut held = Vec::with_capacity(keys.len());
+    for key in &mut keys {
+        held.push(match key.contents() {
+            Contents::Foreign(held) => return Err(KeyError::Foreign(held).into()),
+            Contents::Empty => None,
+            Contents::Limiter(packed) => Some(packed),
+        });
+    }
+    let verdict = judge_all(&mut held, &all, now)?;
+    drop(held);
+    let changed = verdict.changed();
+    for ((key, change), name) in keys.iter_mut().zip(verdict.changes).zip(names) {
+        let touched = !matches!(change, Change::Unchanged);
+        apply(key, change)?;
+        if touched {
+            call.notify_changed_key(*name);
+        }
+    }
+    if changed {
+        call.replicate_at::<{ MAX_ALL_ARGS + 1 }>(all.at_ms.is_some(), now);
+    }
+    drop(keys);
+    reply::all(call.api, call.ctx, &verdict.head, &verdict.details);
+    Ok(if verdict.allowed { Outcome::Admitted } else { Outcome::Limited })
+}
+
+/// Answers a key-position request for `RL.ALL` (`COMMAND GETKEYS`, cluster routing): the
+/// `numkeys` arguments after `numkeys`, as many as there are.
+fn all_key_positions(api: &Api, ctx: *mut RedisModuleCtx, args: &[*mut RedisModuleString]) {
+    let count = args
+        .get(1)
+        .and_then(|n| AllRequest::key_count(unsafe { bytes(api, *n) }).ok())
+        .unwrap_or(0)
+        .min(args.len().saturating_sub(2));
+    let flags = (raw::REDISMODULE_CMD_KEY_RW
+        | raw::REDISMODULE_CMD_KEY_ACCESS
+        | raw::REDISMODULE_CMD_KEY_UPDATE) as c_int;
+    for position in 2..2 + count {
+        let position = c_int::try_from(position).unwrap_or(c_int::MAX);
+        unsafe { (api.key_at_pos_with_flags)(ctx, position, flags) };
+    }
 }
 
 fn token(call: &Call) -> Result<Outcome, CommandError> {
@@ -285,9 +357,23 @@ macro_rules! command {
             argv: *mut *mut RedisModuleString,
             argc: c_int,
         ) -> c_int {
-            dispatch(ctx, argv, argc, $name, $tally, $handler)
+            dispatch::<MAX_ARGS>(ctx, argv, argc, $name, $tally, $handler)
         }
     };
+}
+
+extern "C" fn rl_all(
+    ctx: *mut RedisModuleCtx,
+    argv: *mut *mut RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    if let Some(api) = api() {
+        if unsafe { (api.is_keys_position_request)(ctx) } != 0 {
+            all_key_positions(api, ctx, arguments(argv, argc));
+            return raw::REDISMODULE_OK as c_int;
+        }
+    }
+    dispatch::<MAX_ALL_ARGS>(ctx, argv, argc, c"rl.all", Tally::All, all)
 }
 
 command!(rl_token, c"rl.token", Tally::Token, token);
@@ -299,7 +385,7 @@ command!(rl_peek, c"rl.peek", Tally::Peek, peek);
 command!(rl_info, c"rl.info", Tally::Info, info);
 command!(rl_restore, c"rl.restore", Tally::Restore, restore);
 
-use super::registry::{ArgKind, ArgSpec};
+use super::registry::{ArgKind, ArgSpec, KeyLayout};
 
 const KEY: ArgSpec = ArgSpec::new(c"key", ArgKind::Key);
 const COST: ArgSpec = ArgSpec::option(c"COST", c"n", ArgKind::Integer);
@@ -358,6 +444,31 @@ const THROTTLE_ARGS: &[ArgSpec] = &[
     DRYRUN,
     AT,
 ];
+const CAPACITY: ArgSpec = ArgSpec::new(c"capacity", ArgKind::Integer);
+const RATE: ArgSpec = ArgSpec::new(c"rate", ArgKind::Integer);
+const PERIOD: ArgSpec = ArgSpec::new(c"period", ArgKind::String);
+const LIMIT: ArgSpec = ArgSpec::new(c"limit", ArgKind::Integer);
+const STEP: ArgSpec = ArgSpec::option(c"STEP", c"step", ArgKind::PureToken);
+const ALIGN: ArgSpec = ArgSpec::option(c"ALIGN", c"align", ArgKind::Block(ALIGN_OFFSET));
+const BUCKETS: ArgSpec = ArgSpec::option(c"BUCKETS", c"b", ArgKind::Integer);
+const MODE: ArgSpec = ArgSpec::new(c"mode", ArgKind::OneOf(LEAK_MODE)).optional();
+const ALL_LIMITS: &[ArgSpec] = &[
+    ArgSpec::keyword(c"TOKEN", c"token", ArgKind::Block(&[CAPACITY, RATE, PERIOD, STEP, COST])),
+    ArgSpec::keyword(c"PERIOD", c"fixed-window", ArgKind::Block(&[LIMIT, PERIOD, ALIGN, COST])),
+    ArgSpec::keyword(
+        c"SLIDE",
+        c"sliding-window",
+        ArgKind::Block(&[LIMIT, ArgSpec::new(c"window", ArgKind::String), BUCKETS, COST]),
+    ),
+    ArgSpec::keyword(c"LEAKY", c"leaky", ArgKind::Block(&[CAPACITY, RATE, PERIOD, MODE, COST])),
+];
+const ALL_ARGS: &[ArgSpec] = &[
+    ArgSpec::new(c"numkeys", ArgKind::Integer),
+    KEY.multiple(),
+    ArgSpec::new(c"limit", ArgKind::OneOf(ALL_LIMITS)).multiple(),
+    DRYRUN,
+    AT,
+];
 const KEY_ONLY: &[ArgSpec] = &[KEY];
 const RESTORE_ARGS: &[ArgSpec] = &[KEY, ArgSpec::new(c"payload", ArgKind::String)];
 
@@ -372,6 +483,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: LIMITING,
         arity: -5,
         read_only: false,
+        keys: KeyLayout::One,
         summary: c"Token bucket: admits a request if the bucket holds COST tokens, refilled RATE per PERIOD",
         complexity: c"O(1)",
         args: TOKEN_ARGS,
@@ -382,6 +494,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: LIMITING,
         arity: -4,
         read_only: false,
+        keys: KeyLayout::One,
         summary: c"Fixed window: at most LIMIT per PERIOD, optionally aligned to calendar boundaries",
         complexity: c"O(1)",
         args: PERIOD_ARGS,
@@ -392,6 +505,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: LIMITING,
         arity: -4,
         read_only: false,
+        keys: KeyLayout::One,
         summary: c"Sliding window: at most LIMIT in any WINDOW, as an exact log or BUCKETS counters",
         complexity: c"O(1) amortized (O(b) with BUCKETS b)",
         args: SLIDE_ARGS,
@@ -402,6 +516,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: LIMITING,
         arity: -5,
         read_only: false,
+        keys: KeyLayout::One,
         summary: c"Leaky bucket: a queue that drains RATE per PERIOD (delay mode) or a meter (NODELAY)",
         complexity: c"O(1)",
         args: LEAKY_ARGS,
@@ -412,9 +527,21 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: LIMITING,
         arity: -5,
         read_only: false,
+        keys: KeyLayout::One,
         summary: c"GCRA, redis-cell compatible: COUNT per PERIOD seconds with burst MAX_BURST",
         complexity: c"O(1)",
         args: THROTTLE_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.all",
+        handler: rl_all,
+        flags: c"write deny-oom fast getkeys-api",
+        arity: -5,
+        read_only: false,
+        keys: KeyLayout::Counted,
+        summary: c"Several limits, all or nothing: admits a request only if every key's limit admits it, then updates them all",
+        complexity: c"O(N) in the number of keys",
+        args: ALL_ARGS,
     },
     CommandSpec {
         name: c"rl.peek",
@@ -422,6 +549,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: READING,
         arity: 2,
         read_only: true,
+        keys: KeyLayout::One,
         summary: c"Reply a DRYRUN COST 1 request with the stored parameters would get, without changing anything",
         complexity: c"O(1) (O(log n) for an exact sliding log)",
         args: KEY_ONLY,
@@ -432,6 +560,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: READING,
         arity: 2,
         read_only: true,
+        keys: KeyLayout::One,
         summary: c"Stored parameters and state of a limiter",
         complexity: c"O(1)",
         args: KEY_ONLY,
@@ -442,6 +571,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         flags: c"write deny-oom",
         arity: 3,
         read_only: false,
+        keys: KeyLayout::One,
         summary: c"Internal: set a limiter from its encoded state (emitted by the AOF rewrite)",
         complexity: c"O(n) in the payload size",
         args: RESTORE_ARGS,

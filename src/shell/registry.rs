@@ -21,6 +21,8 @@ pub struct ArgSpec {
     /// The keyword that introduces it (`COST`, `AT`, …), if any.
     pub token: Option<&'static CStr>,
     pub optional: bool,
+    /// May be repeated (`key [key ...]`).
+    pub multiple: bool,
 }
 
 /// What an argument is.
@@ -39,18 +41,21 @@ pub enum ArgKind {
 
 impl ArgSpec {
     pub const fn new(name: &'static CStr, kind: ArgKind) -> ArgSpec {
-        ArgSpec { name, kind, token: None, optional: false }
+        ArgSpec { name, kind, token: None, optional: false, multiple: false }
     }
     /// An optional argument introduced by `token`.
     pub const fn option(token: &'static CStr, name: &'static CStr, kind: ArgKind) -> ArgSpec {
-        ArgSpec { name, kind, token: Some(token), optional: true }
+        ArgSpec { name, kind, token: Some(token), optional: true, multiple: false }
     }
     /// A required argument introduced by `token` (an alternative inside a one-of).
     pub const fn keyword(token: &'static CStr, name: &'static CStr, kind: ArgKind) -> ArgSpec {
-        ArgSpec { name, kind, token: Some(token), optional: false }
+        ArgSpec { name, kind, token: Some(token), optional: false, multiple: false }
     }
     pub const fn optional(self) -> ArgSpec {
         ArgSpec { optional: true, ..self }
+    }
+    pub const fn multiple(self) -> ArgSpec {
+        ArgSpec { multiple: true, ..self }
     }
 }
 
@@ -91,7 +96,11 @@ fn raw_args(
                 token: a.token.map_or(ptr::null(), CStr::as_ptr),
                 summary: ptr::null(),
                 since: ptr::null(),
-                flags: if a.optional { raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int } else { 0 },
+                flags: {
+                    let optional = if a.optional { raw::REDISMODULE_CMD_ARG_OPTIONAL } else { 0 };
+                    let multiple = if a.multiple { raw::REDISMODULE_CMD_ARG_MULTIPLE } else { 0 };
+                    (optional | multiple) as c_int
+                },
                 deprecated_since: ptr::null(),
                 subargs: subargs.map_or(ptr::null_mut(), |sub| raw_args(sub, keep)),
                 display_text: ptr::null(),
@@ -113,12 +122,25 @@ pub struct CommandSpec {
     pub flags: &'static CStr,
     /// Redis arity: positive = exact, negative = at least that many (command name included).
     pub arity: c_int,
-    /// Whether the key is only read (`RO access`) rather than updated (`RW access update`).
+    /// Whether the keys are only read (`RO access`) rather than updated (`RW access update`).
     pub read_only: bool,
+    /// Where the keys are.
+    pub keys: KeyLayout,
     pub summary: &'static CStr,
     pub complexity: &'static CStr,
     /// The arguments after the command name, for `COMMAND DOCS`.
     pub args: &'static [ArgSpec],
+}
+
+/// Where a command's keys are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum KeyLayout {
+    /// One key, argument 1.
+    One,
+    /// `numkeys key [key ...]`: the count at argument 1, the keys after it. Such commands
+    /// carry the `getkeys-api` flag and answer key-position requests, because Redis Cluster
+    /// routes movable-key module commands only that way (key specs serve `COMMAND` and ACLs).
+    Counted,
 }
 
 static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
@@ -137,8 +159,12 @@ pub fn register(ctx: *mut RedisModuleCtx, spec: &CommandSpec) -> Result<(), Stri
     let set_info =
         unsafe { raw::RedisModule_SetCommandInfo }.ok_or("RedisModule_SetCommandInfo missing")?;
 
+    let (first, last, step) = match spec.keys {
+        KeyLayout::One => (1, 1, 1),
+        KeyLayout::Counted => (0, 0, 0),
+    };
     let created = unsafe {
-        create(ctx, spec.name.as_ptr(), Some(spec.handler), spec.flags.as_ptr(), 1, 1, 1)
+        create(ctx, spec.name.as_ptr(), Some(spec.handler), spec.flags.as_ptr(), first, last, step)
     };
     if created != raw::REDISMODULE_OK as c_int {
         return Err(format!("could not create command {name}"));
@@ -152,13 +178,15 @@ pub fn register(ctx: *mut RedisModuleCtx, spec: &CommandSpec) -> Result<(), Stri
     } else {
         KeySpecFlags::READ_WRITE | KeySpecFlags::ACCESS | KeySpecFlags::UPDATE
     };
-    // One key, at argument 1. (No notes: the crate would leak their C string.)
-    let key_specs = get_redis_key_spec(vec![KeySpec::new(
-        None,
-        flags,
-        BeginSearch::new_index(1),
-        FindKeys::new_range(0, 1, 0),
-    )]);
+    // (No notes: the crate would leak their C string.)
+    let find = match spec.keys {
+        // One key, at argument 1.
+        KeyLayout::One => FindKeys::new_range(0, 1, 0),
+        // The count at argument 1 (index 0 from there), keys from the next argument on.
+        KeyLayout::Counted => FindKeys::new_keys_num(0, 1, 1),
+    };
+    let key_specs =
+        get_redis_key_spec(vec![KeySpec::new(None, flags, BeginSearch::new_index(1), find)]);
     let tips = if spec.read_only { c"" } else { c"nondeterministic_output" };
     let mut keep = Vec::new();
     let args = raw_args(spec.args, &mut keep);

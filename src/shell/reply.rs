@@ -15,6 +15,19 @@ pub fn integers(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64]) {
     }
 }
 
+/// Replies with `RL.ALL`'s layout: six integers, then an array of one five-integer array per
+/// key.
+pub fn all(api: &Api, ctx: *mut RedisModuleCtx, head: &[i64; 6], details: &[[i64; 5]]) {
+    unsafe { (api.reply_with_array)(ctx, (head.len() + 1) as c_long) };
+    for v in head {
+        unsafe { (api.reply_with_long_long)(ctx, *v) };
+    }
+    unsafe { (api.reply_with_array)(ctx, details.len() as c_long) };
+    for detail in details {
+        integers(api, ctx, detail);
+    }
+}
+
 /// Replies with an error. `text` must start with its error code (`ERR`, `WRONGTYPE`);
 /// control characters become spaces so the reply stays one protocol line.
 pub fn error(api: &Api, ctx: *mut RedisModuleCtx, text: &str) {

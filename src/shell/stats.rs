@@ -12,18 +12,20 @@ pub enum Tally {
     Slide,
     Leaky,
     Throttle,
+    All,
     Peek,
     Info,
     Restore,
 }
 
 impl Tally {
-    const ALL: [Tally; 8] = [
+    const ALL: [Tally; 9] = [
         Tally::Token,
         Tally::Period,
         Tally::Slide,
         Tally::Leaky,
         Tally::Throttle,
+        Tally::All,
         Tally::Peek,
         Tally::Info,
         Tally::Restore,
@@ -36,6 +38,7 @@ impl Tally {
             Tally::Slide => "slide",
             Tally::Leaky => "leaky",
             Tally::Throttle => "throttle",
+            Tally::All => "all",
             Tally::Peek => "peek",
             Tally::Info => "info",
             Tally::Restore => "restore",
