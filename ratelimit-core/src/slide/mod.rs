@@ -1408,5 +1408,5 @@ impl Stored for SlideState {
 }
 
 #[cfg(test)]
-#[path = "slide_tests.rs"]
+#[path = "../slide_tests.rs"]
 mod tests;
