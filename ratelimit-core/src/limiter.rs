@@ -122,8 +122,7 @@ variant!(
         cost: u64,
         commit: bool,
     ) -> Option<(Decision, bool)> {
-        let unchanged = self.params() == *params && self.reset_at_ms() > now_ms;
-        unchanged.then(|| slide::evaluate_in_place(self, params, now_ms, cost, commit))
+        slide::evaluate_in_place(self, params, now_ms, cost, commit)
     }
 );
 

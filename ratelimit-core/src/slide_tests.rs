@@ -1,3 +1,4 @@
+use super::log::{write_header, Header, HEADER};
 use super::*;
 use proptest::prelude::*;
 
@@ -9,6 +10,10 @@ fn exact(limit: u64, window: u64) -> SlideParams {
 
 fn bucketed(limit: u64, window: u64, b: u64) -> SlideParams {
     SlideParams::new(limit, window, Some(b), MAX_COUNT).unwrap()
+}
+
+fn nz(b: u16) -> NonZeroU16 {
+    NonZeroU16::new(b).unwrap()
 }
 
 fn reply(d: &Decision) -> [i64; 5] {
@@ -28,15 +33,20 @@ impl Driver {
         // The in-place variant agrees, for a dry run and for a commit.
         if let Some(s) = &self.state {
             let mut copy = s.clone();
-            let (d, changed) = evaluate_in_place(&mut copy, p, now, cost, false);
-            assert_eq!(d, e.decision);
-            assert!(!changed);
-            assert_eq!(&copy, s);
-            let (d, changed) = evaluate_in_place(&mut copy, p, now, cost, true);
-            assert_eq!(d, e.decision);
-            assert_eq!(changed, e.next.is_some());
-            if let Some(n) = &e.next {
-                assert_eq!(&copy, n);
+            // In place exactly for unchanged parameters on a live state.
+            let in_place = s.params() == *p && live(Some(s), now).is_some();
+            let dry = evaluate_in_place(&mut copy, p, now, cost, false);
+            assert_eq!(dry.is_some(), in_place);
+            if let Some((d, changed)) = dry {
+                assert_eq!(d, e.decision);
+                assert!(!changed);
+                assert_eq!(&copy, s);
+                let (d, changed) = evaluate_in_place(&mut copy, p, now, cost, true).unwrap();
+                assert_eq!(d, e.decision);
+                assert_eq!(changed, e.next.is_some());
+                if let Some(n) = &e.next {
+                    assert_eq!(&copy, n);
+                }
             }
         }
         if let Some(n) = &e.next {
@@ -186,14 +196,14 @@ enum Model {
 impl Model {
     /// A reference model holding exactly what `s` holds.
     fn of(s: &SlideState) -> Model {
-        if s.buckets == 0 {
+        if s.mode == SlideMode::Exact {
             Model::Exact(ExactModel {
                 window: s.window_ms as i64,
                 events: s.entries().collect(),
                 updated: s.updated_ms,
             })
         } else {
-            let mut m = BucketModel::new(s.window_ms, u64::from(s.buckets));
+            let mut m = BucketModel::new(s.window_ms, u64::from(s.mode.buckets()));
             let first = s.updated_ms.div_euclid(m.w) - m.b;
             m.events = s
                 .counters()
@@ -243,8 +253,8 @@ fn state_fits_in_56_bytes() {
 
 #[test]
 fn params_are_checked() {
-    assert_eq!(exact(10, 1000), SlideParams { limit: 10, window_ms: 1000, buckets: 0 });
-    assert_eq!(bucketed(10, 1000, 10).buckets, 10);
+    assert_eq!(exact(10, 1000), SlideParams { limit: 10, window_ms: 1000, mode: SlideMode::Exact });
+    assert_eq!(bucketed(10, 1000, 10).mode.buckets(), 10);
     let over = SlideParams::new(100_001, 1000, None, DEFAULT_LOG_MAX).unwrap_err().to_string();
     assert!(
         over.starts_with("ERR ")
@@ -329,7 +339,7 @@ fn one_entry_log_needs_no_heap() {
 fn log_memory_stays_within_16_bytes_per_entry() {
     fn admit(state: &mut Option<SlideState>, p: &SlideParams, t: i64) {
         match state {
-            Some(s) => assert!(evaluate_in_place(s, p, t, 1, true).0.allowed),
+            Some(s) => assert!(evaluate_in_place(s, p, t, 1, true).expect("in place").0.allowed),
             None => *state = evaluate(None, p, t, 1).next,
         }
     }
@@ -572,8 +582,14 @@ fn round_trip_through_entries_and_counters() {
     let s = d.state.unwrap();
     let counters: Vec<_> = s.counters().collect();
     assert_eq!(counters.len(), 11);
-    let back = SlideState::from_counters(s.limit, s.window_ms, s.buckets, s.updated_ms, &counters)
-        .unwrap();
+    let back = SlideState::from_counters(
+        s.limit,
+        s.window_ms,
+        nz(s.mode.buckets()),
+        s.updated_ms,
+        &counters,
+    )
+    .unwrap();
     assert_eq!(back, s);
 }
 
@@ -588,12 +604,18 @@ fn from_entries_refuses_impossible_logs() {
     assert!(SlideState::from_entries(3, 100, T0 + 5, &[(T0, 0), (T0 + 5, 1)]).is_err());
     assert!(SlideState::from_entries(3, 100, T0, &[]).is_err());
     assert!(SlideState::from_entries(3, 100, -5, &[(-5, 1)]).is_err());
-    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 0, 1]).is_ok());
-    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 1]).is_err(), "b + 1 counters");
-    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 1, 0]).is_err(), "newest empty");
-    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 2, 0, 0, 2]).is_err(), "above the limit");
-    assert!(SlideState::from_counters(3, 100, 3, T0, &[0, 0, 0, 1]).is_err(), "indivisible");
-    assert!(SlideState::from_counters(3, 100, 4, T0, &[u64::MAX, 0, 0, 0, 1]).is_err());
+    assert!(SlideState::from_counters(3, 100, nz(4), T0, &[0, 0, 0, 0, 1]).is_ok());
+    assert!(SlideState::from_counters(3, 100, nz(4), T0, &[0, 0, 0, 1]).is_err(), "b + 1 counters");
+    assert!(
+        SlideState::from_counters(3, 100, nz(4), T0, &[0, 0, 0, 1, 0]).is_err(),
+        "newest empty"
+    );
+    assert!(
+        SlideState::from_counters(3, 100, nz(4), T0, &[0, 2, 0, 0, 2]).is_err(),
+        "above the limit"
+    );
+    assert!(SlideState::from_counters(3, 100, nz(3), T0, &[0, 0, 0, 1]).is_err(), "indivisible");
+    assert!(SlideState::from_counters(3, 100, nz(4), T0, &[u64::MAX, 0, 0, 0, 1]).is_err());
 }
 
 #[test]
@@ -606,7 +628,7 @@ fn validate_catches_corrupt_buffers() {
     let s = d.state.unwrap();
     assert!(s.validate().is_ok());
     let mut bad = s.clone();
-    bad.log.word = 0;
+    bad.buffer.word = 0;
     assert!(bad.validate().is_err());
     let mut bad = s.clone();
     bad.updated_ms += 1;
@@ -614,16 +636,16 @@ fn validate_catches_corrupt_buffers() {
     let mut bad = s.clone();
     bad.limit = 4;
     assert!(bad.validate().is_err());
-    for at in 0..s.log.heap.len() {
+    for at in 0..s.buffer.heap.len() {
         let mut bad = s.clone();
-        let mut heap = bad.log.heap.to_vec();
+        let mut heap = bad.buffer.heap.to_vec();
         heap[at] ^= 0x41;
-        bad.log.heap = heap.into_boxed_slice();
+        bad.buffer.heap = heap.into_boxed_slice();
         let _ = bad.validate();
         let _ = evaluate(Some(&bad), &p, T0 + 20, 1);
     }
     let mut bad = s.clone();
-    bad.buckets = 1;
+    bad.mode = SlideMode::from_buckets(1);
     assert!(bad.validate().is_err());
 }
 
@@ -803,7 +825,7 @@ proptest! {
                 if let Some(s) = stored.as_ref().filter(|s| !s.same_shape(&p)) {
                     model = None;
                     let t = now.max(s.updated_ms);
-                    // A shorter window drops what falls outside it (SPEC §2): the baseline is
+                    // A shorter window drops what falls outside it (module docs, parameter changes): the baseline is
                     // the stored state judged under the shorter window where that is defined.
                     let (used_old, scale) = match Model::of(s) {
                         Model::Exact(m) => (count_in(&m.events, m.window.min(window as i64), t) as u128, 1),
@@ -823,7 +845,7 @@ proptest! {
                     model = Some(Model::of(d.state.as_ref().unwrap()));
                 }
                 if let Some(s) = &d.state {
-                    if s.buckets == 0 {
+                    if s.mode == SlideMode::Exact {
                         prop_assert!(s.stored_total() <= s.limit);
                     }
                 }
@@ -889,7 +911,7 @@ proptest! {
             let len = heap.len();
             write_header(&mut heap, &Header { oldest_ms: updated.saturating_sub(3), used: 5, head: HEADER, end: len });
         }
-        let mut s = SlideState { limit, window_ms: window, buckets, updated_ms: updated, log: SlideLog { word, heap: heap.into_boxed_slice() } };
+        let mut s = SlideState { limit, window_ms: window, mode: SlideMode::from_buckets(buckets), updated_ms: updated, buffer: SlideBuffer { word, heap: heap.into_boxed_slice() } };
         let _ = s.validate();
         let _ = s.entries().take(1000).count();
         let _ = s.counters().take(1000).count();
@@ -915,9 +937,9 @@ fn extreme_corrupt_states_saturate() {
             let mut s = SlideState {
                 limit: u64::MAX,
                 window_ms: window,
-                buckets: 1,
+                mode: SlideMode::from_buckets(1),
                 updated_ms: updated,
-                log: SlideLog { word: u64::MAX, heap: huge.clone().into_boxed_slice() },
+                buffer: SlideBuffer { word: u64::MAX, heap: huge.clone().into_boxed_slice() },
             };
             let _ = s.validate();
             let _ = s.reset_at_ms();
@@ -933,7 +955,7 @@ fn extreme_corrupt_states_saturate() {
                     }
                 }
             }
-            s.buckets = 0;
+            s.mode = SlideMode::Exact;
             let mut heap = huge.clone();
             heap.extend_from_slice(&[0xff; 16]);
             let len = heap.len();
@@ -941,7 +963,7 @@ fn extreme_corrupt_states_saturate() {
                 &mut heap,
                 &Header { oldest_ms: i64::MIN, used: u64::MAX, head: HEADER, end: len },
             );
-            s.log.heap = heap.into_boxed_slice();
+            s.buffer.heap = heap.into_boxed_slice();
             let _ = s.validate();
             let _ = s.entries().count();
             for now in [0, T0, super::super::args::MAX_AT_MS] {
