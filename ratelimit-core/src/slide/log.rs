@@ -26,8 +26,7 @@
 
 use super::alloc_size::size_class;
 use super::varint::{decode_entry, gap_i64, put_entry, varint_len};
-use super::{ms_until, window_i64, SlideBuffer, SlideMode, SlideState};
-use crate::arith::saturate_u64;
+use super::{ms_until, verdict, window_i64, SlideBuffer, SlideMode, SlideState};
 use crate::decision::Decision;
 use crate::state::CorruptState;
 
@@ -269,17 +268,9 @@ pub(super) fn decide_exact(s: &SlideState, limit: u64, t: i64, cost: u64) -> (De
     let p = window_i64(s.window_ms);
     let view = exact_view(s, p, t);
     let used = u128::from(view.used);
-    let (limit_w, cost_w) = (u128::from(limit), u128::from(cost));
-    let allowed = cost == 0 || used + cost_w <= limit_w;
-    let remaining =
-        if allowed { limit_w.saturating_sub(used + cost_w) } else { limit_w.saturating_sub(used) };
-    let retry_after_ms = if allowed {
-        0
-    } else if cost > limit {
-        -1
-    } else {
+    let retry = || {
         // Wait until the oldest entries whose costs add up to `need` have left.
-        let need = used + cost_w - limit_w;
+        let need = used + u128::from(cost) - u128::from(limit);
         let mut acc = 0u128;
         let mut retry = ms_until(i128::from(s.updated_ms) + i128::from(p), i128::from(t));
         for (ts, c) in entries_of(s, view.older, view.newest_alive) {
@@ -291,20 +282,16 @@ pub(super) fn decide_exact(s: &SlideState, limit: u64, t: i64, cost: u64) -> (De
         }
         retry
     };
-    let reset_after_ms = if allowed && cost > 0 {
-        p
-    } else if view.newest_alive {
-        ms_until(i128::from(s.updated_ms) + i128::from(p), i128::from(t))
-    } else {
-        0
+    let reset = |admitted: bool| {
+        if admitted {
+            p
+        } else if view.newest_alive {
+            ms_until(i128::from(s.updated_ms) + i128::from(p), i128::from(t))
+        } else {
+            0
+        }
     };
-    let decision = Decision {
-        allowed,
-        limit,
-        remaining: saturate_u64(remaining),
-        retry_after_ms,
-        reset_after_ms,
-    };
+    let decision = verdict(limit, cost, used, 1, retry, reset);
     (decision, view)
 }
 

@@ -236,6 +236,42 @@ fn wide(v: i64) -> u128 {
     u128::try_from(v).unwrap_or(0)
 }
 
+/// The decision on a request of `cost` when `scaled_used` is `used(t)·scale` (the exact log
+/// counts whole permits, scale 1; `BUCKETS` counts in `1/w` permits, scale `w`): admitted iff
+/// `used + cost ≤ limit`, exactly. `retry` is the wait for a limited request the limit can
+/// hold; `reset` the wait until the window is empty, after (`true`) or without the request.
+fn verdict(
+    limit: u64,
+    cost: u64,
+    scaled_used: u128,
+    scale: u128,
+    retry: impl FnOnce() -> i64,
+    reset: impl FnOnce(bool) -> i64,
+) -> Decision {
+    let cap = scale * u128::from(limit);
+    let need = scale * u128::from(cost);
+    let allowed = cost == 0 || scaled_used.saturating_add(need) <= cap;
+    let left = if allowed {
+        cap.saturating_sub(scaled_used.saturating_add(need))
+    } else {
+        cap.saturating_sub(scaled_used)
+    };
+    let retry_after_ms = if allowed {
+        0
+    } else if cost > limit {
+        -1
+    } else {
+        retry()
+    };
+    Decision {
+        allowed,
+        limit,
+        remaining: super::arith::saturate_u64(div(left, scale)),
+        retry_after_ms,
+        reset_after_ms: reset(allowed && cost > 0),
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Deciding and applying
 

@@ -46,8 +46,9 @@
 
 use std::num::NonZeroU16;
 
-use super::{div, ms_until, wide, window_i64, SlideBuffer, SlideMode, SlideParams, SlideState};
-use crate::arith::saturate_u64;
+use super::{
+    div, ms_until, verdict, wide, window_i64, SlideBuffer, SlideMode, SlideParams, SlideState,
+};
 use crate::decision::Decision;
 use crate::state::CorruptState;
 
@@ -370,39 +371,18 @@ pub(super) fn decide_buckets(
     let view = bucket_view(s, buckets, t);
     let ring = Ring::of(&s.buffer.heap, &view.grid);
     let grid = view.grid;
-    let w = wide(grid.w);
-    let est = view.estimate();
-    let cap = w * u128::from(limit);
-    let need = w * u128::from(cost);
-    let allowed = cost == 0 || est.saturating_add(need) <= cap;
-    let left = if allowed {
-        cap.saturating_sub(est.saturating_add(need))
-    } else {
-        cap.saturating_sub(est)
+    let retry = || bucket_retry(&ring, &view, limit, cost, t);
+    let reset = |admitted: bool| {
+        if admitted {
+            ms_until(grid.gone_at(view.i), i128::from(t))
+        } else {
+            // The newest non-empty sub-window still (partly) in the window.
+            let newest =
+                (0..=grid.b).map(|k| view.iu.saturating_sub(k)).find(|&j| view.count(&ring, j) > 0);
+            newest.map_or(0, |j| ms_until(grid.gone_at(j), i128::from(t)))
+        }
     };
-    let remaining = div(left, w);
-    let retry_after_ms = if allowed {
-        0
-    } else if cost > limit {
-        -1
-    } else {
-        bucket_retry(&ring, &view, limit, cost, t)
-    };
-    let reset_after_ms = if allowed && cost > 0 {
-        ms_until(grid.gone_at(view.i), i128::from(t))
-    } else {
-        // The newest non-empty sub-window still (partly) in the window.
-        let newest =
-            (0..=grid.b).map(|k| view.iu.saturating_sub(k)).find(|&j| view.count(&ring, j) > 0);
-        newest.map_or(0, |j| ms_until(grid.gone_at(j), i128::from(t)))
-    };
-    let decision = Decision {
-        allowed,
-        limit,
-        remaining: saturate_u64(remaining),
-        retry_after_ms,
-        reset_after_ms,
-    };
+    let decision = verdict(limit, cost, view.estimate(), wide(grid.w), retry, reset);
     (decision, view)
 }
 
