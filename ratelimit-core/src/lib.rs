@@ -23,3 +23,5 @@ pub mod token;
 
 #[cfg(test)]
 mod fuzz_tests;
+#[cfg(test)]
+mod testing;

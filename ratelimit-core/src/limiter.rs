@@ -260,39 +260,6 @@ impl Limiter {
     }
 }
 
-/// Test support shared by the algorithms' tests.
-#[cfg(test)]
-pub mod testing {
-    use super::*;
-
-    /// Drives a limiter like the shell does: stores `next` (checking it validates) and
-    /// returns the decision.
-    pub struct Sim<V: Variant> {
-        pub state: Option<V>,
-    }
-
-    impl<V: Variant> Default for Sim<V> {
-        fn default() -> Self {
-            Sim { state: None }
-        }
-    }
-
-    impl<V: Variant> Sim<V> {
-        pub fn new() -> Self {
-            Self::default()
-        }
-
-        pub fn call(&mut self, p: &V::Params, now: i64, cost: u64) -> Decision {
-            let e = V::evaluate(self.state.as_ref(), p, now, cost);
-            if let Some(next) = e.next {
-                assert_eq!(next.validate(), Ok(()));
-                self.state = Some(next);
-            }
-            e.decision
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
