@@ -1,6 +1,6 @@
 use super::*;
 use crate::args::MAX_DURATION_MS;
-use crate::testing::{self, check_against_model, Call};
+use crate::testing::{self, check_against_model, clocked};
 use proptest::prelude::*;
 use std::cmp::Ordering;
 
@@ -604,10 +604,10 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..30),
         stable in any::<bool>(),
     ) {
-        let calls = steps.into_iter().scan(T0, |clock, (k, gap, q)| {
-            *clock += gap;
-            Some(Call { params: if stable { sets[0] } else { sets[k] }, now: *clock, cost: q })
-        });
+        // (The clock stays far above 0: T0 minus at most 30 × 3000 ms.)
+        let calls = clocked(T0, steps.into_iter().map(|(k, gap, q)| {
+            (if stable { sets[0] } else { sets[k] }, gap, q)
+        }));
         check_against_model(&mut Model::default(), calls, |h, model, c, d| {
             let j = model.last.as_ref().unwrap();
             check(&c.params, c.cost, d, j)?;
@@ -632,10 +632,7 @@ proptest! {
     ) {
         let mut model = Model::default();
         let mut last = None;
-        let calls = steps.into_iter().scan(T0, |clock, (gap, q)| {
-            *clock += gap;
-            Some(Call { params: p, now: *clock, cost: q })
-        });
+        let calls = clocked(T0, steps.into_iter().map(|(gap, q)| (p, gap, q)));
         check_against_model(&mut model, calls, |_, m, c, d| {
             last = Some((*d, c.cost, m.last.clone().unwrap()));
             Ok(())

@@ -1,6 +1,6 @@
 use super::*;
 use crate::args::MAX_AT_MS;
-use crate::testing::{self, check_against_model, Call};
+use crate::testing::{self, check_against_model, clocked};
 use proptest::prelude::*;
 
 const HOUR: u64 = 3_600_000;
@@ -450,10 +450,7 @@ proptest! {
         start in 0i64..100,
         ops in arb_ops(),
     ) {
-        let calls = ops.into_iter().scan(start, |t, (i, gap, cost)| {
-            *t = (*t + gap).max(0);
-            Some(Call { params: pool[i], now: *t, cost })
-        });
+        let calls = clocked(start, ops.into_iter().map(|(i, gap, cost)| (pool[i], gap, cost)));
         check_against_model(&mut Model::default(), calls, |_, _, _, _| Ok(()))?;
     }
 

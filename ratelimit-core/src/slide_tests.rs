@@ -1,6 +1,6 @@
 use super::log::{write_header, Header, HEADER};
 use super::*;
-use crate::testing::{self, check_against_model, Model as _};
+use crate::testing::{self, check_against_model, clocked, Model as _};
 use proptest::prelude::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -207,17 +207,6 @@ fn retry_is_exact(
         prop_assert!(!d.peek(&c.params, t + got.retry_after_ms - 1, c.cost).allowed);
     }
     Ok(())
-}
-
-/// The calls of a test as absolute instants: the clock moves by each gap, never below 0.
-fn clocked(
-    start: i64,
-    ops: impl IntoIterator<Item = (SlideParams, Call)>,
-) -> impl Iterator<Item = testing::Call<SlideParams>> {
-    ops.into_iter().scan(start, |now, (params, op)| {
-        *now = (*now + op.gap).max(0);
-        Some(testing::Call { params, now: *now, cost: op.cost })
-    })
 }
 
 /// The largest total admitted in any interval of `window` ms.
@@ -668,7 +657,7 @@ proptest! {
     ) {
         let p = exact(limit, window);
         let mut admitted = Vec::new();
-        let calls = clocked(start, ops.into_iter().map(|op| (p, op)));
+        let calls = clocked(start, ops.into_iter().map(|op| (p, op.gap, op.cost)));
         check_against_model(&mut ExactModel::default(), calls, |d, m, c, got| {
             if got.allowed && c.cost > 0 {
                 admitted.push((m.updated, c.cost));
@@ -694,7 +683,7 @@ proptest! {
         ops in proptest::collection::vec((calls(80, 4, 2), 1u64..8, 1u64..150), 1..25),
     ) {
         let ops = ops.into_iter().flat_map(|(batch, limit, window)| {
-            batch.into_iter().map(move |op| (exact(limit, window), op))
+            batch.into_iter().map(move |op| (exact(limit, window), op.gap, op.cost))
         });
         check_against_model(&mut ExactModel::default(), clocked(start, ops), |_, _, _, _| Ok(()))?;
     }
@@ -709,7 +698,7 @@ proptest! {
     ) {
         let window = b * w;
         let ops = ops.into_iter().flat_map(|(batch, limit)| {
-            batch.into_iter().map(move |op| (bucketed(limit, window, b), op))
+            batch.into_iter().map(move |op| (bucketed(limit, window, b), op.gap, op.cost))
         });
         let mut m = BucketModel::new(window, b);
         check_against_model(&mut m, clocked(start, ops), |d, _, c, got| retry_is_exact(d, c, got))?;

@@ -116,6 +116,18 @@ pub struct Call<P> {
     pub cost: u64,
 }
 
+/// Calls at absolute instants from `(params, gap, cost)` steps: the clock starts at `start`
+/// and moves by each gap (negative: the clock goes back), never below 0.
+pub fn clocked<P>(
+    start: i64,
+    steps: impl IntoIterator<Item = (P, i64, u64)>,
+) -> impl Iterator<Item = Call<P>> {
+    steps.into_iter().scan(start, |now, (params, gap, cost)| {
+        *now = (*now + gap).max(0);
+        Some(Call { params, now: *now, cost })
+    })
+}
+
 /// Runs `calls` through a fresh [`Sim`] (with all its checks) and through `model`: every
 /// decision must equal the model's field for field, and every stored state pass
 /// [`Model::check_state`]. After each call `each` checks the test's own properties (it sees

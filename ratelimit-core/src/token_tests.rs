@@ -1,6 +1,6 @@
 use super::*;
 use crate::args::{MAX_AT_MS, MAX_COUNT, MAX_DURATION_MS};
-use crate::testing::{self, check_against_model, Call};
+use crate::testing::{self, check_against_model, clocked};
 use proptest::prelude::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -319,10 +319,8 @@ proptest! {
         steps in proptest::collection::vec((-60i64..120, 0usize..3, 0u64..=8), 1..40),
         params in proptest::collection::vec(small_params(), 3),
     ) {
-        let calls = steps.into_iter().scan(T0, |now, (gap, which, cost)| {
-            *now += gap;
-            Some(Call { params: params[which], now: *now, cost })
-        });
+        // (The clock stays far above 0: T0 minus at most 40 × 60 ms.)
+        let calls = clocked(T0, steps.into_iter().map(|(gap, which, cost)| (params[which], gap, cost)));
         check_against_model(&mut None::<Model>, calls, |_, _, _, _| Ok(()))?;
     }
 
