@@ -11,7 +11,7 @@ use super::gcra::GcraState;
 use super::leaky::LeakyBucket;
 use super::limiter::Limiter;
 use super::period::PeriodWindow;
-use super::slide::SlideState;
+use super::slide::{SlideMode, SlideState};
 use super::state::CorruptState;
 use super::token::{Refill, TokenBucket};
 
@@ -106,9 +106,9 @@ pub fn encode(limiter: &Limiter) -> Vec<u8> {
             w.u8(TAG_SLIDE);
             w.u64(state.limit);
             w.u64(state.window_ms);
-            w.u64(u64::from(state.buckets));
+            w.u64(u64::from(state.mode.buckets()));
             w.i64(state.updated_ms);
-            if state.buckets == 0 {
+            if state.mode == SlideMode::Exact {
                 let entries: Vec<(i64, u64)> = state.entries().collect();
                 w.u64(entries.len() as u64);
                 for (ts, cost) in entries {
@@ -196,24 +196,27 @@ fn decode_slide(r: &mut Reader<'_>) -> Result<SlideState, CorruptState> {
         u16::try_from(r.u64()?).map_err(|_| CorruptState("slide buckets out of range"))?;
     let updated_ms = r.i64()?;
     let count = usize::try_from(r.u64()?).map_err(|_| CorruptState("slide count out of range"))?;
-    if buckets == 0 {
-        if count > r.room_for(16) {
-            return Err(CorruptState("payload truncated"));
+    match SlideMode::from_buckets(buckets) {
+        SlideMode::Exact => {
+            if count > r.room_for(16) {
+                return Err(CorruptState("payload truncated"));
+            }
+            let mut entries = Vec::with_capacity(count);
+            for _ in 0..count {
+                entries.push((r.i64()?, r.u64()?));
+            }
+            SlideState::from_entries(limit, window_ms, updated_ms, &entries)
         }
-        let mut entries = Vec::with_capacity(count);
-        for _ in 0..count {
-            entries.push((r.i64()?, r.u64()?));
+        SlideMode::Buckets(buckets) => {
+            if count > r.room_for(8) {
+                return Err(CorruptState("payload truncated"));
+            }
+            let mut counters = Vec::with_capacity(count);
+            for _ in 0..count {
+                counters.push(r.u64()?);
+            }
+            SlideState::from_counters(limit, window_ms, buckets, updated_ms, &counters)
         }
-        SlideState::from_entries(limit, window_ms, updated_ms, &entries)
-    } else {
-        if count > r.room_for(8) {
-            return Err(CorruptState("payload truncated"));
-        }
-        let mut counters = Vec::with_capacity(count);
-        for _ in 0..count {
-            counters.push(r.u64()?);
-        }
-        SlideState::from_counters(limit, window_ms, buckets, updated_ms, &counters)
     }
 }
 

@@ -46,8 +46,9 @@
 //!   — **unless** that would give more permits than the stored parameters had at `now'`
 //!   (a larger `max_burst`, or a slower rate, makes the same debt worth fewer permits). Then
 //!   the TAT moves later, just enough that the available permits are exactly what they were
-//!   (SPEC §2: no top-up, never more permits than before the change). The converted TAT is
-//!   rounded up to the new `1/count` ms grid (toward fewer permits).
+//!   (README, "Keys, time, persistence, replication": a parameter change never tops up, never
+//!   gives more permits than before it). The converted TAT is rounded up to the new
+//!   `1/count` ms grid (toward fewer permits).
 //!
 //! # Deliberate differences from redis-cell
 //!

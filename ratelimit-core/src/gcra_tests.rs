@@ -1,5 +1,6 @@
 use super::*;
 use crate::args::MAX_DURATION_MS;
+use crate::testing::{self, check_against_model, clocked};
 use proptest::prelude::*;
 use std::cmp::Ordering;
 
@@ -9,27 +10,9 @@ fn params(max_burst: u64, count: u64, period_s: u64) -> GcraParams {
     GcraParams::new(max_burst, count, period_s).unwrap()
 }
 
-/// A limiter driven through `evaluate` the way the command shell does (no DRYRUN).
-#[derive(Default)]
-struct Harness {
-    state: Option<GcraState>,
-}
-
-impl Harness {
-    fn call(&mut self, p: &GcraParams, now: i64, quantity: u64) -> Decision {
-        let e = evaluate(self.state.as_ref(), p, now, quantity);
-        if let Some(next) = e.next {
-            next.validate().unwrap();
-            self.state = Some(next);
-        }
-        e.decision
-    }
-
-    /// The reply `CL.THROTTLE` gives.
-    fn throttle(&mut self, p: &GcraParams, now: i64, quantity: u64) -> [i64; 5] {
-        throttle_reply(&self.call(p, now, quantity))
-    }
-}
+/// A limiter driven through `evaluate` the way the command shell does (no DRYRUN);
+/// `throttle` gives the replies `CL.THROTTLE` gives.
+type Sim = crate::testing::Sim<GcraState>;
 
 // ---------------------------------------------------------------------------------------------
 // Hand-worked cases against redis-cell's documented semantics and its own tests.
@@ -50,7 +33,7 @@ fn readme_example() {
 #[test]
 fn readme_burst_is_exhausted_then_refills() {
     let p = params(15, 30, 60);
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     for i in 1..=16i64 {
         assert_eq!(h.throttle(&p, T0, 1), [0, 16, 16 - i, -1, 2 * i], "call {i}");
     }
@@ -98,7 +81,7 @@ fn redis_cell_rate_limit_table() {
         (9500, 2, false, 2, 3000, -1),
         (9500, 5, true, 2, 3000, 3000),
     ];
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     for (i, (offset, q, limited, remaining, reset, retry)) in cases.into_iter().enumerate() {
         let d = h.call(&p, T0 + offset, q);
         assert_eq!(d.allowed, !limited, "case {i}");
@@ -118,7 +101,7 @@ fn redis_cell_rate_limit_table() {
 #[test]
 fn redis_cell_end_to_end() {
     let p = params(0, 1, 2);
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     assert_eq!(h.throttle(&p, T0, 1), [0, 1, 0, -1, 2]);
     assert_eq!(h.throttle(&p, T0 + 1, 1), [1, 1, 0, 2, 2]);
     assert_eq!(h.throttle(&p, T0 + 2000, 1), [0, 1, 0, -1, 2]);
@@ -127,7 +110,7 @@ fn redis_cell_end_to_end() {
 #[test]
 fn quantity_above_limit_never_passes() {
     let p = params(4, 1, 1);
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     // Fresh key: limited, remaining = limit, nothing to reset.
     assert_eq!(h.call(&p, T0, 6).to_reply(), [0, 5, 5, -1, 0]);
     assert_eq!(h.throttle(&p, T0, 6), [1, 5, 5, -1, 0]);
@@ -136,7 +119,7 @@ fn quantity_above_limit_never_passes() {
     h.call(&p, T0, 2);
     assert_eq!(h.call(&p, T0 + 500, 1_000_000_000_000).to_reply(), [0, 5, 3, -1, 1500]);
     // Exactly the limit passes on a fresh key.
-    assert_eq!(Harness::default().throttle(&p, T0, 5), [0, 5, 0, -1, 5]);
+    assert_eq!(Sim::new().throttle(&p, T0, 5), [0, 5, 0, -1, 5]);
 }
 
 #[test]
@@ -146,7 +129,7 @@ fn quantity_zero_peeks_and_stores_nothing() {
     assert_eq!(e.decision.to_reply(), [1, 3, 3, 0, 0]);
     assert_eq!(throttle_reply(&e.decision), [0, 3, 3, -1, 0]);
     assert!(e.next.is_none());
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     h.call(&p, T0, 3);
     let before = h.state;
     assert_eq!(h.call(&p, T0, 0).to_reply(), [1, 3, 0, 0, 1000]);
@@ -157,7 +140,7 @@ fn quantity_zero_peeks_and_stores_nothing() {
 #[test]
 fn fractional_emission_interval_is_exact() {
     let p = params(0, 3, 1);
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     assert_eq!(h.call(&p, T0, 1).to_reply(), [1, 1, 0, 0, 334]);
     let s = h.state.unwrap();
     assert_eq!((s.tat_ms, s.tat_frac), (T0 + 333, 1));
@@ -168,7 +151,7 @@ fn fractional_emission_interval_is_exact() {
     // 3 per second with a burst of 2 (τ = 1 s): every second exactly 3 requests pass and a
     // 4th is refused, for 1000 seconds — the exact TAT never drifts.
     let p = params(2, 3, 1);
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     for s in 0..1000i64 {
         let at = T0 + s * 1000;
         for left in [2, 1, 0] {
@@ -188,7 +171,7 @@ fn fractional_emission_interval_is_exact() {
 fn retry_rounds_up_the_exact_value_not_its_whole_ms() {
     // 3 per second, burst 3 (L = 4, τ = 1333⅓ ms). Four requests at T0: TAT = T0 + 1333⅓.
     let p = params(3, 3, 1);
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     for _ in 0..4 {
         assert!(h.call(&p, T0, 1).allowed);
     }
@@ -205,7 +188,7 @@ fn retry_rounds_up_the_exact_value_not_its_whole_ms() {
 #[test]
 fn earlier_instant_counts_as_no_time_passed() {
     let p = params(0, 1, 2);
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     h.call(&p, T0, 1);
     // An AT 5 s before the last admitted call: measured from T0, nothing refilled.
     assert_eq!(h.call(&p, T0 - 5000, 1).to_reply(), [0, 1, 0, 2000, 2000]);
@@ -223,7 +206,7 @@ fn earlier_instant_counts_as_no_time_passed() {
 #[test]
 fn tightening_keeps_the_tat_like_redis_cell() {
     let p = params(15, 30, 60);
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     for _ in 0..10 {
         h.call(&p, T0, 1);
     }
@@ -232,8 +215,8 @@ fn tightening_keeps_the_tat_like_redis_cell() {
     assert_eq!(h.call(&tight, T0, 1).to_reply(), [0, 6, 0, 10_000, 20_000]);
     assert_eq!(h.throttle(&tight, T0 + 10_000, 1), [0, 6, 0, -1, 12]);
     // The same T and limit written differently (30/60 s = 1/2 s) changes nothing.
-    let mut a = Harness::default();
-    let mut b = Harness::default();
+    let mut a = Sim::new();
+    let mut b = Sim::new();
     let same = params(15, 1, 2);
     for (k, at) in [0, 0, 0, 700, 2500, 2501, 9000].into_iter().enumerate() {
         let (pa, pb) = if k % 2 == 0 { (p, same) } else { (same, p) };
@@ -244,7 +227,7 @@ fn tightening_keeps_the_tat_like_redis_cell() {
 #[test]
 fn loosening_never_grants_permits_at_once() {
     let p = params(15, 30, 60);
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     for _ in 0..10 {
         h.call(&p, T0, 1);
     }
@@ -258,7 +241,7 @@ fn loosening_never_grants_permits_at_once() {
     // 1 per 10 s (debt 100 s), where redis-cell would count 1 used.
     let fast = params(9, 1, 1);
     let slow = params(9, 1, 10);
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     for _ in 0..10 {
         h.call(&fast, T0, 1);
     }
@@ -273,7 +256,7 @@ fn extreme_parameters() {
         GcraParams::new(10, 1, MAX_PERIOD_S),
         Err(ArgError::ResetTooLong { formula: "(max_burst + 1) × period / count" })
     );
-    let mut h = Harness::default();
+    let mut h = Sim::new();
     let now = MAX_AT_MS;
     for i in 1..=10u64 {
         let d = h.call(&p, now, 1);
@@ -481,10 +464,12 @@ fn interval_of(p: &GcraParams) -> Q {
 #[derive(Debug, Clone, Default)]
 struct Model {
     stored: Option<(GcraParams, Q, i64)>,
+    /// The judgement of the last call.
+    last: Option<Judged>,
 }
 
 /// What the model decides for one request, in exact values.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Judged {
     now: i64,
     /// Permits held before the request, under the call's parameters.
@@ -528,6 +513,37 @@ impl Model {
             self.stored = Some((*p, j.after, j.now));
         }
         j
+    }
+}
+
+impl Judged {
+    /// The reply in whole ms: retry and reset are the first whole ms at which the request
+    /// fits, or the bucket is full, by the exact rational refill.
+    fn decision(&self, p: &GcraParams, q: u64) -> Decision {
+        let (limit, qq) = (limit_of(p), Q::int(i128::from(q)));
+        let retry_after_ms = if self.admitted {
+            0
+        } else if qq > limit {
+            -1
+        } else {
+            qq.sub(self.held).mul(interval_of(p)).ceil() as i64
+        };
+        Decision {
+            allowed: self.admitted,
+            limit: p.max_burst + 1,
+            remaining: self.after.floor().max(0) as u64,
+            retry_after_ms,
+            reset_after_ms: limit.sub(self.after).mul(interval_of(p)).ceil() as i64,
+        }
+    }
+}
+
+impl testing::Model<GcraState> for Model {
+    fn decide(&mut self, p: &GcraParams, now: i64, q: u64) -> Decision {
+        let j = self.call(p, now, q);
+        let decision = j.decision(p, q);
+        self.last = Some(j);
+        decision
     }
 }
 
@@ -588,26 +604,23 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..30),
         stable in any::<bool>(),
     ) {
-        let mut model = Model::default();
-        let mut h = Harness::default();
-        let mut clock = T0;
-        for (k, gap, q) in steps {
-            let p = if stable { sets[0] } else { sets[k] };
-            clock += gap;
-            let e = evaluate(h.state.as_ref(), &p, clock, q);
-            let j = model.call(&p, clock, q);
-            check(&p, q, &e.decision, &j)?;
-            prop_assert_eq!(e.next.is_some(), j.admitted && q > 0);
-            if let Some(next) = e.next {
-                prop_assert!(next.validate().is_ok());
+        // (The clock stays far above 0: T0 minus at most 30 × 3000 ms.)
+        let calls = clocked(T0, steps.into_iter().map(|(k, gap, q)| {
+            (if stable { sets[0] } else { sets[k] }, gap, q)
+        }));
+        check_against_model(&mut Model::default(), calls, |h, model, c, d| {
+            let j = model.last.as_ref().unwrap();
+            check(&c.params, c.cost, d, j)?;
+            prop_assert_eq!(d.allowed && c.cost > 0, j.admitted && c.cost > 0);
+            if let Some(next) = h.state.filter(|_| j.admitted && c.cost > 0) {
                 prop_assert_eq!(next.updated_ms, j.now);
                 // The key expires when the limiter is back in its initial state.
-                prop_assert_eq!(next.reset_at_ms() - j.now, e.decision.reset_after_ms);
+                prop_assert_eq!(next.reset_at_ms() - j.now, d.reset_after_ms);
                 prop_assert!(live(Some(&next), next.reset_at_ms() - 1).is_some());
                 prop_assert!(live(Some(&next), next.reset_at_ms()).is_none());
-                h.state = Some(next);
             }
-        }
+            Ok(())
+        })?;
     }
 
     /// Retry and reset found by linear search over ms in the reference model, for the whole
@@ -618,14 +631,12 @@ proptest! {
         steps in proptest::collection::vec((0i64..=700, 0u64..=4), 1..12),
     ) {
         let mut model = Model::default();
-        let mut h = Harness::default();
-        let mut clock = T0;
         let mut last = None;
-        for (gap, q) in steps {
-            clock += gap;
-            let d = h.call(&p, clock, q);
-            last = Some((d, q, model.call(&p, clock, q)));
-        }
+        let calls = clocked(T0, steps.into_iter().map(|(gap, q)| (p, gap, q)));
+        check_against_model(&mut model, calls, |_, m, c, d| {
+            last = Some((*d, c.cost, m.last.clone().unwrap()));
+            Ok(())
+        })?;
         let (d, q, j) = last.unwrap();
         // `model` is now the limiter after the last call (a limited call changed nothing).
         if !d.allowed && q <= p.max_burst + 1 {
@@ -649,7 +660,7 @@ proptest! {
         let count = divisors[pick.index(divisors.len())];
         let p = params(burst, count, period_s);
         let mut cell = CellModel::new(burst, count, period_s);
-        let mut h = Harness::default();
+        let mut h = Sim::new();
         let mut clock = T0;
         for (gap, q) in steps {
             clock += gap;
@@ -697,7 +708,7 @@ proptest! {
             .into_iter()
             .map(|(b, c, s)| GcraParams::new(b, c, s).unwrap_or_else(|_| params(b.min(c), c, 1)))
             .collect();
-        let mut h = Harness::default();
+        let mut h = Sim::new();
         for (which, now, q) in steps {
             let p = if which { sets[0] } else { sets[1] };
             let e = evaluate(h.state.as_ref(), &p, now, q);

@@ -1,5 +1,6 @@
 use super::*;
 use crate::args::MAX_AT_MS;
+use crate::testing::{self, check_against_model, clocked};
 use proptest::prelude::*;
 
 fn params(capacity: u64, rate: u64, period_ms: u64, mode: LeakMode) -> LeakyParams {
@@ -9,7 +10,7 @@ fn params(capacity: u64, rate: u64, period_ms: u64, mode: LeakMode) -> LeakyPara
 const QUEUE: LeakMode = LeakMode::Delay(0);
 
 /// Drives the limiter like the shell does: stores `next`, returns the decision.
-type Sim = crate::limiter::testing::Sim<LeakyBucket>;
+type Sim = crate::testing::Sim<LeakyBucket>;
 
 fn reply(d: Decision) -> (bool, u64, i64, i64) {
     (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms)
@@ -330,7 +331,9 @@ impl Model {
         }
         (allowed, now2, water, after)
     }
+}
 
+impl testing::Model<LeakyBucket> for Model {
     /// The full reply, with every time found by linear search.
     fn decide(&mut self, p: &LeakyParams, now: i64, cost: u64) -> Decision {
         let before = self.clone();
@@ -360,6 +363,16 @@ impl Model {
             retry_after_ms,
             reset_after_ms,
         }
+    }
+
+    /// The stored level, in 1/period_ms units, equals the model's water.
+    fn check_state(&self, stored: Option<&LeakyBucket>) -> Result<(), TestCaseError> {
+        let stored = stored.map(|s| {
+            let water = u128::from(s.level) * u128::from(s.period_ms) + u128::from(s.fraction);
+            (s.params(), water, s.updated_ms)
+        });
+        prop_assert_eq!(stored, self.bucket.map(|b| (b.params, b.water, b.at)));
+        Ok(())
     }
 }
 
@@ -398,26 +411,8 @@ proptest! {
         start in 0i64..100,
         ops in arb_ops(),
     ) {
-        let mut sim = Sim::new();
-        let mut model = Model::default();
-        let mut t = start;
-        for (i, gap, cost) in ops {
-            t = (t + gap).max(0);
-            let p = pool[i];
-            let e = evaluate(sim.state.as_ref(), &p, t, cost);
-            let expected = model.decide(&p, t, cost);
-            prop_assert_eq!(e.decision, expected, "at {} cost {} params {:?}", t, cost, p);
-            if let Some(next) = e.next {
-                prop_assert_eq!(next.validate(), Ok(()));
-                let now2 = sim.state.map_or(t, |s| t.max(s.updated_ms));
-                prop_assert_eq!(e.decision.reset_after_ms, next.reset_at_ms() - now2);
-                sim.state = Some(next);
-            }
-            let stored = sim.state.map(|s| {
-                (s.params(), u128::from(s.level) * u128::from(s.period_ms) + u128::from(s.fraction), s.updated_ms)
-            });
-            prop_assert_eq!(stored, model.bucket.map(|b| (b.params, b.water, b.at)));
-        }
+        let calls = clocked(start, ops.into_iter().map(|(i, gap, cost)| (pool[i], gap, cost)));
+        check_against_model(&mut Model::default(), calls, |_, _, _, _| Ok(()))?;
     }
 
     /// The shaping guarantee of delay mode (`DELAY d`, one parameter set). Request k is

@@ -25,3 +25,5 @@ pub mod token;
 
 #[cfg(test)]
 mod fuzz_tests;
+#[cfg(test)]
+mod testing;

@@ -122,8 +122,7 @@ variant!(
         cost: u64,
         commit: bool,
     ) -> Option<(Decision, bool)> {
-        let unchanged = self.params() == *params && self.reset_at_ms() > now_ms;
-        unchanged.then(|| slide::evaluate_in_place(self, params, now_ms, cost, commit))
+        slide::evaluate_in_place(self, params, now_ms, cost, commit)
     }
 );
 
@@ -258,39 +257,6 @@ impl Limiter {
     /// The instant `reset_after_ms` after `now'`, for the key's expiry.
     pub fn expiry_after(updated_ms: i64, reset_after_ms: i64) -> i64 {
         add_ms(updated_ms, u128::try_from(reset_after_ms).unwrap_or(0))
-    }
-}
-
-/// Test support shared by the algorithms' tests.
-#[cfg(test)]
-pub mod testing {
-    use super::*;
-
-    /// Drives a limiter like the shell does: stores `next` (checking it validates) and
-    /// returns the decision.
-    pub struct Sim<V: Variant> {
-        pub state: Option<V>,
-    }
-
-    impl<V: Variant> Default for Sim<V> {
-        fn default() -> Self {
-            Sim { state: None }
-        }
-    }
-
-    impl<V: Variant> Sim<V> {
-        pub fn new() -> Self {
-            Self::default()
-        }
-
-        pub fn call(&mut self, p: &V::Params, now: i64, cost: u64) -> Decision {
-            let e = V::evaluate(self.state.as_ref(), p, now, cost);
-            if let Some(next) = e.next {
-                assert_eq!(next.validate(), Ok(()));
-                self.state = Some(next);
-            }
-            e.decision
-        }
     }
 }
 

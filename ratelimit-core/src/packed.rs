@@ -4,8 +4,8 @@
 //! bits: counts are ≤ 10^12 (40 bits), durations ≤ 10 years (39 bits), instants ≤ year 9999
 //! (49 bits with an offset that admits the few negative ones). Packed to their widths, every
 //! algorithm fits six words with its tag — including a sliding log's heap buffer, carried as a
-//! raw pointer and length. Each key thus costs 16 bytes less (SPEC §5: "every allocation-size
-//! class counts").
+//! raw pointer and length. Each key thus costs 16 bytes less (every allocation size class
+//! counts toward the memory a key costs).
 //!
 //! Correctness never depends on the widths: a value that does not fit (it cannot happen for
 //! states the algorithms produce, but the format must not assume it) is stored **wide** — the
@@ -23,7 +23,7 @@ use super::gcra::GcraState;
 use super::leaky::{LeakyBucket, NO_DELAY};
 use super::limiter::Limiter;
 use super::period::{PeriodWindow, UNALIGNED};
-use super::slide::{SlideLog, SlideState};
+use super::slide::{SlideBuffer, SlideMode, SlideState};
 use super::token::{Refill, TokenBucket};
 
 const WORDS: usize = 6;
@@ -139,7 +139,7 @@ impl PackedLimiter {
             Some(words) => {
                 // The buffer now belongs to the words: do not free it with `limiter`.
                 if let Limiter::Slide(state) = limiter {
-                    let _ = state.log.into_raw_parts();
+                    let _ = state.buffer.into_raw_parts();
                 }
                 PackedLimiter { words }
             }
@@ -273,14 +273,14 @@ impl PackedLimiter {
             TAG_SLIDE => {
                 let limit = r.get(COUNT);
                 let window_ms = r.get(DURATION);
-                let buckets = r.get(16) as u16;
+                let mode = SlideMode::from_buckets(r.get(16) as u16);
                 let updated_ms = r.time();
                 let word = r.get(64);
                 let len = r.get(COUNT) as usize;
                 let ptr = r.get(64) as usize as *mut u8;
-                // SAFETY: written by `compact` from `SlideLog::into_raw_parts`.
-                let log = unsafe { SlideLog::from_raw_parts(word, ptr, len) };
-                Limiter::Slide(SlideState { limit, window_ms, buckets, updated_ms, log })
+                // SAFETY: written by `compact` from `SlideBuffer::into_raw_parts`.
+                let buffer = unsafe { SlideBuffer::from_raw_parts(word, ptr, len) };
+                Limiter::Slide(SlideState { limit, window_ms, mode, updated_ms, buffer })
             }
             _ => {
                 // TAG_WIDE: the words hold a `Box<Limiter>` pointer; copy the limiter out and
@@ -361,9 +361,9 @@ fn compact(limiter: &Limiter) -> Option<[u64; WORDS]> {
             let mut w = Writer::new(TAG_SLIDE);
             w.put(s.limit, COUNT)?;
             w.put(s.window_ms, DURATION)?;
-            w.put(u64::from(s.buckets), 16)?;
+            w.put(u64::from(s.mode.buckets()), 16)?;
             w.time(s.updated_ms)?;
-            let (word, ptr, len) = s.log.raw_parts();
+            let (word, ptr, len) = s.buffer.raw_parts();
             w.put(word, 64)?;
             w.put(len as u64, COUNT)?;
             w.put(ptr as usize as u64, 64)?;

@@ -81,7 +81,7 @@ fn update_repacks_what_it_leaves() {
     let p = slide::SlideParams::new(100_000, 86_400_000, None, 100_000).unwrap();
     let changed = packed.update(|l| {
         let Limiter::Slide(s) = l else { return false };
-        slide::evaluate_in_place(s, &p, T0 + 10_000, 5, true).1
+        slide::evaluate_in_place(s, &p, T0 + 10_000, 5, true).is_some_and(|(_, changed)| changed)
     });
     assert!(changed);
     packed.view(|l| {

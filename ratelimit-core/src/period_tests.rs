@@ -1,5 +1,6 @@
 use super::*;
 use crate::args::MAX_AT_MS;
+use crate::testing::{self, check_against_model, clocked};
 use proptest::prelude::*;
 
 const HOUR: u64 = 3_600_000;
@@ -12,7 +13,7 @@ fn params(limit: u64, period_ms: u64, align: Option<i64>) -> PeriodParams {
 }
 
 /// Drives the limiter like the shell does: stores `next`, returns the decision.
-type Sim = crate::limiter::testing::Sim<PeriodWindow>;
+type Sim = crate::testing::Sim<PeriodWindow>;
 
 fn reply(d: Decision) -> (bool, u64, i64, i64) {
     (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms)
@@ -391,7 +392,9 @@ impl Model {
         }
         (allowed, now2, if allowed { used + cost } else { used })
     }
+}
 
+impl testing::Model<PeriodWindow> for Model {
     /// The full reply, with retry_after and reset_after found by linear search.
     fn decide(&mut self, p: &PeriodParams, now: i64, cost: u64) -> Decision {
         let before = self.clone();
@@ -409,6 +412,15 @@ impl Model {
             retry_after_ms,
             reset_after_ms,
         }
+    }
+
+    /// The stored window equals the model's.
+    fn check_state(&self, stored: Option<&PeriodWindow>) -> Result<(), TestCaseError> {
+        prop_assert_eq!(
+            stored.map(|s| (s.params(), s.used, s.window_start_ms, s.window_end_ms, s.updated_ms)),
+            self.window.map(|m| (m.params, m.used, m.start, m.end, m.updated))
+        );
+        Ok(())
     }
 }
 
@@ -438,26 +450,8 @@ proptest! {
         start in 0i64..100,
         ops in arb_ops(),
     ) {
-        let mut sim = Sim::new();
-        let mut model = Model::default();
-        let mut t = start;
-        for (i, gap, cost) in ops {
-            t = (t + gap).max(0);
-            let p = pool[i];
-            let e = evaluate(sim.state.as_ref(), &p, t, cost);
-            let expected = model.decide(&p, t, cost);
-            prop_assert_eq!(e.decision, expected, "at {} cost {} params {:?}", t, cost, p);
-            if let Some(next) = e.next {
-                prop_assert_eq!(next.validate(), Ok(()));
-                let now2 = sim.state.map_or(t, |s| t.max(s.updated_ms));
-                prop_assert_eq!(e.decision.reset_after_ms, next.reset_at_ms() - now2);
-                sim.state = Some(next);
-            }
-            prop_assert_eq!(
-                sim.state.map(|s| (s.params(), s.used, s.window_start_ms, s.window_end_ms, s.updated_ms)),
-                model.window.map(|m| (m.params, m.used, m.start, m.end, m.updated))
-            );
-        }
+        let calls = clocked(start, ops.into_iter().map(|(i, gap, cost)| (pool[i], gap, cost)));
+        check_against_model(&mut Model::default(), calls, |_, _, _, _| Ok(()))?;
     }
 
     /// Never more permits than before a change: once parameters B replace A while A's window

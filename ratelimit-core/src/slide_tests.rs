@@ -1,4 +1,6 @@
+use super::log::{write_header, Header, HEADER};
 use super::*;
+use crate::testing::{self, check_against_model, clocked, Model as _};
 use proptest::prelude::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -11,51 +13,17 @@ fn bucketed(limit: u64, window: u64, b: u64) -> SlideParams {
     SlideParams::new(limit, window, Some(b), MAX_COUNT).unwrap()
 }
 
+fn nz(b: u16) -> NonZeroU16 {
+    NonZeroU16::new(b).unwrap()
+}
+
 fn reply(d: &Decision) -> [i64; 5] {
     d.to_reply()
 }
 
 /// A stored limiter driven through `evaluate`, checked against `evaluate_in_place` and
-/// `validate` at every step.
-#[derive(Debug, Default)]
-struct Driver {
-    state: Option<SlideState>,
-}
-
-impl Driver {
-    fn call(&mut self, p: &SlideParams, now: i64, cost: u64) -> Decision {
-        let e = evaluate(self.state.as_ref(), p, now, cost);
-        // The in-place variant agrees, for a dry run and for a commit.
-        if let Some(s) = &self.state {
-            let mut copy = s.clone();
-            let (d, changed) = evaluate_in_place(&mut copy, p, now, cost, false);
-            assert_eq!(d, e.decision);
-            assert!(!changed);
-            assert_eq!(&copy, s);
-            let (d, changed) = evaluate_in_place(&mut copy, p, now, cost, true);
-            assert_eq!(d, e.decision);
-            assert_eq!(changed, e.next.is_some());
-            if let Some(n) = &e.next {
-                assert_eq!(&copy, n);
-            }
-        }
-        if let Some(n) = &e.next {
-            n.validate().unwrap_or_else(|err| panic!("{err}: {n:?}"));
-            let t = live(self.state.as_ref(), now).map_or(now, |s| now.max(s.updated_ms));
-            assert_eq!(n.updated_ms, t);
-            assert_eq!(
-                i128::from(n.reset_at_ms()) - i128::from(t),
-                i128::from(e.decision.reset_after_ms)
-            );
-            self.state = Some(n.clone());
-        }
-        e.decision
-    }
-
-    fn peek(&self, p: &SlideParams, now: i64, cost: u64) -> Decision {
-        evaluate(self.state.as_ref(), p, now, cost).decision
-    }
-}
+/// `validate` at every step (see [`crate::testing::Sim`]).
+type Sim = crate::testing::Sim<SlideState>;
 
 // ---------------------------------------------------------------------------------------------
 // Brute-force reference models (explicit event lists, ms-by-ms scans)
@@ -72,9 +40,9 @@ fn count_in(events: &[(i64, u64)], window: i64, t: i64) -> u64 {
     events.iter().filter(|(ts, _)| *ts <= t && *ts > t - window).map(|e| e.1).sum()
 }
 
-impl ExactModel {
-    fn call(&mut self, limit: u64, window: u64, now: i64, cost: u64) -> [i64; 5] {
-        let window = window as i64;
+impl testing::Model<SlideState> for ExactModel {
+    fn decide(&mut self, p: &SlideParams, now: i64, cost: u64) -> Decision {
+        let (limit, window) = (p.limit, p.window_ms as i64);
         let live = self.events.iter().any(|e| e.0 + self.window > now);
         let (t, view): (i64, Vec<(i64, u64)>) = if live {
             let t = now.max(self.updated);
@@ -110,7 +78,7 @@ impl ExactModel {
             self.window = window;
             self.updated = t;
         }
-        [allowed as i64, limit as i64, remaining as i64, retry, reset]
+        Decision { allowed, limit, remaining, retry_after_ms: retry, reset_after_ms: reset }
     }
 }
 
@@ -144,8 +112,11 @@ impl BucketModel {
         }
         sum
     }
+}
 
-    fn call(&mut self, limit: u64, now: i64, cost: u64) -> [i64; 5] {
+impl testing::Model<SlideState> for BucketModel {
+    fn decide(&mut self, p: &SlideParams, now: i64, cost: u64) -> Decision {
+        let limit = p.limit;
         let live =
             !self.events.is_empty() && (now < self.updated || self.used_w(&self.events, now) > 0);
         // A dead limiter is judged as a fresh one (nothing changes unless admitted).
@@ -173,7 +144,8 @@ impl BucketModel {
             self.events = after;
             self.updated = t;
         }
-        [allowed as i64, limit as i64, remaining as i64, retry, reset]
+        let remaining = remaining as u64;
+        Decision { allowed, limit, remaining, retry_after_ms: retry, reset_after_ms: reset }
     }
 }
 
@@ -186,14 +158,14 @@ enum Model {
 impl Model {
     /// A reference model holding exactly what `s` holds.
     fn of(s: &SlideState) -> Model {
-        if s.buckets == 0 {
+        if s.mode == SlideMode::Exact {
             Model::Exact(ExactModel {
                 window: s.window_ms as i64,
                 events: s.entries().collect(),
                 updated: s.updated_ms,
             })
         } else {
-            let mut m = BucketModel::new(s.window_ms, u64::from(s.buckets));
+            let mut m = BucketModel::new(s.window_ms, u64::from(s.mode.buckets()));
             let first = s.updated_ms.div_euclid(m.w) - m.b;
             m.events = s
                 .counters()
@@ -206,10 +178,10 @@ impl Model {
         }
     }
 
-    fn call(&mut self, p: &SlideParams, now: i64, cost: u64) -> [i64; 5] {
+    fn decide(&mut self, p: &SlideParams, now: i64, cost: u64) -> Decision {
         match self {
-            Model::Exact(m) => m.call(p.limit, p.window_ms, now, cost),
-            Model::Buckets(m) => m.call(p.limit, now, cost),
+            Model::Exact(m) => m.decide(p, now, cost),
+            Model::Buckets(m) => m.decide(p, now, cost),
         }
     }
 }
@@ -221,6 +193,20 @@ fn reference_used(s: &SlideState, t: i64) -> (u128, u128) {
         Model::Exact(m) => (count_in(&m.events, m.window, t) as u128, 1),
         Model::Buckets(m) => (m.used_w(&m.events, t), m.w as u128),
     }
+}
+
+/// Waiting exactly the advertised `retry_after_ms` admits the same call; one ms less does not.
+fn retry_is_exact(
+    d: &Sim,
+    c: &testing::Call<SlideParams>,
+    got: &Decision,
+) -> Result<(), TestCaseError> {
+    if !got.allowed && got.retry_after_ms > 0 {
+        let t = c.now.max(d.state.as_ref().map_or(c.now, |s| s.updated_ms));
+        prop_assert!(d.peek(&c.params, t + got.retry_after_ms, c.cost).allowed);
+        prop_assert!(!d.peek(&c.params, t + got.retry_after_ms - 1, c.cost).allowed);
+    }
+    Ok(())
 }
 
 /// The largest total admitted in any interval of `window` ms.
@@ -243,8 +229,8 @@ fn state_fits_in_56_bytes() {
 
 #[test]
 fn params_are_checked() {
-    assert_eq!(exact(10, 1000), SlideParams { limit: 10, window_ms: 1000, buckets: 0 });
-    assert_eq!(bucketed(10, 1000, 10).buckets, 10);
+    assert_eq!(exact(10, 1000), SlideParams { limit: 10, window_ms: 1000, mode: SlideMode::Exact });
+    assert_eq!(bucketed(10, 1000, 10).mode.buckets(), 10);
     let over = SlideParams::new(100_001, 1000, None, DEFAULT_LOG_MAX).unwrap_err().to_string();
     assert!(
         over.starts_with("ERR ")
@@ -281,7 +267,7 @@ fn reset_never_exceeds_100_years() {
 #[test]
 fn exact_slides() {
     let p = exact(3, 1000);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     assert_eq!(reply(&d.call(&p, T0, 1)), [1, 3, 2, 0, 1000]);
     assert_eq!(reply(&d.call(&p, T0 + 100, 1)), [1, 3, 1, 0, 1000]);
     assert_eq!(reply(&d.call(&p, T0 + 200, 1)), [1, 3, 0, 0, 1000]);
@@ -304,7 +290,7 @@ fn exact_slides() {
 #[test]
 fn same_ms_requests_merge() {
     let p = exact(100, 1000);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     for _ in 0..10 {
         assert!(d.call(&p, T0, 3).allowed);
     }
@@ -329,7 +315,7 @@ fn one_entry_log_needs_no_heap() {
 fn log_memory_stays_within_16_bytes_per_entry() {
     fn admit(state: &mut Option<SlideState>, p: &SlideParams, t: i64) {
         match state {
-            Some(s) => assert!(evaluate_in_place(s, p, t, 1, true).0.allowed),
+            Some(s) => assert!(evaluate_in_place(s, p, t, 1, true).expect("in place").0.allowed),
             None => *state = evaluate(None, p, t, 1).next,
         }
     }
@@ -377,7 +363,7 @@ fn log_memory_stays_within_16_bytes_per_entry() {
 #[test]
 fn retry_and_reset_are_exact() {
     let p = exact(5, 777);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     for (gap, cost) in [(0, 2), (13, 1), (100, 2)] {
         assert!(d.call(&p, T0 + gap, cost).allowed);
     }
@@ -398,7 +384,7 @@ fn retry_and_reset_are_exact() {
 #[test]
 fn time_going_backwards_counts_as_no_time_passing() {
     let p = exact(2, 1000);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     d.call(&p, T0, 1);
     d.call(&p, T0 + 500, 1);
     // An AT before the last admitted call: judged at T0 + 500.
@@ -413,7 +399,7 @@ fn time_going_backwards_counts_as_no_time_passing() {
         vec![(T0, 1), (T0 + 500, 2)]
     );
     let b = bucketed(2, 1000, 4);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     d.call(&b, T0 + 600, 2);
     assert_eq!(reply(&d.call(&b, T0, 1)), [0, 2, 0, 1024, 1149]);
 }
@@ -423,7 +409,7 @@ fn extreme_parameters_do_not_overflow() {
     let max_at = super::super::args::MAX_AT_MS;
     // 1 per 10 years.
     let p = exact(1, MAX_DURATION_MS);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     assert!(d.call(&p, 0, 1).allowed);
     assert_eq!(
         reply(&d.call(&p, 5, 1)),
@@ -434,7 +420,7 @@ fn extreme_parameters_do_not_overflow() {
     for p in
         [exact(MAX_COUNT, 1), bucketed(MAX_COUNT, 1, 1), bucketed(MAX_COUNT, MAX_DURATION_MS, 1000)]
     {
-        let mut d = Driver::default();
+        let mut d = Sim::new();
         assert!(d.call(&p, max_at - 1, MAX_COUNT).allowed);
         assert!(!d.call(&p, max_at - 1, 1).allowed);
         assert_eq!(d.call(&p, max_at, MAX_COUNT + 1).retry_after_ms, -1);
@@ -444,7 +430,7 @@ fn extreme_parameters_do_not_overflow() {
     }
     // Many distinct large entries.
     let p = exact(MAX_COUNT, MAX_DURATION_MS);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     for k in 0..100i64 {
         assert!(d.call(&p, k * 3_000_000_000, 9_000_000_000).allowed);
     }
@@ -455,7 +441,7 @@ fn extreme_parameters_do_not_overflow() {
 fn buckets_two_counter_estimate() {
     // b = 1: 10 per 1000 ms; 8 in [0, 1000), then at 1250 the previous counts 8·(1000−250−1)/1000.
     let p = bucketed(10, 1000, 1);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     assert_eq!(reply(&d.call(&p, T0 - T0 % 1000 + 900, 8)), [1, 10, 2, 0, 1099]);
     let base = T0 - T0 % 1000;
     // At base+1250: used = 8·749/1000 = 5.992 → remaining ⌊4.008⌋ = 4.
@@ -484,7 +470,7 @@ fn buckets_over_admission_bound_is_reached() {
                 let w = w as i64;
                 let m = T0.div_euclid(w) + 1;
                 let first = (m + 1) * w - 1;
-                let mut d = Driver::default();
+                let mut d = Sim::new();
                 assert!(d.call(&p, first, limit).allowed);
                 let extra = limit - limit.div_ceil(w as u64);
                 let mut admitted = vec![(first, limit)];
@@ -507,7 +493,7 @@ fn buckets_over_admission_bound_is_reached() {
 #[test]
 fn exact_to_buckets_and_back() {
     let e = exact(10, 1000);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     let base = T0 - T0 % 1000;
     d.call(&e, base + 100, 2);
     d.call(&e, base + 250, 3);
@@ -531,7 +517,7 @@ fn exact_to_buckets_and_back() {
     assert_eq!(conv.entries().collect::<Vec<_>>(), vec![(base + 950, 2)]);
     assert_eq!(reply(&d.call(&exact(10, 40), base + 950, 1)), [1, 10, 7, 0, 40]);
     // Nothing left: judged as a fresh limiter at now'.
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     d.call(&e, base + 100, 2);
     assert!(convert(d.state.as_ref().unwrap(), &exact(10, 40), base + 950).is_none());
     assert_eq!(reply(&d.call(&exact(10, 40), base + 950, 1)), [1, 10, 9, 0, 40]);
@@ -540,7 +526,7 @@ fn exact_to_buckets_and_back() {
 #[test]
 fn limit_change_keeps_the_log_whole() {
     let big = exact(10, 1000);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     for k in 0..8 {
         d.call(&big, T0 + k * 10, 1);
     }
@@ -556,7 +542,7 @@ fn limit_change_keeps_the_log_whole() {
 #[test]
 fn round_trip_through_entries_and_counters() {
     let p = exact(50, 10_000);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     for k in 0..30i64 {
         d.call(&p, T0 + k * k * 7, (k % 3 + 1) as u64);
     }
@@ -565,15 +551,21 @@ fn round_trip_through_entries_and_counters() {
     let back = SlideState::from_entries(s.limit, s.window_ms, s.updated_ms, &entries).unwrap();
     assert_eq!(back, s);
     let p = bucketed(50, 10_000, 10);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     for k in 0..30i64 {
         d.call(&p, T0 + k * k * 7, (k % 3 + 1) as u64);
     }
     let s = d.state.unwrap();
     let counters: Vec<_> = s.counters().collect();
     assert_eq!(counters.len(), 11);
-    let back = SlideState::from_counters(s.limit, s.window_ms, s.buckets, s.updated_ms, &counters)
-        .unwrap();
+    let back = SlideState::from_counters(
+        s.limit,
+        s.window_ms,
+        nz(s.mode.buckets()),
+        s.updated_ms,
+        &counters,
+    )
+    .unwrap();
     assert_eq!(back, s);
 }
 
@@ -588,25 +580,31 @@ fn from_entries_refuses_impossible_logs() {
     assert!(SlideState::from_entries(3, 100, T0 + 5, &[(T0, 0), (T0 + 5, 1)]).is_err());
     assert!(SlideState::from_entries(3, 100, T0, &[]).is_err());
     assert!(SlideState::from_entries(3, 100, -5, &[(-5, 1)]).is_err());
-    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 0, 1]).is_ok());
-    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 1]).is_err(), "b + 1 counters");
-    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 0, 0, 1, 0]).is_err(), "newest empty");
-    assert!(SlideState::from_counters(3, 100, 4, T0, &[0, 2, 0, 0, 2]).is_err(), "above the limit");
-    assert!(SlideState::from_counters(3, 100, 3, T0, &[0, 0, 0, 1]).is_err(), "indivisible");
-    assert!(SlideState::from_counters(3, 100, 4, T0, &[u64::MAX, 0, 0, 0, 1]).is_err());
+    assert!(SlideState::from_counters(3, 100, nz(4), T0, &[0, 0, 0, 0, 1]).is_ok());
+    assert!(SlideState::from_counters(3, 100, nz(4), T0, &[0, 0, 0, 1]).is_err(), "b + 1 counters");
+    assert!(
+        SlideState::from_counters(3, 100, nz(4), T0, &[0, 0, 0, 1, 0]).is_err(),
+        "newest empty"
+    );
+    assert!(
+        SlideState::from_counters(3, 100, nz(4), T0, &[0, 2, 0, 0, 2]).is_err(),
+        "above the limit"
+    );
+    assert!(SlideState::from_counters(3, 100, nz(3), T0, &[0, 0, 0, 1]).is_err(), "indivisible");
+    assert!(SlideState::from_counters(3, 100, nz(4), T0, &[u64::MAX, 0, 0, 0, 1]).is_err());
 }
 
 #[test]
 fn validate_catches_corrupt_buffers() {
     let p = exact(50, 10_000);
-    let mut d = Driver::default();
+    let mut d = Sim::new();
     for k in 0..5i64 {
         d.call(&p, T0 + k * 10, 1);
     }
     let s = d.state.unwrap();
     assert!(s.validate().is_ok());
     let mut bad = s.clone();
-    bad.log.word = 0;
+    bad.buffer.word = 0;
     assert!(bad.validate().is_err());
     let mut bad = s.clone();
     bad.updated_ms += 1;
@@ -614,16 +612,16 @@ fn validate_catches_corrupt_buffers() {
     let mut bad = s.clone();
     bad.limit = 4;
     assert!(bad.validate().is_err());
-    for at in 0..s.log.heap.len() {
+    for at in 0..s.buffer.heap.len() {
         let mut bad = s.clone();
-        let mut heap = bad.log.heap.to_vec();
+        let mut heap = bad.buffer.heap.to_vec();
         heap[at] ^= 0x41;
-        bad.log.heap = heap.into_boxed_slice();
+        bad.buffer.heap = heap.into_boxed_slice();
         let _ = bad.validate();
         let _ = evaluate(Some(&bad), &p, T0 + 20, 1);
     }
     let mut bad = s.clone();
-    bad.buckets = 1;
+    bad.mode = SlideMode::from_buckets(1);
     assert!(bad.validate().is_err());
 }
 
@@ -658,22 +656,13 @@ proptest! {
         ops in calls(60, 4, 50),
     ) {
         let p = exact(limit, window);
-        let mut d = Driver::default();
-        let mut m = ExactModel::default();
-        let mut now = start;
         let mut admitted = Vec::new();
-        for op in ops {
-            now = (now + op.gap).max(0);
-            let got = d.call(&p, now, op.cost);
-            prop_assert_eq!(reply(&got), m.call(limit, window, now, op.cost), "at {} cost {}", now, op.cost);
-            if got.allowed && op.cost > 0 {
-                admitted.push((m.updated, op.cost));
+        let calls = clocked(start, ops.into_iter().map(|op| (p, op.gap, op.cost)));
+        check_against_model(&mut ExactModel::default(), calls, |d, m, c, got| {
+            if got.allowed && c.cost > 0 {
+                admitted.push((m.updated, c.cost));
             }
-            if !got.allowed && got.retry_after_ms > 0 {
-                let t = now.max(d.state.as_ref().map_or(now, |s| s.updated_ms));
-                prop_assert!(d.peek(&p, t + got.retry_after_ms, op.cost).allowed);
-                prop_assert!(!d.peek(&p, t + got.retry_after_ms - 1, op.cost).allowed);
-            }
+            retry_is_exact(d, c, got)?;
             if let Some(s) = &d.state {
                 prop_assert!(s.entry_count() as u64 <= limit);
                 prop_assert!(s.heap_bytes() <= 16 * s.entry_count());
@@ -681,7 +670,8 @@ proptest! {
                 prop_assert!(d.peek(&p, at, limit).allowed);
                 prop_assert!(!d.peek(&p, at - 1, limit).allowed || at - 1 < s.updated_ms);
             }
-        }
+            Ok(())
+        })?;
         prop_assert!(max_in_window(&admitted, window as i64) <= limit);
     }
 
@@ -692,17 +682,10 @@ proptest! {
         start in 0i64..1_000_000,
         ops in proptest::collection::vec((calls(80, 4, 2), 1u64..8, 1u64..150), 1..25),
     ) {
-        let mut d = Driver::default();
-        let mut m = ExactModel::default();
-        let mut now = start;
-        for (batch, limit, window) in ops {
-            let p = exact(limit, window);
-            for op in batch {
-                now = (now + op.gap).max(0);
-                let got = d.call(&p, now, op.cost);
-                prop_assert_eq!(reply(&got), m.call(limit, window, now, op.cost));
-            }
-        }
+        let ops = ops.into_iter().flat_map(|(batch, limit, window)| {
+            batch.into_iter().map(move |op| (exact(limit, window), op.gap, op.cost))
+        });
+        check_against_model(&mut ExactModel::default(), clocked(start, ops), |_, _, _, _| Ok(()))?;
     }
 
     /// Bucketed mode equals an independent per-event weighting with ms-by-ms scans, also
@@ -714,22 +697,11 @@ proptest! {
         ops in proptest::collection::vec((calls(70, 5, 4), 1u64..9), 1..12),
     ) {
         let window = b * w;
-        let mut d = Driver::default();
+        let ops = ops.into_iter().flat_map(|(batch, limit)| {
+            batch.into_iter().map(move |op| (bucketed(limit, window, b), op.gap, op.cost))
+        });
         let mut m = BucketModel::new(window, b);
-        let mut now = start;
-        for (batch, limit) in ops {
-            let p = bucketed(limit, window, b);
-            for op in batch {
-                now = (now + op.gap).max(0);
-                let got = d.call(&p, now, op.cost);
-                prop_assert_eq!(reply(&got), m.call(limit, now, op.cost), "at {} cost {}", now, op.cost);
-                if !got.allowed && got.retry_after_ms > 0 {
-                    let t = now.max(d.state.as_ref().map_or(now, |s| s.updated_ms));
-                    prop_assert!(d.peek(&p, t + got.retry_after_ms, op.cost).allowed);
-                    prop_assert!(!d.peek(&p, t + got.retry_after_ms - 1, op.cost).allowed);
-                }
-            }
-        }
+        check_against_model(&mut m, clocked(start, ops), |d, _, c, got| retry_is_exact(d, c, got))?;
     }
 
     /// With fixed parameters, `BUCKETS b` never admits more than `2·limit − ⌈limit·b/window⌉`
@@ -744,7 +716,7 @@ proptest! {
     ) {
         let window = b * w;
         let p = bucketed(limit, window, b);
-        let mut d = Driver::default();
+        let mut d = Sim::new();
         let mut now = start;
         let mut admitted = Vec::new();
         for op in ops {
@@ -786,7 +758,7 @@ proptest! {
     ) {
         let shapes: [(u64, Option<u64>); 6] =
             [(60, None), (120, None), (60, Some(1)), (60, Some(4)), (120, Some(3)), (120, Some(120))];
-        let mut d = Driver::default();
+        let mut d = Sim::new();
         let mut model: Option<Model> = None;
         let mut model_shape = usize::MAX;
         let mut now = start;
@@ -803,7 +775,7 @@ proptest! {
                 if let Some(s) = stored.as_ref().filter(|s| !s.same_shape(&p)) {
                     model = None;
                     let t = now.max(s.updated_ms);
-                    // A shorter window drops what falls outside it (SPEC §2): the baseline is
+                    // A shorter window drops what falls outside it (module docs, parameter changes): the baseline is
                     // the stored state judged under the shorter window where that is defined.
                     let (used_old, scale) = match Model::of(s) {
                         Model::Exact(m) => (count_in(&m.events, m.window.min(window as i64), t) as u128, 1),
@@ -814,16 +786,16 @@ proptest! {
                     let bound = (u128::from(limit) * scale).saturating_sub(used_old) / scale;
                     prop_assert!(remaining_new <= bound, "{} > {}", remaining_new, bound);
                 }
-                let expected = model.as_mut().map(|m| m.call(&p, now, op.cost));
+                let expected = model.as_mut().map(|m| m.decide(&p, now, op.cost));
                 let got = d.call(&p, now, op.cost);
                 if let Some(expected) = expected {
-                    prop_assert_eq!(reply(&got), expected);
+                    prop_assert_eq!(got, expected);
                 }
                 if model.is_none() && got.allowed && op.cost > 0 {
                     model = Some(Model::of(d.state.as_ref().unwrap()));
                 }
                 if let Some(s) = &d.state {
-                    if s.buckets == 0 {
+                    if s.mode == SlideMode::Exact {
                         prop_assert!(s.stored_total() <= s.limit);
                     }
                 }
@@ -844,7 +816,7 @@ proptest! {
     ) {
         let window = b * w;
         let e = exact(limit, window);
-        let mut d = Driver::default();
+        let mut d = Sim::new();
         d.call(&e, start, 1);
         let mut now = start;
         for op in ops {
@@ -889,7 +861,7 @@ proptest! {
             let len = heap.len();
             write_header(&mut heap, &Header { oldest_ms: updated.saturating_sub(3), used: 5, head: HEADER, end: len });
         }
-        let mut s = SlideState { limit, window_ms: window, buckets, updated_ms: updated, log: SlideLog { word, heap: heap.into_boxed_slice() } };
+        let mut s = SlideState { limit, window_ms: window, mode: SlideMode::from_buckets(buckets), updated_ms: updated, buffer: SlideBuffer { word, heap: heap.into_boxed_slice() } };
         let _ = s.validate();
         let _ = s.entries().take(1000).count();
         let _ = s.counters().take(1000).count();
@@ -915,9 +887,9 @@ fn extreme_corrupt_states_saturate() {
             let mut s = SlideState {
                 limit: u64::MAX,
                 window_ms: window,
-                buckets: 1,
+                mode: SlideMode::from_buckets(1),
                 updated_ms: updated,
-                log: SlideLog { word: u64::MAX, heap: huge.clone().into_boxed_slice() },
+                buffer: SlideBuffer { word: u64::MAX, heap: huge.clone().into_boxed_slice() },
             };
             let _ = s.validate();
             let _ = s.reset_at_ms();
@@ -933,7 +905,7 @@ fn extreme_corrupt_states_saturate() {
                     }
                 }
             }
-            s.buckets = 0;
+            s.mode = SlideMode::Exact;
             let mut heap = huge.clone();
             heap.extend_from_slice(&[0xff; 16]);
             let len = heap.len();
@@ -941,7 +913,7 @@ fn extreme_corrupt_states_saturate() {
                 &mut heap,
                 &Header { oldest_ms: i64::MIN, used: u64::MAX, head: HEADER, end: len },
             );
-            s.log.heap = heap.into_boxed_slice();
+            s.buffer.heap = heap.into_boxed_slice();
             let _ = s.validate();
             let _ = s.entries().count();
             for now in [0, T0, super::super::args::MAX_AT_MS] {

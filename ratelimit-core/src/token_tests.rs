@@ -1,5 +1,6 @@
 use super::*;
 use crate::args::{MAX_AT_MS, MAX_COUNT, MAX_DURATION_MS};
+use crate::testing::{self, check_against_model, clocked};
 use proptest::prelude::*;
 
 const T0: i64 = 1_700_000_000_000;
@@ -12,56 +13,50 @@ fn step(capacity: u64, rate: u64, period_ms: u64) -> TokenParams {
     TokenParams::new(capacity, rate, period_ms, true).unwrap()
 }
 
-/// Runs a request and stores its state as the shell would.
-fn call(state: &mut Option<TokenBucket>, p: &TokenParams, now: i64, cost: u64) -> [i64; 5] {
-    let e = evaluate(state.as_ref(), p, now, cost);
-    if let Some(next) = e.next {
-        *state = Some(next);
-    }
-    e.decision.to_reply()
-}
+/// Drives the limiter like the shell does: stores `next`, returns the decision.
+type Sim = crate::testing::Sim<TokenBucket>;
 
 #[test]
 fn readme_example_first_call() {
-    let mut s = None;
-    assert_eq!(call(&mut s, &smooth(10, 1, 1000), T0, 1), [1, 10, 9, 0, 1000]);
+    let mut s = Sim::new();
+    assert_eq!(s.reply(&smooth(10, 1, 1000), T0, 1), [1, 10, 9, 0, 1000]);
 }
 
 #[test]
 fn smooth_refill_scenario() {
     let p = smooth(3, 1, 1000);
-    let mut s = None;
-    assert_eq!(call(&mut s, &p, T0, 1), [1, 3, 2, 0, 1000]);
-    assert_eq!(call(&mut s, &p, T0, 1), [1, 3, 1, 0, 2000]);
-    assert_eq!(call(&mut s, &p, T0, 1), [1, 3, 0, 0, 3000]);
-    assert_eq!(call(&mut s, &p, T0, 1), [0, 3, 0, 1000, 3000]);
-    assert_eq!(call(&mut s, &p, T0 + 999, 1), [0, 3, 0, 1, 2001]);
-    assert_eq!(call(&mut s, &p, T0 + 1000, 1), [1, 3, 0, 0, 3000]);
-    assert_eq!(call(&mut s, &p, T0 + 1500, 2), [0, 3, 0, 1500, 2500]);
-    assert_eq!(call(&mut s, &p, T0 + 1500, 4), [0, 3, 0, -1, 2500]);
+    let mut s = Sim::new();
+    assert_eq!(s.reply(&p, T0, 1), [1, 3, 2, 0, 1000]);
+    assert_eq!(s.reply(&p, T0, 1), [1, 3, 1, 0, 2000]);
+    assert_eq!(s.reply(&p, T0, 1), [1, 3, 0, 0, 3000]);
+    assert_eq!(s.reply(&p, T0, 1), [0, 3, 0, 1000, 3000]);
+    assert_eq!(s.reply(&p, T0 + 999, 1), [0, 3, 0, 1, 2001]);
+    assert_eq!(s.reply(&p, T0 + 1000, 1), [1, 3, 0, 0, 3000]);
+    assert_eq!(s.reply(&p, T0 + 1500, 2), [0, 3, 0, 1500, 2500]);
+    assert_eq!(s.reply(&p, T0 + 1500, 4), [0, 3, 0, -1, 2500]);
 }
 
 #[test]
 fn exact_fractions_three_per_seven_ms() {
     // 3 tokens per 7 ms: after 1 ms a token is 3/7 refilled.
     let p = smooth(1, 3, 7);
-    let mut s = None;
-    assert_eq!(call(&mut s, &p, T0, 1), [1, 1, 0, 0, 3]); // ⌈7/3⌉ = 3
-    assert_eq!(call(&mut s, &p, T0 + 2, 1), [0, 1, 0, 1, 1]); // 6/7 there, 1/7 missing
-    assert_eq!(call(&mut s, &p, T0 + 3, 1), [1, 1, 0, 0, 3]);
+    let mut s = Sim::new();
+    assert_eq!(s.reply(&p, T0, 1), [1, 1, 0, 0, 3]); // ⌈7/3⌉ = 3
+    assert_eq!(s.reply(&p, T0 + 2, 1), [0, 1, 0, 1, 1]); // 6/7 there, 1/7 missing
+    assert_eq!(s.reply(&p, T0 + 3, 1), [1, 1, 0, 0, 3]);
 }
 
 #[test]
 fn step_refill_follows_the_grid() {
     let p = step(5, 2, 1000);
-    let mut s = None;
-    assert_eq!(call(&mut s, &p, T0, 5), [1, 5, 0, 0, 3000]); // grid at T0: +2,+2,+2
-    assert_eq!(call(&mut s, &p, T0 + 999, 1), [0, 5, 0, 1, 2001]);
-    assert_eq!(call(&mut s, &p, T0 + 1000, 1), [1, 5, 1, 0, 2000]);
-    assert_eq!(call(&mut s, &p, T0 + 1500, 4), [0, 5, 1, 1500, 1500]);
+    let mut s = Sim::new();
+    assert_eq!(s.reply(&p, T0, 5), [1, 5, 0, 0, 3000]); // grid at T0: +2,+2,+2
+    assert_eq!(s.reply(&p, T0 + 999, 1), [0, 5, 0, 1, 2001]);
+    assert_eq!(s.reply(&p, T0 + 1000, 1), [1, 5, 1, 0, 2000]);
+    assert_eq!(s.reply(&p, T0 + 1500, 4), [0, 5, 1, 1500, 1500]);
     // Full again at T0 + 3000: back to the initial state; a new grid starts at the next call.
-    assert_eq!(call(&mut s, &p, T0 + 3500, 1), [1, 5, 4, 0, 1000]);
-    assert_eq!(s.unwrap().refill, Refill::Step { origin_ms: T0 + 3500 });
+    assert_eq!(s.reply(&p, T0 + 3500, 1), [1, 5, 4, 0, 1000]);
+    assert_eq!(s.state.unwrap().refill, Refill::Step { origin_ms: T0 + 3500 });
 }
 
 #[test]
@@ -75,9 +70,9 @@ fn cost_zero_is_a_peek_and_stores_nothing() {
 #[test]
 fn limited_requests_store_nothing() {
     let p = smooth(1, 1, 1000);
-    let mut s = None;
-    call(&mut s, &p, T0, 1);
-    let e = evaluate(s.as_ref(), &p, T0 + 10, 1);
+    let mut s = Sim::new();
+    s.reply(&p, T0, 1);
+    let e = evaluate(s.state.as_ref(), &p, T0 + 10, 1);
     assert!(!e.decision.allowed);
     assert!(e.next.is_none());
 }
@@ -85,50 +80,50 @@ fn limited_requests_store_nothing() {
 #[test]
 fn time_going_backwards_grants_nothing() {
     let p = smooth(10, 1, 1000);
-    let mut s = None;
-    call(&mut s, &p, T0, 10);
+    let mut s = Sim::new();
+    s.reply(&p, T0, 10);
     // An hour earlier: counts as no time passed since T0.
-    assert_eq!(call(&mut s, &p, T0 - 3_600_000, 1), [0, 10, 0, 1000, 10_000]);
-    assert_eq!(call(&mut s, &p, T0 + 1000, 1), [1, 10, 0, 0, 10_000]);
-    assert_eq!(s.unwrap().updated_ms, T0 + 1000);
+    assert_eq!(s.reply(&p, T0 - 3_600_000, 1), [0, 10, 0, 1000, 10_000]);
+    assert_eq!(s.reply(&p, T0 + 1000, 1), [1, 10, 0, 0, 10_000]);
+    assert_eq!(s.state.unwrap().updated_ms, T0 + 1000);
     // An admitted call at an earlier clock keeps updated_ms (never moves back).
-    assert_eq!(call(&mut s, &p, 5, 0), [1, 10, 0, 0, 10_000]);
+    assert_eq!(s.reply(&p, 5, 0), [1, 10, 0, 0, 10_000]);
 }
 
 #[test]
 fn parameter_changes_never_top_up() {
-    let mut s = None;
-    call(&mut s, &smooth(10, 1, 1000), T0, 5); // 5 left
-                                               // Larger capacity: still 5, not topped up.
-    assert_eq!(call(&mut s, &smooth(100, 1, 1000), T0, 1), [1, 100, 4, 0, 96_000]);
+    let mut s = Sim::new();
+    s.reply(&smooth(10, 1, 1000), T0, 5); // 5 left
+                                          // Larger capacity: still 5, not topped up.
+    assert_eq!(s.reply(&smooth(100, 1, 1000), T0, 1), [1, 100, 4, 0, 96_000]);
     // Smaller capacity clamps.
-    assert_eq!(call(&mut s, &smooth(2, 1, 1000), T0, 1), [1, 2, 1, 0, 1000]);
+    assert_eq!(s.reply(&smooth(2, 1, 1000), T0, 1), [1, 2, 1, 0, 1000]);
 }
 
 #[test]
 fn period_change_rounds_fractions_down() {
-    let mut s = None;
-    call(&mut s, &smooth(2, 1, 3), T0, 2); // empty
-                                           // 1 ms later: 1/3 token. Under period 2 that is floor(1/3 * 2)/2 = 0 of a token.
-    let e = evaluate(s.as_ref(), &smooth(2, 1, 2), T0 + 1, 1);
+    let mut s = Sim::new();
+    s.reply(&smooth(2, 1, 3), T0, 2); // empty
+                                      // 1 ms later: 1/3 token. Under period 2 that is floor(1/3 * 2)/2 = 0 of a token.
+    let e = evaluate(s.state.as_ref(), &smooth(2, 1, 2), T0 + 1, 1);
     assert_eq!(e.decision.to_reply(), [0, 2, 0, 2, 4]);
 }
 
 #[test]
 fn mode_switch_is_conservative() {
-    let mut s = None;
-    call(&mut s, &smooth(10, 1, 1000), T0, 10);
+    let mut s = Sim::new();
+    s.reply(&smooth(10, 1, 1000), T0, 10);
     // 2.5 tokens accrued; switching to STEP keeps 2 and restarts the grid now.
-    let e = evaluate(s.as_ref(), &step(10, 1, 1000), T0 + 2500, 1);
+    let e = evaluate(s.state.as_ref(), &step(10, 1, 1000), T0 + 2500, 1);
     assert_eq!(e.decision.to_reply(), [1, 10, 1, 0, 9000]);
     assert_eq!(e.next.unwrap().refill, Refill::Step { origin_ms: T0 + 2500 });
 }
 
 #[test]
 fn expired_state_counts_as_missing() {
-    let mut s = None;
-    call(&mut s, &smooth(10, 1, 1000), T0, 3);
-    let stored = s.unwrap();
+    let mut s = Sim::new();
+    s.reply(&smooth(10, 1, 1000), T0, 3);
+    let stored = s.state.unwrap();
     assert_eq!(stored.reset_at_ms(), T0 + 3000);
     // At the reset instant, a larger capacity starts full (as a missing key would).
     let e = evaluate(Some(&stored), &smooth(20, 1, 1000), T0 + 3000, 1);
@@ -155,21 +150,21 @@ fn hundred_year_rule() {
 fn extreme_parameters_are_exact() {
     // 1 token per 10 years.
     let p = smooth(1, 1, MAX_DURATION_MS);
-    let mut s = None;
-    assert_eq!(call(&mut s, &p, 0, 1)[4], MAX_DURATION_MS as i64);
-    assert_eq!(call(&mut s, &p, MAX_DURATION_MS as i64 - 1, 1)[3], 1);
+    let mut s = Sim::new();
+    assert_eq!(s.reply(&p, 0, 1)[4], MAX_DURATION_MS as i64);
+    assert_eq!(s.reply(&p, MAX_DURATION_MS as i64 - 1, 1)[3], 1);
     // 10^12 per ms, cost 10^12.
     let p = smooth(MAX_COUNT, MAX_COUNT, 1);
-    let mut s = None;
-    assert_eq!(call(&mut s, &p, MAX_AT_MS, MAX_COUNT), [1, MAX_COUNT as i64, 0, 0, 1]);
-    assert_eq!(call(&mut s, &p, MAX_AT_MS, 1), [0, MAX_COUNT as i64, 0, 1, 1]);
+    let mut s = Sim::new();
+    assert_eq!(s.reply(&p, MAX_AT_MS, MAX_COUNT), [1, MAX_COUNT as i64, 0, 0, 1]);
+    assert_eq!(s.reply(&p, MAX_AT_MS, 1), [0, MAX_COUNT as i64, 0, 1, 1]);
 }
 
 #[test]
 fn validate_accepts_produced_states_and_refuses_corrupt_ones() {
-    let mut s = None;
-    call(&mut s, &smooth(10, 3, 7), T0, 4);
-    let good = s.unwrap();
+    let mut s = Sim::new();
+    s.reply(&smooth(10, 3, 7), T0, 4);
+    let good = s.state.unwrap();
     assert_eq!(good.validate(), Ok(()));
     let corrupt = [
         TokenBucket { tokens: 11, ..good },
@@ -234,13 +229,13 @@ impl Model {
     }
 }
 
-/// The model's view of one request: `(reply, state after)`.
+/// The model's view of one request: `(decision, state after)`.
 fn model_call(
     state: &Option<Model>,
     p: &TokenParams,
     now: i64,
     cost: u64,
-) -> ([i64; 5], Option<Model>) {
+) -> (Decision, Option<Model>) {
     let mut live = state.clone().and_then(|mut m| {
         let probe_at = now.max(m.at);
         let mut probe = m.clone();
@@ -287,17 +282,26 @@ fn model_call(
     } else {
         m.wait_for(need)
     };
-    let reply = [
-        i64::from(allowed),
-        p.capacity as i64,
-        (after.level / Model::scale(p)) as i64,
-        retry,
-        after.wait_for(after.cap()),
-    ];
+    let reply = Decision {
+        allowed,
+        limit: p.capacity,
+        remaining: (after.level / Model::scale(p)) as u64,
+        retry_after_ms: retry,
+        reset_after_ms: after.wait_for(after.cap()),
+    };
     let next =
         if allowed && cost > 0 { Some(after) } else { state.clone().map(|_| m).filter(|_| false) };
     let kept = next.or_else(|| state.clone());
     (reply, kept)
+}
+
+/// The model's bucket (`None` before the first admitted call).
+impl testing::Model<TokenBucket> for Option<Model> {
+    fn decide(&mut self, p: &TokenParams, now: i64, cost: u64) -> Decision {
+        let (decision, next) = model_call(self, p, now, cost);
+        *self = next;
+        decision
+    }
 }
 
 fn small_params() -> impl Strategy<Value = TokenParams> {
@@ -315,20 +319,9 @@ proptest! {
         steps in proptest::collection::vec((-60i64..120, 0usize..3, 0u64..=8), 1..40),
         params in proptest::collection::vec(small_params(), 3),
     ) {
-        let mut state: Option<TokenBucket> = None;
-        let mut model: Option<Model> = None;
-        let mut now = T0;
-        for (gap, which, cost) in steps {
-            now += gap;
-            let p = params[which];
-            let got = call(&mut state, &p, now, cost);
-            let (want, next_model) = model_call(&model, &p, now, cost);
-            prop_assert_eq!(got, want, "now={} params={:?} cost={}", now, p, cost);
-            model = next_model;
-            if let Some(s) = &state {
-                prop_assert_eq!(s.validate(), Ok(()));
-            }
-        }
+        // (The clock stays far above 0: T0 minus at most 40 × 60 ms.)
+        let calls = clocked(T0, steps.into_iter().map(|(gap, which, cost)| (params[which], gap, cost)));
+        check_against_model(&mut None::<Model>, calls, |_, _, _, _| Ok(()))?;
     }
 
     /// Waiting exactly `retry_after_ms` admits the same request; one ms earlier does not.
@@ -339,14 +332,14 @@ proptest! {
         gap in 0i64..100,
         cost in 1u64..=6,
     ) {
-        let mut state = None;
-        call(&mut state, &p, T0, first.min(p.capacity));
-        let e = evaluate(state.as_ref(), &p, T0 + gap, cost);
+        let mut sim = Sim::new();
+        sim.reply(&p, T0, first.min(p.capacity));
+        let e = evaluate(sim.state.as_ref(), &p, T0 + gap, cost);
         if !e.decision.allowed && e.decision.retry_after_ms > 0 {
             let now = T0 + gap;
             let at = now + e.decision.retry_after_ms;
-            prop_assert!(evaluate(state.as_ref(), &p, at, cost).decision.allowed);
-            prop_assert!(!evaluate(state.as_ref(), &p, at - 1, cost).decision.allowed);
+            prop_assert!(evaluate(sim.state.as_ref(), &p, at, cost).decision.allowed);
+            prop_assert!(!evaluate(sim.state.as_ref(), &p, at - 1, cost).decision.allowed);
         }
     }
 
@@ -354,15 +347,15 @@ proptest! {
     /// request is admitted then, and not one ms earlier.
     #[test]
     fn reset_after_is_exact(p in small_params(), cost in 1u64..=6, gap in 0i64..50) {
-        let mut state = None;
-        call(&mut state, &p, T0, cost.min(p.capacity));
-        let e = evaluate(state.as_ref(), &p, T0 + gap, 0);
+        let mut sim = Sim::new();
+        sim.reply(&p, T0, cost.min(p.capacity));
+        let e = evaluate(sim.state.as_ref(), &p, T0 + gap, 0);
         let reset = e.decision.reset_after_ms;
         prop_assert!(reset > 0 || gap > 0);
         let at = (T0 + gap).max(T0) + reset;
-        prop_assert!(evaluate(state.as_ref(), &p, at, p.capacity).decision.allowed);
+        prop_assert!(evaluate(sim.state.as_ref(), &p, at, p.capacity).decision.allowed);
         if reset > 0 {
-            prop_assert!(!evaluate(state.as_ref(), &p, at - 1, p.capacity).decision.allowed);
+            prop_assert!(!evaluate(sim.state.as_ref(), &p, at - 1, p.capacity).decision.allowed);
         }
     }
 
@@ -373,9 +366,9 @@ proptest! {
         st in any::<bool>(), t1 in 0i64..=MAX_AT_MS, t2 in 0i64..=MAX_AT_MS, cost in 0u64..=MAX_COUNT,
     ) {
         if let Ok(p) = TokenParams::new(c, r, per, st) {
-            let mut s = None;
-            call(&mut s, &p, t1, cost);
-            let reply = call(&mut s, &p, t2, cost);
+            let mut s = Sim::new();
+            s.reply(&p, t1, cost);
+            let reply = s.reply(&p, t2, cost);
             prop_assert!(reply[2] >= 0 && reply[2] as u64 <= c);
             prop_assert!(reply[3] >= -1 && reply[4] >= 0);
             prop_assert!(reply[4] as u128 <= crate::args::MAX_RESET_MS);

@@ -1,0 +1,391 @@
+//! Exact mode: the log of admitted requests.
+//!
+//! The state is the log of admitted requests as `(ts, cost)` entries with strictly increasing
+//! `ts` (requests in the same ms are merged into one entry). `used(t)` is the sum of the costs
+//! of the entries with `ts > t − P`. Since every entry has cost ≥ 1 and an admitted call
+//! leaves `used ≤ limit`, a stored log never holds more than `limit` entries.
+//! `retry_after` is the wait until enough of the oldest entries have left;
+//! `reset_after` = `newest ts + P − now'`.
+//!
+//! # Encoding
+//! The newest entry lives in the state itself: its `ts` is `updated_ms` (every admitted call
+//! adds or merges an entry at `now'`) and its cost is the [`SlideBuffer`]'s inline word, so a
+//! one-entry log needs no heap allocation. Older entries live in one heap buffer: a 24-byte
+//! [`Header`] (timestamp of the oldest entry, their total cost, first and end offsets) and, per
+//! entry, `varint(cost) varint(gap to the next newer entry)` (see `varint.rs`). Typical entries
+//! (cost < 128, gaps < 16 s) take 2–3 bytes. The buffer's size follows jemalloc's size classes
+//! (see `alloc_size.rs`) with 1/8 headroom when it grows, and it is shrunk when more than 1/4
+//! of it is unused, so [`SlideState::heap_bytes`] stays within about 1.6 × (24 + encoded
+//! entries): with typical entries at most 16 bytes per entry for every log (the inline entry
+//! counting as one), and 4–5 bytes per entry for long logs. Expired entries are consumed from
+//! the front by moving an offset; the buffer is compacted only when its end is reached, so
+//! every operation is amortized O(1) per entry.
+//!
+//! A `limit` above the module configuration `ratelimit.slide-log-max` is refused for exact
+//! mode (the log could grow to `limit` entries); `BUCKETS` has no such bound.
+
+use super::alloc_size::size_class;
+use super::varint::{decode_entry, gap_i64, put_entry, varint_len};
+use super::{ms_until, verdict, window_i64, SlideBuffer, SlideMode, SlideState};
+use crate::decision::Decision;
+use crate::state::CorruptState;
+
+/// Bytes of the header of the older-entries buffer.
+pub(super) const HEADER: usize = 24;
+/// Largest older-entries buffer; offsets are stored as `u32`. Beyond it, new requests are
+/// merged into the newest entry (moved forward in time: conservative).
+const MAX_HEAP: usize = u32::MAX as usize;
+
+/// Header of the older-entries buffer (little-endian: `oldest_ms` i64, `used` u64, `head` and
+/// `end` u32 offsets into the buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Header {
+    /// Timestamp of the entry at `head`.
+    pub(super) oldest_ms: i64,
+    /// Sum of the costs of the entries in `head..end`.
+    pub(super) used: u64,
+    /// Offset of the oldest entry still in the log (entries before it have been consumed).
+    pub(super) head: usize,
+    /// Offset just past the newest older entry.
+    pub(super) end: usize,
+}
+
+fn read_u64(buf: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(buf.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn read_u32(buf: &[u8], at: usize) -> Option<usize> {
+    let v = u32::from_le_bytes(buf.get(at..at + 4)?.try_into().ok()?);
+    usize::try_from(v).ok()
+}
+
+/// The buffer's header, if it has one with offsets inside the buffer.
+fn read_header(buf: &[u8]) -> Option<Header> {
+    let oldest_ms = i64::from_le_bytes(buf.get(0..8)?.try_into().ok()?);
+    let used = read_u64(buf, 8)?;
+    let head = read_u32(buf, 16)?;
+    let end = read_u32(buf, 20)?;
+    (HEADER <= head && head <= end && end <= buf.len()).then_some(Header {
+        oldest_ms,
+        used,
+        head,
+        end,
+    })
+}
+
+pub(super) fn write_header(buf: &mut [u8], h: &Header) {
+    let mut out = [0u8; HEADER];
+    let offset = |v: usize| u32::try_from(v).unwrap_or(u32::MAX).to_le_bytes();
+    for (dst, src) in out.iter_mut().zip(
+        h.oldest_ms
+            .to_le_bytes()
+            .into_iter()
+            .chain(h.used.to_le_bytes())
+            .chain(offset(h.head))
+            .chain(offset(h.end)),
+    ) {
+        *dst = src;
+    }
+    if let Some(dst) = buf.get_mut(..HEADER) {
+        dst.copy_from_slice(&out);
+    }
+}
+
+/// An entry to append to the older-entries buffer.
+#[derive(Debug, Clone, Copy)]
+struct Push {
+    ts: i64,
+    cost: u64,
+    gap: u64,
+}
+
+/// Writes back the older entries after expiry (`live`: the entries still in the window, or
+/// `None` when none are) and appends `push` if given. Returns false when `push` did not fit
+/// (the buffer is at [`MAX_HEAP`]); the expiry is committed either way.
+fn commit_older(heap: &mut Box<[u8]>, live: Option<Header>, push: Option<Push>) -> bool {
+    let mut h = match (live, push) {
+        (None, None) => {
+            *heap = Box::default();
+            return true;
+        }
+        (Some(h), _) => h,
+        (None, Some(p)) => Header { oldest_ms: p.ts, used: 0, head: HEADER, end: HEADER },
+    };
+    let mut enc = [0u8; 20];
+    let n = push.map_or(0, |p| put_entry(&mut enc, 0, p.cost, p.gap));
+    let kept = h.end - h.head;
+    let cap = heap.len();
+    let need = HEADER + kept + n;
+    let pushed = push.filter(|_| need <= MAX_HEAP);
+    let need = if pushed.is_some() { need } else { HEADER + kept };
+    let n = if pushed.is_some() { n } else { 0 };
+    if need > cap || cap > size_class(need + need / 4) {
+        let mut fresh = vec![0u8; size_class(need + need / 8)];
+        if let (Some(dst), Some(src)) =
+            (fresh.get_mut(HEADER..HEADER + kept), heap.get(h.head..h.end))
+        {
+            dst.copy_from_slice(src);
+        }
+        h.head = HEADER;
+        h.end = HEADER + kept;
+        *heap = fresh.into_boxed_slice();
+    } else if h.end + n > cap && h.end <= cap {
+        heap.copy_within(h.head..h.end, HEADER);
+        h.head = HEADER;
+        h.end = HEADER + kept;
+    }
+    if let Some(p) = pushed {
+        if let (Some(dst), Some(src)) = (heap.get_mut(h.end..h.end + n), enc.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        h.end += n;
+        h.used = h.used.saturating_add(p.cost);
+    }
+    write_header(heap, &h);
+    push.is_none() || pushed.is_some()
+}
+
+/// The exact log brought up to an instant `t` without changing it: which older entries are
+/// still in the window, and `used(t)`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ExactView {
+    older: Option<Header>,
+    newest_alive: bool,
+    used: u64,
+}
+
+fn exact_view(s: &SlideState, window: i64, t: i64) -> ExactView {
+    let cutoff = t.saturating_sub(window); // entries with ts ≤ cutoff have left
+    let heap = &s.buffer.heap;
+    let mut older = read_header(heap);
+    if let Some(h) = older.as_mut() {
+        while h.head < h.end && h.oldest_ms <= cutoff {
+            match decode_entry(heap, h.head, h.end) {
+                Some((cost, gap, next)) => {
+                    h.used = h.used.saturating_sub(cost);
+                    h.oldest_ms = h.oldest_ms.saturating_add(gap_i64(gap));
+                    h.head = next;
+                }
+                None => h.head = h.end,
+            }
+        }
+    }
+    let older = older.filter(|h| h.head < h.end);
+    let newest_alive = s.updated_ms > cutoff;
+    let newest = if newest_alive { s.buffer.word } else { 0 };
+    let used = older.map_or(0, |h| h.used).saturating_add(newest);
+    ExactView { older, newest_alive, used }
+}
+
+/// The entries of an exact log, oldest first, as `(ts, cost)`.
+#[derive(Debug, Clone)]
+pub struct SlideEntries<'a> {
+    heap: &'a [u8],
+    pos: usize,
+    end: usize,
+    ts: i64,
+    newest: Option<(i64, u64)>,
+}
+
+impl Iterator for SlideEntries<'_> {
+    type Item = (i64, u64);
+
+    fn next(&mut self) -> Option<(i64, u64)> {
+        if self.pos < self.end {
+            if let Some((cost, gap, next)) = decode_entry(self.heap, self.pos, self.end) {
+                let ts = self.ts;
+                self.ts = ts.saturating_add(gap_i64(gap));
+                self.pos = next;
+                return Some((ts, cost));
+            }
+            self.pos = self.end;
+        }
+        self.newest.take()
+    }
+}
+
+fn entries_of<'a>(
+    s: &'a SlideState,
+    older: Option<Header>,
+    newest_alive: bool,
+) -> SlideEntries<'a> {
+    let h = older.unwrap_or(Header { oldest_ms: 0, used: 0, head: 0, end: 0 });
+    SlideEntries {
+        heap: &s.buffer.heap,
+        pos: h.head,
+        end: h.end,
+        ts: h.oldest_ms,
+        newest: newest_alive.then_some((s.updated_ms, s.buffer.word)),
+    }
+}
+
+/// The log's entries still in its window at `t`, oldest first.
+pub(super) fn entries_at(s: &SlideState, t: i64) -> Vec<(i64, u64)> {
+    let view = exact_view(s, window_i64(s.window_ms), t);
+    entries_of(s, view.older, view.newest_alive).collect()
+}
+
+/// Builds an exact log from events sorted by time (events at the same or an earlier instant
+/// than their predecessor are merged into it, which only moves cost later). `None` if the
+/// events do not fit the buffer bound.
+pub(super) fn build_exact(limit: u64, window_ms: u64, events: &[(i64, u64)]) -> Option<SlideState> {
+    let mut merged: Vec<(i64, u64)> = Vec::with_capacity(events.len());
+    for &(ts, cost) in events {
+        match merged.last_mut() {
+            Some(last) if ts <= last.0 => last.1 = last.1.saturating_add(cost),
+            _ => merged.push((ts, cost)),
+        }
+    }
+    let (&(newest_ts, newest_cost), older) = merged.split_last()?;
+    let mut heap: Box<[u8]> = Box::default();
+    if let Some(&(oldest_ms, _)) = older.first() {
+        let gaps = older.iter().zip(merged.iter().skip(1)).map(|(&(ts, cost), &(next, _))| {
+            (cost, u64::try_from(next.saturating_sub(ts)).unwrap_or(0))
+        });
+        let bytes: usize = gaps.clone().map(|(c, g)| varint_len(c) + varint_len(g)).sum();
+        let need = HEADER.checked_add(bytes).filter(|n| *n <= MAX_HEAP)?;
+        let mut buf = vec![0u8; size_class(need + need / 8)];
+        let mut pos = HEADER;
+        let mut used = 0u64;
+        for (cost, gap) in gaps {
+            pos = put_entry(&mut buf, pos, cost, gap);
+            used = used.saturating_add(cost);
+        }
+        write_header(&mut buf, &Header { oldest_ms, used, head: HEADER, end: pos });
+        heap = buf.into_boxed_slice();
+    }
+    Some(SlideState {
+        limit,
+        window_ms,
+        mode: SlideMode::Exact,
+        updated_ms: newest_ts,
+        buffer: SlideBuffer { word: newest_cost, heap },
+    })
+}
+
+/// Judges a request of `cost` at `t` (≥ `updated_ms`) against the log under `limit`.
+pub(super) fn decide_exact(s: &SlideState, limit: u64, t: i64, cost: u64) -> (Decision, ExactView) {
+    let p = window_i64(s.window_ms);
+    let view = exact_view(s, p, t);
+    let used = u128::from(view.used);
+    let retry = || {
+        // Wait until the oldest entries whose costs add up to `need` have left.
+        let need = used + u128::from(cost) - u128::from(limit);
+        let mut acc = 0u128;
+        let mut retry = ms_until(i128::from(s.updated_ms) + i128::from(p), i128::from(t));
+        for (ts, c) in entries_of(s, view.older, view.newest_alive) {
+            acc += u128::from(c);
+            if acc >= need {
+                retry = ms_until(i128::from(ts) + i128::from(p), i128::from(t));
+                break;
+            }
+        }
+        retry
+    };
+    let reset = |admitted: bool| {
+        if admitted {
+            p
+        } else if view.newest_alive {
+            ms_until(i128::from(s.updated_ms) + i128::from(p), i128::from(t))
+        } else {
+            0
+        }
+    };
+    let decision = verdict(limit, cost, used, 1, retry, reset);
+    (decision, view)
+}
+
+/// Adds an admitted request of `cost ≥ 1` at `t` to the log it was judged on (`view`),
+/// dropping the entries that have left. `updated_ms` is moved by the caller.
+pub(super) fn apply_exact(s: &mut SlideState, view: ExactView, t: i64, cost: u64) {
+    let buffer = &mut s.buffer;
+    if !view.newest_alive {
+        *buffer = SlideBuffer { word: cost, heap: Box::default() };
+    } else if t <= s.updated_ms {
+        commit_older(&mut buffer.heap, view.older, None);
+        buffer.word = buffer.word.saturating_add(cost);
+    } else {
+        let gap = u64::try_from(i128::from(t) - i128::from(s.updated_ms)).unwrap_or(0);
+        let push = Push { ts: s.updated_ms, cost: buffer.word, gap };
+        if commit_older(&mut buffer.heap, view.older, Some(push)) {
+            buffer.word = cost;
+        } else {
+            // Buffer full: merge into the newest entry, moved forward to `t`.
+            buffer.word = buffer.word.saturating_add(cost);
+        }
+    }
+}
+
+impl SlideState {
+    /// Exact mode: the log entries `(ts, cost)`, oldest first, the last one at `updated_ms`.
+    /// Empty in bucketed mode.
+    pub fn entries(&self) -> SlideEntries<'_> {
+        if self.mode != SlideMode::Exact {
+            return SlideEntries { heap: &[], pos: 0, end: 0, ts: 0, newest: None };
+        }
+        entries_of(self, read_header(&self.buffer.heap).filter(|h| h.head < h.end), true)
+    }
+
+    /// Rebuilds an exact window from its entries (RDB load, RESTORE): strictly increasing
+    /// timestamps, costs ≥ 1, the last at `updated_ms`; the result is validated.
+    pub fn from_entries(
+        limit: u64,
+        window_ms: u64,
+        updated_ms: i64,
+        entries: &[(i64, u64)],
+    ) -> Result<SlideState, CorruptState> {
+        let increasing = entries.windows(2).all(|p| matches!(p, [a, b] if a.0 < b.0));
+        if !increasing || entries.iter().any(|e| e.1 == 0) {
+            return Err(CorruptState("slide log entries out of order or empty"));
+        }
+        if entries.last().map(|e| e.0) != Some(updated_ms) {
+            return Err(CorruptState("slide log does not end at its update time"));
+        }
+        let state =
+            build_exact(limit, window_ms, entries).ok_or(CorruptState("slide log too large"))?;
+        state.validate()?;
+        Ok(state)
+    }
+
+    /// [`SlideState::validate`] for exact mode: a readable buffer whose entries are in order,
+    /// inside the window, add up to its header's total, and end at `updated_ms`; at most
+    /// `limit` permits in all.
+    pub(super) fn validate_exact(&self) -> Result<(), CorruptState> {
+        let p = i128::from(window_i64(self.window_ms));
+        let updated = i128::from(self.updated_ms);
+        if self.buffer.word == 0 {
+            return Err(CorruptState("slide log entry of cost 0"));
+        }
+        let mut total = u128::from(self.buffer.word);
+        if !self.buffer.heap.is_empty() {
+            let heap = &self.buffer.heap;
+            let h = read_header(heap).ok_or(CorruptState("slide log header corrupt"))?;
+            if h.head >= h.end {
+                return Err(CorruptState("slide log buffer without entries"));
+            }
+            let oldest = i128::from(h.oldest_ms);
+            if oldest < 0 || oldest <= updated - p {
+                return Err(CorruptState("slide log entry outside the window"));
+            }
+            let (mut pos, mut ts, mut sum) = (h.head, oldest, 0u128);
+            while pos < h.end {
+                let (cost, gap, next) = decode_entry(heap, pos, h.end)
+                    .ok_or(CorruptState("slide log entry corrupt"))?;
+                if cost == 0 || gap == 0 {
+                    return Err(CorruptState("slide log entry of cost 0 or out of order"));
+                }
+                sum += u128::from(cost);
+                ts += i128::from(gap);
+                pos = next;
+            }
+            if sum != u128::from(h.used) || ts != updated {
+                return Err(CorruptState("slide log totals inconsistent"));
+            }
+            total += sum;
+        }
+        if total > u128::from(self.limit) {
+            return Err(CorruptState("slide log holds more than its limit"));
+        }
+        Ok(())
+    }
+}
