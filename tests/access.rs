@@ -80,3 +80,46 @@ fn out_of_memory_refuses_new_limiters_but_peeks_still_answer() {
     assert_eq!(ints(&mut c, &["RL.TOKEN", "new", "5", "1", "1s", "AT", AT])[0], 1);
     s.assert_alive();
 }
+
+/// Whether this server gives module commands ACL categories (Redis 7.2+; Valkey reports
+/// `redis_version:7.2.4`).
+fn has_module_acl_categories(con: &mut Connection) -> bool {
+    let version = info_field(con, "server", "redis_version");
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (7, 2)
+}
+
+/// On servers that support it, every command is in `@ratelimit` (and `@read`/`@write`), so
+/// operators can grant or deny the module as a whole; on 7.0 the module still loads.
+#[test]
+fn commands_carry_the_ratelimit_acl_category() {
+    let s = Server::start();
+    let mut admin = s.conn();
+    let info =
+        format!("{:?}", run(&mut admin, &["COMMAND", "INFO", "rl.token", "rl.peek"]).unwrap());
+    if !has_module_acl_categories(&mut admin) {
+        assert!(!info.contains("@ratelimit"), "{info}");
+        return;
+    }
+    assert!(
+        info.contains("@ratelimit") && info.contains("@write") && info.contains("@read"),
+        "{info}"
+    );
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "app", "on", ">pw", "~*", "+@all", "-@ratelimit"])
+        .query(&mut admin)
+        .unwrap();
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "limiter", "on", ">pw", "~*", "-@all", "+@ratelimit"])
+        .query(&mut admin)
+        .unwrap();
+    let mut app = s.conn();
+    let _: () = redis::cmd("AUTH").arg("app").arg("pw").query(&mut app).unwrap();
+    assert!(error_text(&mut app, &[b"RL.TOKEN", b"k", b"5", b"1", b"1s"]).starts_with("NOPERM"));
+    assert!(error_text(&mut app, &[b"RL.ALL", b"1", b"k", b"TOKEN", b"5", b"1", b"1s"])
+        .starts_with("NOPERM"));
+    let mut limiter = s.conn();
+    let _: () = redis::cmd("AUTH").arg("limiter").arg("pw").query(&mut limiter).unwrap();
+    assert_eq!(ints(&mut limiter, &["RL.TOKEN", "k", "5", "1", "1s", "AT", AT])[0], 1);
+    assert!(error_text(&mut limiter, &[b"GET", b"k"]).starts_with("NOPERM"));
+}

@@ -31,8 +31,9 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
     unsafe { (api.set_module_options)(ctx.ctx, options as i32) };
+    let acl_category = registry::add_acl_category(ctx.ctx);
     for spec in commands::COMMANDS {
-        if let Err(e) = registry::register(ctx.ctx, spec) {
+        if let Err(e) = registry::register(ctx.ctx, spec, acl_category) {
             ctx.log_warning(&format!("ratelimit: {e}"));
             return Status::Err;
         }

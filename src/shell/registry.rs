@@ -150,8 +150,36 @@ static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleComman
     sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
 };
 
-/// Creates the command and attaches its metadata.
-pub fn register(ctx: *mut RedisModuleCtx, spec: &CommandSpec) -> Result<(), String> {
+/// The module's own ACL category, `@ratelimit`, on servers that have the API (Redis 7.2+,
+/// Valkey); it can only be added while the module loads. Whether it was added.
+pub fn add_acl_category(ctx: *mut RedisModuleCtx) -> bool {
+    let Some(add) = (unsafe { raw::RedisModule_AddACLCategory }) else {
+        return false;
+    };
+    unsafe { add(ctx, c"ratelimit".as_ptr()) == raw::REDISMODULE_OK as c_int }
+}
+
+/// The ACL categories of a command: `@write` or `@read`, `@fast` unless it is `O(N)` in its
+/// keys, and `@ratelimit` where the server has it.
+fn acl_categories(spec: &CommandSpec, with_module_category: bool) -> &'static CStr {
+    let fast = spec.flags.to_bytes().split(|b| *b == b' ').any(|w| w == b"fast");
+    match (spec.read_only, fast, with_module_category) {
+        (true, _, true) => c"read fast ratelimit",
+        (true, _, false) => c"read fast",
+        (false, true, true) => c"write fast ratelimit",
+        (false, true, false) => c"write fast",
+        (false, false, true) => c"write ratelimit",
+        (false, false, false) => c"write",
+    }
+}
+
+/// Creates the command and attaches its metadata. On servers with ACL categories for module
+/// commands (Redis 7.2+, Valkey) it also gets its categories; on 7.0 it has none.
+pub fn register(
+    ctx: *mut RedisModuleCtx,
+    spec: &CommandSpec,
+    with_module_category: bool,
+) -> Result<(), String> {
     let name = spec.name.to_string_lossy();
     let create =
         unsafe { raw::RedisModule_CreateCommand }.ok_or("RedisModule_CreateCommand missing")?;
@@ -205,6 +233,12 @@ pub fn register(ctx: *mut RedisModuleCtx, spec: &CommandSpec) -> Result<(), Stri
     let status = unsafe { set_info(command, &raw mut info) };
     if status != raw::REDISMODULE_OK as c_int {
         return Err(format!("could not set command info of {name}"));
+    }
+    if let Some(set_categories) = unsafe { raw::RedisModule_SetCommandACLCategories } {
+        let categories = acl_categories(spec, with_module_category);
+        if unsafe { set_categories(command, categories.as_ptr()) } != raw::REDISMODULE_OK as c_int {
+            return Err(format!("could not set the ACL categories of {name}"));
+        }
     }
     Ok(())
 }
