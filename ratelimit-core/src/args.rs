@@ -1,7 +1,7 @@
 //! Argument parsing shared by every command: counts, durations, and the option keywords.
 //!
 //! Arguments arrive as raw byte strings (binary safe, possibly invalid UTF-8); nothing here
-//! panics on any input. Bounds follow SPEC §2.
+//! panics on any input. Bounds are the README's ("Arguments").
 
 use super::error::ArgError;
 

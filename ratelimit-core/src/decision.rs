@@ -1,4 +1,4 @@
-//! The answer every limiting command gives: the five-field reply of SPEC §2.
+//! The answer every limiting command gives: the five-field reply (README, "Reply").
 
 /// What a limiter decided for one request, in the `RL.*` reply layout.
 ///

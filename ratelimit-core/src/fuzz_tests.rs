@@ -12,9 +12,12 @@ use proptest::prelude::*;
 use super::args::{parse_duration, parse_options, Keyword, MAX_AT_MS, MAX_COUNT};
 use super::codec::{decode, encode};
 use super::gcra::{self, parse_throttle_args};
+use super::judge::{judge_all, judge_key, Change};
 use super::leaky::{self, LeakMode, LeakyParams};
 use super::limiter::Limiter;
+use super::packed::PackedLimiter;
 use super::period::{self, PeriodParams};
+use super::request::{AllRequest, Command, Request};
 use super::slide::{self, SlideParams};
 use super::token::{self, TokenParams};
 
@@ -30,7 +33,7 @@ fn token() -> impl Strategy<Value = Vec<u8>> {
         3 => prop::sample::select(vec![
             "COST", "cost", "DRYRUN", "AT", "STEP", "ALIGN", "BUCKETS", "NODELAY", "DELAY", "0",
             "1", "-1", "+8h", "-5h", "1000000000000", "1000000000001", "253402300799999", "1s",
-            "3650d", "3651d", "1.5", "", "\u{ff}",
+            "3650d", "3651d", "1.5", "", "\u{ff}", "TOKEN", "PERIOD", "SLIDE", "LEAKY", "2", "10",
         ])
         .prop_map(|s| s.as_bytes().to_vec()),
         1 => proptest::collection::vec(any::<u8>(), 0..8),
@@ -119,6 +122,26 @@ proptest! {
             let _ = LeakyParams::new(o.cost.max(1), 1, p, LeakMode::Delay(o.delay.unwrap_or(0)));
         }
         let _ = parse_throttle_args(&refs);
+        // Every command's real grammar: what parses can be judged on a fresh key and again
+        // on the key it left.
+        for command in Command::ALL {
+            if let Ok(request) = Request::parse(command, &refs, 100_000) {
+                prop_assert!(request.cost <= MAX_COUNT);
+                let now = request.at_ms.unwrap_or(1_700_000_000_000);
+                let first = judge_key(None, &request, now).unwrap();
+                if let Change::Created { limiter, .. } = first.change {
+                    exercise(&limiter, now);
+                    let mut packed = PackedLimiter::new(limiter);
+                    prop_assert!(judge_key(Some(&mut packed), &request, now).is_ok());
+                }
+            }
+        }
+        if let Ok(all) = AllRequest::parse(&refs, 100_000) {
+            prop_assert_eq!(all.limits.len(), all.key_count);
+            let mut held: Vec<Option<&mut PackedLimiter>> = (0..all.key_count).map(|_| None).collect();
+            let verdict = judge_all(&mut held, &all, all.at_ms.unwrap_or(1_700_000_000_000)).unwrap();
+            prop_assert_eq!(verdict.details.len(), all.key_count);
+        }
     }
 
     #[test]

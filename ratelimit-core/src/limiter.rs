@@ -2,7 +2,7 @@
 //! algorithm shares (expired state counts as missing; calls that change parameters but store
 //! nothing answer for the limiter that stays stored).
 
-use super::arith::{add_ms, elapsed_ms};
+use super::arith::elapsed_ms;
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::gcra::{self, GcraParams, GcraState};
 use super::leaky::{self, LeakyBucket, LeakyParams};
@@ -253,18 +253,13 @@ impl Limiter {
     pub fn describe(&self) -> Vec<(&'static str, i64)> {
         self.stored().info_fields()
     }
-
-    /// The instant `reset_after_ms` after `now'`, for the key's expiry.
-    pub fn expiry_after(updated_ms: i64, reset_after_ms: i64) -> i64 {
-        add_ms(updated_ms, u128::try_from(reset_after_ms).unwrap_or(0))
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every allocation-size class counts toward memory per key (SPEC §5): the whole value
+    /// Every allocation-size class counts toward memory per key (README, "Benchmarks"): the whole value
     /// must fit jemalloc's 64-byte class.
     #[test]
     fn limiter_fits_in_64_bytes() {
