@@ -38,6 +38,7 @@ const COMMANDS: &[&[u8]] = &[
     b"RL.RESTORE",
     b"RL.SLIDE",
     b"RL.ALL",
+    b"RL.REFUND",
     b"rl.token",
     b"Rl.Period",
 ];

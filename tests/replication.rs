@@ -208,11 +208,12 @@ fn transactions_and_scripts_replicate_exactly() {
     replica.assert_alive();
 }
 
-/// `RL.ALL` propagates once, rewritten with `AT`, only when every limit admitted: after random
-/// multi-key traffic without `AT` (refusals, dry runs, zero costs, mixed algorithms), the
-/// replica holds the identical keys, states and expiries.
+/// `RL.ALL` propagates once, rewritten with `AT`, only when every limit admitted, and
+/// `RL.REFUND` only when it gave something back: after random multi-key traffic and refunds
+/// without `AT` (refusals, dry runs, zero costs, mixed algorithms), the replica holds the
+/// identical keys, states and expiries.
 #[test]
-fn all_replicates_exactly_without_at() {
+fn all_and_refund_replicate_exactly_without_at() {
     let (master, replica) = master_and_replica();
     let mut mc = master.conn();
     let groups = [
@@ -237,6 +238,11 @@ fn all_replicates_exactly_without_at() {
         let reply = run(&mut mc, &words).unwrap_or_else(|e| panic!("{command}: {e}"));
         if let Value::Array(items) = reply {
             admitted += i64::from(items.first() == Some(&Value::Int(1)));
+        }
+        // Refunds (some emptying a limiter, which deletes its key) propagate with AT too.
+        if i % 4 == 0 {
+            let count = (1 + i % 5).to_string();
+            let _: Value = run(&mut mc, &["RL.REFUND", &keys[i % n], &count]).unwrap();
         }
     }
     assert!(admitted > 100, "{admitted}");

@@ -13,11 +13,11 @@
 use libfuzzer_sys::fuzz_target;
 use ratelimit_core::args::{parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT};
 use ratelimit_core::codec::{decode, encode};
-use ratelimit_core::judge::{judge_all, judge_key, peek_key, Change};
+use ratelimit_core::judge::{judge_all, judge_key, peek_key, refund_key, Change, Verdict};
 use ratelimit_core::leaky::{LeakMode, LeakyParams};
 use ratelimit_core::packed::PackedLimiter;
 use ratelimit_core::period::PeriodParams;
-use ratelimit_core::request::{AllRequest, Command, Request};
+use ratelimit_core::request::{AllRequest, Command, RefundRequest, Request};
 use ratelimit_core::slide::SlideParams;
 use ratelimit_core::token::TokenParams;
 
@@ -45,6 +45,29 @@ fuzz_target!(|data: &[u8]| {
     for command in Command::ALL {
         if let Ok(request) = Request::parse(command, &args, SLIDE_LOG_MAX) {
             run(&request);
+        }
+    }
+    // `RL.REFUND`'s grammar, and a refund of what it names on a limiter every command left.
+    if let Ok(refund) = RefundRequest::parse(&args) {
+        assert!((1..=MAX_COUNT).contains(&refund.count), "{refund:?}");
+        for command in Command::ALL {
+            let positional: &[&[u8]] = match command {
+                Command::Period | Command::Slide => &[b"5", b"7"],
+                _ => &[b"5", b"2", b"7"],
+            };
+            let Ok(parsed) = Request::parse(command, positional, SLIDE_LOG_MAX) else {
+                panic!("a valid reservation for {command:?}")
+            };
+            let reservation = Request { cost: 3, ..parsed };
+            let now = refund.at_ms.unwrap_or(NOW_MS);
+            if let Ok(Verdict { change: Change::Created { limiter, .. }, .. }) =
+                judge_key(None, &reservation, now)
+            {
+                let mut packed = PackedLimiter::new(limiter);
+                let verdict = refund_key(Some(&mut packed), refund.count, now);
+                assert!(verdict.reply.is_some_and(|r| r[2] <= r[1]), "{verdict:?}");
+                packed.view(|l| assert_eq!(l.validate(), Ok(())));
+            }
         }
     }
     // `RL.ALL`'s grammar (everything after the command name).

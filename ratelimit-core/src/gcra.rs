@@ -87,7 +87,7 @@ use super::args::{
 use super::arith::{add_ms, ceil_div, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::state::{info_int, live, CorruptState, Stored};
+use super::state::{info_int, live, CorruptState, Refunded, Stored};
 
 /// Longest `period` `CL.THROTTLE` accepts: 10 years of 365 days, in seconds.
 pub const MAX_PERIOD_S: u64 = 3650 * 86_400;
@@ -162,6 +162,27 @@ impl GcraParams {
 }
 
 impl GcraState {
+    /// `RL.REFUND`: `TAT := max(now', TAT − count·T)`, `T` the emission interval.
+    pub fn refund(&self, now_ms: i64, count: u64) -> Refunded<GcraState> {
+        let now = now_ms.max(self.updated_ms);
+        let debt = self.debt_at(now);
+        if debt == 0 {
+            return Refunded::Nothing;
+        }
+        let params = self.params();
+        let debt = debt.saturating_sub(u128::from(count).saturating_mul(params.interval()));
+        if debt == 0 {
+            return Refunded::Fresh;
+        }
+        let scale = params.scale().max(1);
+        Refunded::To(GcraState {
+            tat_ms: add_ms(now, debt / scale),
+            tat_frac: saturate_u64(debt % scale),
+            updated_ms: now,
+            ..*self
+        })
+    }
+
     /// The parameters this limiter was last admitted with.
     pub fn params(&self) -> GcraParams {
         GcraParams { max_burst: self.max_burst, count: self.count, period_s: self.period_s }

@@ -22,6 +22,7 @@ use super::packed::PackedLimiter;
 use super::period::PeriodWindow;
 use super::request::{AllRequest, Limit, Request};
 use super::slide::SlideState;
+use super::state::Refunded;
 use super::token::TokenBucket;
 
 /// Why a key cannot be judged. `Display` renders the full error reply text.
@@ -261,6 +262,63 @@ fn binding(details: &[[i64; 5]], allowed: bool) -> (usize, i64) {
         best.map_or(0, |(_, d)| d[3])
     };
     (index, retry)
+}
+
+/// What `RL.REFUND` did to the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefundChange {
+    /// Nothing was given back (no live limiter, or already as full as a fresh one).
+    Unchanged,
+    /// Permits given back in place; the key now expires at `expire_at_ms` (earlier).
+    Updated { expire_at_ms: i64 },
+    /// Back in its initial state: delete the key.
+    Deleted,
+}
+
+/// The answer to `RL.REFUND`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefundVerdict {
+    /// What a `DRYRUN COST 1` request with the stored parameters gets right after the refund
+    /// (a fresh limiter's answer when it is back in its initial state); `None` (nil) when the
+    /// key holds no live limiter.
+    pub reply: Option<[i64; 5]>,
+    pub change: RefundChange,
+}
+
+/// `RL.REFUND key count`: gives `count` permits back to the live limiter the key holds, under
+/// its stored parameters at `now'`, never beyond a fresh limiter (see each algorithm's
+/// `refund`). Works for every algorithm.
+pub fn refund_key(held: Option<&mut PackedLimiter>, count: u64, now_ms: i64) -> RefundVerdict {
+    let nothing = RefundVerdict { reply: None, change: RefundChange::Unchanged };
+    let Some(packed) = held else {
+        return nothing;
+    };
+    packed.update(|limiter| {
+        if limiter.reset_at_ms() <= now_ms {
+            return nothing;
+        }
+        match limiter {
+            Limiter::Token(s) => refund_state(s, count, now_ms),
+            Limiter::Period(s) => refund_state(s, count, now_ms),
+            Limiter::Slide(s) => refund_state(s, count, now_ms),
+            Limiter::Leaky(s) => refund_state(s, count, now_ms),
+            Limiter::Gcra(s) => refund_state(s, count, now_ms),
+        }
+    })
+}
+
+fn refund_state<V: Variant>(state: &mut V, count: u64, now_ms: i64) -> RefundVerdict {
+    let peek = |s: Option<&V>, params: &V::Params| V::evaluate(s, params, now_ms, 1).decision;
+    let (decision, change) = match state.refund(now_ms, count) {
+        Refunded::Nothing => (peek(Some(state), &state.params()), RefundChange::Unchanged),
+        Refunded::Fresh => (peek(None, &state.params()), RefundChange::Deleted),
+        Refunded::To(next) => {
+            *state = next;
+            let change = RefundChange::Updated { expire_at_ms: state.reset_at_ms() };
+            (peek(Some(state), &state.params()), change)
+        }
+    };
+    RefundVerdict { reply: Some(decision.to_reply()), change }
 }
 
 /// The limiter a key holds if it is live at `now_ms` (not past its reset instant).

@@ -58,7 +58,7 @@ use super::args::{MAX_AT_MS, MAX_COUNT, MAX_DURATION_MS, MAX_RESET_MS};
 use super::arith::{add_ms, ceil_div, elapsed_ms, floor_div, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::state::{info_int, live, CorruptState, Stored};
+use super::state::{info_int, live, CorruptState, Refunded, Stored};
 
 /// How an admitted request proceeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,6 +229,22 @@ impl Water {
 }
 
 impl LeakyBucket {
+    /// `RL.REFUND`: `level := max(0, level − count)` at `now'` (the water drained so far
+    /// first, exactly).
+    pub fn refund(&self, now_ms: i64, count: u64) -> Refunded<LeakyBucket> {
+        let water = Water::from_bucket(self).advance_to(now_ms.max(self.updated_ms));
+        if water.units == 0 {
+            return Refunded::Nothing;
+        }
+        let taken = u128::from(count).saturating_mul(u128::from(self.period_ms));
+        let water = Water { units: water.units.saturating_sub(taken), ..water };
+        if water.units == 0 {
+            Refunded::Fresh
+        } else {
+            Refunded::To(water.into_bucket())
+        }
+    }
+
     /// The delay mode this bucket was last admitted with.
     pub fn mode(&self) -> LeakMode {
         LeakMode::decode(self.delay)
@@ -245,12 +261,12 @@ impl LeakyBucket {
     }
 
     /// Checks a decoded bucket for consistency (RDB, RESTORE): every field within what an
-    /// admitted call can produce (an admitted call pours at least one whole unit, so a stored
-    /// bucket is never empty).
+    /// admitted call or a refund can produce (a stored bucket is never empty: an admitted call
+    /// pours at least one whole unit, and a refund that empties it deletes the key).
     pub fn validate(&self) -> Result<(), CorruptState> {
         LeakyParams::new(self.capacity, self.rate, self.period_ms, self.mode())
             .map_err(|_| CorruptState("leaky bucket parameters out of range"))?;
-        if self.level == 0 || self.level > self.capacity {
+        if (self.level == 0 && self.fraction == 0) || self.level > self.capacity {
             return Err(CorruptState("leaky bucket level out of range"));
         }
         if self.fraction >= self.period_ms || (self.level == self.capacity && self.fraction != 0) {

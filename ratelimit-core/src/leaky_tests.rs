@@ -227,7 +227,7 @@ fn validate_accepts_produced_states_and_rejects_corrupt_ones() {
         LeakyBucket { period_ms: 0, ..good },
         LeakyBucket { capacity: MAX_COUNT, rate: 1, period_ms: MAX_DURATION_MS, ..good },
         LeakyBucket { delay: 11, ..good },
-        LeakyBucket { level: 0, fraction: 3, ..good },
+        LeakyBucket { level: 0, fraction: 0, ..good },
         LeakyBucket { level: 11, ..good },
         LeakyBucket { level: 10, fraction: 1, ..good },
         LeakyBucket { fraction: 7, ..good },
@@ -237,6 +237,8 @@ fn validate_accepts_produced_states_and_rejects_corrupt_ones() {
     for c in corrupt {
         assert!(c.validate().is_err(), "{c:?}");
     }
+    // Less than one unit of water: only a refund leaves it (RL.REFUND).
+    assert_eq!(LeakyBucket { level: 0, fraction: 3, ..good }.validate(), Ok(()));
 }
 
 #[test]

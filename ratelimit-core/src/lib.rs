@@ -26,4 +26,6 @@ pub mod token;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]
+mod refund_tests;
+#[cfg(test)]
 mod testing;

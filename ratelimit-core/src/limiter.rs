@@ -8,7 +8,7 @@ use super::gcra::{self, GcraParams, GcraState};
 use super::leaky::{self, LeakyBucket, LeakyParams};
 use super::period::{self, PeriodParams, PeriodWindow};
 use super::slide::{self, SlideParams, SlideState};
-use super::state::{live, CorruptState, Stored};
+use super::state::{live, CorruptState, Refunded, Stored};
 use super::token::{self, TokenBucket, TokenParams};
 
 /// The algorithms, by the names users see in errors and `RL.INFO`.
@@ -46,6 +46,9 @@ pub trait Variant: Stored + Sized {
     fn params(&self) -> Self::Params;
     /// Checks the state is one admitted calls can produce.
     fn validate(&self) -> Result<(), CorruptState>;
+    /// `RL.REFUND`: gives `count` permits back at `now' = max(now_ms, updated_ms)` under the
+    /// stored parameters, never beyond a fresh limiter (see each module).
+    fn refund(&self, now_ms: i64, count: u64) -> Refunded<Self>;
     /// The algorithm itself (see each module).
     fn evaluate(
         stored: Option<&Self>,
@@ -92,6 +95,9 @@ macro_rules! variant {
             }
             fn validate(&self) -> Result<(), CorruptState> {
                 <$state>::validate(self)
+            }
+            fn refund(&self, now_ms: i64, count: u64) -> Refunded<Self> {
+                <$state>::refund(self, now_ms, count)
             }
             fn evaluate(
                 stored: Option<&Self>,

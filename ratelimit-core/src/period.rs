@@ -41,7 +41,7 @@ use super::args::{MAX_AT_MS, MAX_COUNT, MAX_DURATION_MS};
 use super::arith::{elapsed_ms, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::state::{info_int, live, CorruptState, Stored};
+use super::state::{info_int, live, CorruptState, Refunded, Stored};
 
 /// The stored `align_offset_ms` of an unaligned limiter (no `ALIGN`). A real offset is always
 /// shorter than the period (at most 10 years), so it never equals this value.
@@ -154,6 +154,19 @@ impl Window {
 }
 
 impl PeriodWindow {
+    /// `RL.REFUND`: `used := max(0, used − count)` in the window in force at `now'` (an
+    /// ended window has nothing to give back; the caller only refunds live limiters).
+    pub fn refund(&self, now_ms: i64, count: u64) -> Refunded<PeriodWindow> {
+        let now = now_ms.max(self.updated_ms);
+        if self.used == 0 || now >= self.window_end_ms {
+            return Refunded::Nothing;
+        }
+        match self.used.saturating_sub(count) {
+            0 => Refunded::Fresh,
+            used => Refunded::To(PeriodWindow { used, updated_ms: now, ..*self }),
+        }
+    }
+
     /// The `ALIGN` offset, or `None` for an unaligned limiter.
     pub fn align(&self) -> Option<i64> {
         (self.align_offset_ms != UNALIGNED).then_some(self.align_offset_ms)

@@ -135,6 +135,25 @@ impl Request {
     }
 }
 
+/// `RL.REFUND key count [AT ms]`: give `count` permits back (arguments after the key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefundRequest {
+    /// Permits to give back: 1 … 10^12.
+    pub count: u64,
+    pub at_ms: Option<i64>,
+}
+
+impl RefundRequest {
+    pub fn parse(args: &[&[u8]]) -> Result<RefundRequest, ArgError> {
+        let [count, rest @ ..] = args else {
+            return Err(ArgError::WrongArity);
+        };
+        let count = parse_count("count", count, 1, MAX_COUNT)?;
+        let options = parse_options(rest, &[Keyword::At])?;
+        Ok(RefundRequest { count, at_ms: options.at_ms })
+    }
+}
+
 /// Most keys one `RL.ALL` call may judge.
 pub const MAX_ALL_KEYS: u64 = 16;
 
@@ -369,5 +388,19 @@ mod tests {
             AllRequest::parse(&bad, 100_000),
             Err(ArgError::Integer { name: "rate", min: 1, max: 1_000_000_000_000 })
         );
+    }
+
+    #[test]
+    fn refund_takes_a_count_and_at() {
+        let parse = |args: &[&[u8]]| RefundRequest::parse(args);
+        assert_eq!(parse(&[b"5"]), Ok(RefundRequest { count: 5, at_ms: None }));
+        assert_eq!(parse(&[b"5", b"at", b"9"]), Ok(RefundRequest { count: 5, at_ms: Some(9) }));
+        let count = Err(ArgError::Integer { name: "count", min: 1, max: 1_000_000_000_000 });
+        for bad in [&b"0"[..], b"1000000000001", b"-1", b"x", b"\xff"] {
+            assert_eq!(parse(&[bad]), count);
+        }
+        assert_eq!(parse(&[]), Err(ArgError::WrongArity));
+        assert_eq!(parse(&[b"1", b"COST", b"1"]), Err(ArgError::UnknownOption(b"COST".to_vec())));
+        assert_eq!(parse(&[b"1", b"DRYRUN"]), Err(ArgError::UnknownOption(b"DRYRUN".to_vec())));
     }
 }

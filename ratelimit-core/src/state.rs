@@ -38,3 +38,16 @@ pub fn info_int(v: u64) -> i64 {
 pub fn live<S: Stored>(stored: Option<&S>, now_ms: i64) -> Option<&S> {
     stored.filter(|s| s.reset_at_ms() > now_ms)
 }
+
+/// What giving permits back (`RL.REFUND`) did to a stored state, at `now' = max(now,
+/// updated_ms)` under its own parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refunded<S> {
+    /// Nothing to give back: the limiter is already as full as a fresh one.
+    Nothing,
+    /// Back in its initial state: the key is deleted.
+    Fresh,
+    /// Permits given back: the new state (`updated_ms` = `now'`, except a sliding log, whose
+    /// newest remaining entry keeps dating it).
+    To(S),
+}

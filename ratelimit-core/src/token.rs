@@ -19,7 +19,7 @@ use super::args::{MAX_COUNT, MAX_DURATION_MS, MAX_RESET_MS};
 use super::arith::{ceil_div, elapsed_ms, floor_div, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::state::{info_int, live, CorruptState, Stored};
+use super::state::{info_int, live, CorruptState, Refunded, Stored};
 
 /// The parameters of one `RL.TOKEN` call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,6 +215,23 @@ impl Level {
 }
 
 impl TokenBucket {
+    /// `RL.REFUND`: `tokens := min(capacity, tokens + count)` at `now'`, exactly (the
+    /// fraction of a token is kept).
+    pub fn refund(&self, now_ms: i64, count: u64) -> Refunded<TokenBucket> {
+        let level = Level::from_bucket(self).advance_to(now_ms.max(self.updated_ms));
+        let full = level.capacity_level();
+        if level.level >= full {
+            return Refunded::Nothing;
+        }
+        let added = u128::from(count).saturating_mul(level.params.scale());
+        let level = Level { level: level.level.saturating_add(added).min(full), ..level };
+        if level.level >= full {
+            Refunded::Fresh
+        } else {
+            Refunded::To(level.into_bucket())
+        }
+    }
+
     /// The parameters this bucket was last admitted with.
     pub fn params(&self) -> TokenParams {
         Level::from_bucket(self).params

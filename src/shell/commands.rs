@@ -20,9 +20,11 @@ use super::stats::{self, Outcome, Tally};
 use ratelimit_core::args::MAX_AT_MS;
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
-use ratelimit_core::judge::{describe_key, judge_all, judge_key, peek_key, Change, KeyError};
+use ratelimit_core::judge::{
+    describe_key, judge_all, judge_key, peek_key, refund_key, Change, KeyError, RefundChange,
+};
 use ratelimit_core::packed::PackedLimiter;
-use ratelimit_core::request::{AllRequest, Command, Request};
+use ratelimit_core::request::{AllRequest, Command, RefundRequest, Request};
 
 /// Most arguments any valid call can have (each option at most once); more is refused
 /// before any parsing, so arguments fit a stack array.
@@ -282,6 +284,35 @@ fn throttle(call: &Call) -> Result<Outcome, CommandError> {
     limit(call, Command::Throttle)
 }
 
+/// `RL.REFUND key count [AT ms]`: gives permits back (core), moves the expiry earlier or
+/// deletes a limiter back in its initial state, propagates with `AT` when something changed.
+fn refund(call: &Call) -> Result<Outcome, CommandError> {
+    let request = RefundRequest::parse(call.args.get(2..).unwrap_or(&[]))?;
+    let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
+    let mut key = call.open(Mode::Write)?;
+    let held = match key.contents() {
+        Contents::Foreign(held) => return Err(KeyError::Foreign(held).into()),
+        Contents::Empty => None,
+        Contents::Limiter(packed) => Some(packed),
+    };
+    let verdict = refund_key(held, request.count, now);
+    match verdict.change {
+        RefundChange::Unchanged => {}
+        RefundChange::Updated { expire_at_ms } => key.changed(expire_at_ms),
+        RefundChange::Deleted => key.delete(),
+    }
+    if verdict.change != RefundChange::Unchanged {
+        call.replicate_at::<{ MAX_ARGS + 1 }>(request.at_ms.is_some(), now);
+        call.notify_changed();
+    }
+    drop(key);
+    match verdict.reply {
+        Some(values) => reply::integers(call.api, call.ctx, &values),
+        None => reply::null(call.api, call.ctx),
+    }
+    Ok(Outcome::Answered)
+}
+
 /// The limiter a key opened for reading holds, if any (a live one or not: the core decides).
 fn held(key: &mut Key) -> Result<Option<&PackedLimiter>, CommandError> {
     match key.contents() {
@@ -381,6 +412,7 @@ command!(rl_period, c"rl.period", Tally::Period, period);
 command!(rl_slide, c"rl.slide", Tally::Slide, slide);
 command!(rl_leaky, c"rl.leaky", Tally::Leaky, leaky);
 command!(cl_throttle, c"cl.throttle", Tally::Throttle, throttle);
+command!(rl_refund, c"rl.refund", Tally::Refund, refund);
 command!(rl_peek, c"rl.peek", Tally::Peek, peek);
 command!(rl_info, c"rl.info", Tally::Info, info);
 command!(rl_restore, c"rl.restore", Tally::Restore, restore);
@@ -469,6 +501,7 @@ const ALL_ARGS: &[ArgSpec] = &[
     DRYRUN,
     AT,
 ];
+const REFUND_ARGS: &[ArgSpec] = &[KEY, ArgSpec::new(c"count", ArgKind::Integer), AT];
 const KEY_ONLY: &[ArgSpec] = &[KEY];
 const RESTORE_ARGS: &[ArgSpec] = &[KEY, ArgSpec::new(c"payload", ArgKind::String)];
 
@@ -542,6 +575,17 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: c"Several limits, all or nothing: admits a request only if every key's limit admits it, then updates them all",
         complexity: c"O(N) in the number of keys",
         args: ALL_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.refund",
+        handler: rl_refund,
+        flags: c"write fast",
+        arity: -3,
+        read_only: false,
+        keys: KeyLayout::One,
+        summary: c"Give COUNT permits back to a limiter (reserve-then-settle), never beyond a fresh limiter",
+        complexity: c"O(1) (O(n) in the entries given back of an exact sliding log)",
+        args: REFUND_ARGS,
     },
     CommandSpec {
         name: c"rl.peek",

@@ -147,6 +147,15 @@ impl Key {
         unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
     }
 
+    /// Deletes the key (a limiter back in its initial state) and signals it as modified.
+    pub fn delete(&mut self) {
+        if self.raw.is_null() {
+            return;
+        }
+        unsafe { (self.api.delete_key)(self.raw) };
+        unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
+    }
+
     /// The key's absolute expiry in unix ms, if it has one.
     pub fn expire_at_ms(&self) -> Option<i64> {
         if self.raw.is_null() {

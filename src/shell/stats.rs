@@ -13,19 +13,21 @@ pub enum Tally {
     Leaky,
     Throttle,
     All,
+    Refund,
     Peek,
     Info,
     Restore,
 }
 
 impl Tally {
-    const ALL: [Tally; 9] = [
+    const ALL: [Tally; 10] = [
         Tally::Token,
         Tally::Period,
         Tally::Slide,
         Tally::Leaky,
         Tally::Throttle,
         Tally::All,
+        Tally::Refund,
         Tally::Peek,
         Tally::Info,
         Tally::Restore,
@@ -39,6 +41,7 @@ impl Tally {
             Tally::Leaky => "leaky",
             Tally::Throttle => "throttle",
             Tally::All => "all",
+            Tally::Refund => "refund",
             Tally::Peek => "peek",
             Tally::Info => "info",
             Tally::Restore => "restore",

@@ -28,7 +28,7 @@ use super::alloc_size::size_class;
 use super::varint::{decode_entry, gap_i64, put_entry, varint_len};
 use super::{ms_until, verdict, window_i64, SlideBuffer, SlideMode, SlideState};
 use crate::decision::Decision;
-use crate::state::CorruptState;
+use crate::state::{CorruptState, Refunded};
 
 /// Bytes of the header of the older-entries buffer.
 pub(super) const HEADER: usize = 24;
@@ -223,6 +223,33 @@ fn entries_of<'a>(
 pub(super) fn entries_at(s: &SlideState, t: i64) -> Vec<(i64, u64)> {
     let view = exact_view(s, window_i64(s.window_ms), t);
     entries_of(s, view.older, view.newest_alive).collect()
+}
+
+/// [`SlideState::refund`] for exact mode at `t` (≥ `updated_ms`).
+pub(super) fn refund_exact(s: &SlideState, t: i64, count: u64) -> Refunded<SlideState> {
+    let mut entries = entries_at(s, t);
+    if entries.is_empty() {
+        return Refunded::Nothing;
+    }
+    let mut left = count;
+    while left > 0 {
+        match entries.last_mut() {
+            None => break,
+            Some(newest) if newest.1 <= left => {
+                left -= newest.1;
+                entries.pop();
+            }
+            Some(newest) => {
+                newest.1 -= left;
+                left = 0;
+            }
+        }
+    }
+    match entries.last() {
+        None => Refunded::Fresh,
+        Some(&(newest, _)) => SlideState::from_entries(s.limit, s.window_ms, newest, &entries)
+            .map_or(Refunded::Nothing, Refunded::To),
+    }
 }
 
 /// Builds an exact log from events sorted by time (events at the same or an earlier instant

@@ -57,7 +57,7 @@ use self::ring::{BucketView, Grid};
 use super::args::{MAX_AT_MS, MAX_BUCKETS, MAX_COUNT, MAX_DURATION_MS};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::state::{info_int, live, CorruptState, Stored};
+use super::state::{info_int, live, CorruptState, Refunded, Stored};
 
 /// Default of the module configuration `ratelimit.slide-log-max`: the largest `limit` an
 /// exact sliding window accepts.
@@ -433,6 +433,19 @@ pub fn evaluate_in_place(
 // The stored state
 
 impl SlideState {
+    /// `RL.REFUND`: gives back `count` permits at `now'` from the newest permits still in the
+    /// window — exact: the newest log entries first, splitting one where needed; bucketed: the
+    /// newest counted sub-windows first. The state stays dated by its newest remaining permit
+    /// (an entry's instant, or the last ms of the newest non-empty sub-window), so its reset
+    /// instant moves earlier; nothing remaining is a fresh limiter.
+    pub fn refund(&self, now_ms: i64, count: u64) -> Refunded<SlideState> {
+        let now = now_ms.max(self.updated_ms);
+        match self.mode {
+            SlideMode::Exact => log::refund_exact(self, now, count),
+            SlideMode::Buckets(b) => ring::refund_buckets(self, b, now, count),
+        }
+    }
+
     /// The parameters this window was last admitted with.
     pub fn params(&self) -> SlideParams {
         SlideParams { limit: self.limit, window_ms: self.window_ms, mode: self.mode }

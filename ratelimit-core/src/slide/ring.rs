@@ -50,7 +50,7 @@ use super::{
     div, ms_until, verdict, wide, window_i64, SlideBuffer, SlideMode, SlideParams, SlideState,
 };
 use crate::decision::Decision;
-use crate::state::CorruptState;
+use crate::state::{CorruptState, Refunded};
 
 /// Sub-window geometry: `b` sub-windows of `w` ms in a window of `p` ms. `anchor` is a
 /// sub-window whose ring slot `anchor_slot` is known, so that slots near it are found without
@@ -428,6 +428,48 @@ pub(super) fn apply_buckets(s: &mut SlideState, view: BucketView, cost: u64) {
     let current = Ring::of(heap, &grid).get(slot);
     ring_set(heap, &grid, slot, current.saturating_add(cost));
     s.buffer.word = view.total.saturating_add(cost);
+}
+
+/// [`SlideState::refund`] for bucketed mode at `t` (≥ `updated_ms`): takes from the newest
+/// counters of sub-windows still (partly) counted at `t`. When the newest sub-window empties,
+/// the state is re-dated to the last ms of the newest non-empty one (the ring moves back with
+/// it). A state that admitted calls cannot produce (only a limit lowered below what is stored)
+/// is left as it is.
+pub(super) fn refund_buckets(
+    s: &SlideState,
+    buckets: NonZeroU16,
+    t: i64,
+    count: u64,
+) -> Refunded<SlideState> {
+    let grid = Grid::new(s.window_ms, buckets);
+    let newest = grid.index(s.updated_ms);
+    let first = newest.saturating_sub(grid.b);
+    // Sub-window `first + k` for every `k`, with its counter.
+    let mut counters: Vec<(i64, u64)> = (first..).zip(s.counters()).collect();
+    let counted = |j: i64| grid.gone_at(j) > i128::from(t);
+    let mut left = count;
+    let mut given = false;
+    for (j, c) in counters.iter_mut().rev() {
+        if left == 0 || !counted(*j) {
+            break;
+        }
+        let take = (*c).min(left);
+        given |= take > 0;
+        *c -= take;
+        left -= take;
+    }
+    if !given {
+        return Refunded::Nothing;
+    }
+    let Some(&(j, _)) = counters.iter().rev().find(|(j, c)| *c > 0 && counted(*j)) else {
+        return Refunded::Fresh;
+    };
+    let updated = if j == newest { s.updated_ms } else { grid.last_ms(j) };
+    let ring: Vec<u64> = (j.saturating_sub(grid.b)..=j)
+        .map(|k| counters.iter().find(|(at, _)| *at == k).map_or(0, |(_, c)| *c))
+        .collect();
+    SlideState::from_counters(s.limit, s.window_ms, buckets, updated, &ring)
+        .map_or(Refunded::Nothing, Refunded::To)
 }
 
 /// The counted sub-windows at `t` as events, oldest first: each count at its sub-window's last
