@@ -30,6 +30,14 @@ fn populate(c: &mut Connection) -> Vec<String> {
         "RL.SLIDE buckets 10 1m BUCKETS 6 COST 1 AT {7}",
         "RL.SLIDE buckets 10 1m BUCKETS 6 COST 3 AT {300}",
         "RL.SLIDE buckets 10 1m BUCKETS 6 COST 1 AT {999}",
+        // A lock-out in force (format version 2), and one whose limiter was refunded away
+        // during the ban.
+        "RL.SLIDE login 2 15m AT {0}",
+        "RL.SLIDE login 2 15m AT {1}",
+        "RL.SLIDE login 2 15m BAN 1h AT {2}",
+        "RL.TOKEN locked 2 1 1s COST 2 AT {0}",
+        "RL.TOKEN locked 2 1 1s BAN 1h AT {1}",
+        "RL.REFUND locked 5 AT {2}",
     ];
     let mut keys: Vec<String> = Vec::new();
     for call in calls {
@@ -185,4 +193,34 @@ fn corrupt_payloads_are_refused_without_crashing() {
     let exists: i64 = redis::cmd("EXISTS").arg("victim2").query(&mut c).unwrap();
     assert_eq!(exists, 0);
     s.assert_alive();
+}
+
+/// Values written before bans existed (RDB encoding version 1) still load: a `DUMP` of a
+/// limiter without a ban, re-labelled as version 1 (the module id's low 10 bits) with a valid
+/// checksum, restores to the identical limiter.
+#[test]
+fn encoding_version_1_still_loads() {
+    let s = Server::start();
+    let mut c = s.conn();
+    line(&mut c, &format!("RL.TOKEN old 10 3 7 COST 4 AT {T0}"));
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("old").query(&mut c).unwrap();
+    // RDB type (module, 7), then the 64-bit module id as 0x81 + 8 bytes big-endian.
+    assert_eq!(dump[..2], [7, 0x81]);
+    let id = u64::from_be_bytes(dump[2..10].try_into().unwrap());
+    assert_eq!(id & 1023, 2, "this build writes encoding version 2");
+    let body_len = dump.len() - 10;
+    let mut payload = dump[..body_len].to_vec();
+    payload[2..10].copy_from_slice(&((id & !1023) | 1).to_be_bytes());
+    payload.extend_from_slice(&dump[body_len..body_len + 2]);
+    payload.extend_from_slice(&crc64(&payload).to_le_bytes());
+    let _: () = redis::cmd("RESTORE").arg("restored").arg(0).arg(&payload).query(&mut c).unwrap();
+    assert_eq!(stored_state(&mut c, "restored"), stored_state(&mut c, "old"));
+    // And an unknown newer version is refused.
+    payload.truncate(body_len);
+    payload[2..10].copy_from_slice(&((id & !1023) | 3).to_be_bytes());
+    payload.extend_from_slice(&dump[body_len..body_len + 2]);
+    payload.extend_from_slice(&crc64(&payload).to_le_bytes());
+    let r: redis::RedisResult<()> =
+        redis::cmd("RESTORE").arg("newer").arg(0).arg(&payload).query(&mut c);
+    assert!(r.is_err());
 }

@@ -208,12 +208,12 @@ fn transactions_and_scripts_replicate_exactly() {
     replica.assert_alive();
 }
 
-/// `RL.ALL` propagates once, rewritten with `AT`, only when every limit admitted, and
-/// `RL.REFUND` only when it gave something back: after random multi-key traffic and refunds
-/// without `AT` (refusals, dry runs, zero costs, mixed algorithms), the replica holds the
+/// `RL.ALL` propagates once, rewritten with `AT`, only when every limit admitted,
+/// `RL.REFUND` only when it gave something back, and a `BAN` refusal when it started a ban:
+/// after random multi-key traffic, bans and refunds without `AT` (refusals, dry runs, zero costs, mixed algorithms), the replica holds the
 /// identical keys, states and expiries.
 #[test]
-fn all_and_refund_replicate_exactly_without_at() {
+fn all_ban_and_refund_replicate_exactly_without_at() {
     let (master, replica) = master_and_replica();
     let mut mc = master.conn();
     let groups = [
@@ -224,7 +224,7 @@ fn all_and_refund_replicate_exactly_without_at() {
         "LEAKY 8 3 7 NODELAY COST 2",
         "TOKEN 7 1 30 STEP COST 0",
     ];
-    let mut admitted = 0;
+    let (mut admitted, mut banned) = (0, 0);
     for i in 0..1500usize {
         let n = 2 + i % 3;
         let keys: Vec<String> = (0..n).map(|j| format!("{{u{}}}:{}", i % 7, (i + j) % 6)).collect();
@@ -239,6 +239,15 @@ fn all_and_refund_replicate_exactly_without_at() {
         if let Value::Array(items) = reply {
             admitted += i64::from(items.first() == Some(&Value::Int(1)));
         }
+        // The first key's single command with BAN: refusals start bans, which propagate.
+        if i % 3 == 0 {
+            let (kind, rest) = limits[0].split_once(' ').unwrap();
+            let single = format!("RL.{kind} {} {rest} BAN 25", keys[0]);
+            let words: Vec<&str> = single.split_whitespace().collect();
+            let reply = ints(&mut mc, &words);
+            // A refusal that waits at least the ban: a ban started or in force.
+            banned += i64::from(reply[0] == 0 && reply[2] == 0 && reply[3] >= 25);
+        }
         // Refunds (some emptying a limiter, which deletes its key) propagate with AT too.
         if i % 4 == 0 {
             let count = (1 + i % 5).to_string();
@@ -246,6 +255,7 @@ fn all_and_refund_replicate_exactly_without_at() {
         }
     }
     assert!(admitted > 100, "{admitted}");
+    assert!(banned > 10, "{banned}");
     let mut rc = same_dataset(&master, &replica);
     let keys: i64 = redis::cmd("DBSIZE").query(&mut mc).unwrap();
     assert!(keys > 0, "nothing left to compare");

@@ -13,10 +13,12 @@
 use libfuzzer_sys::fuzz_target;
 use ratelimit_core::args::{parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT};
 use ratelimit_core::codec::{decode, encode};
-use ratelimit_core::judge::{judge_all, judge_key, peek_key, refund_key, Change, Verdict};
+use ratelimit_core::inspect::peek_key;
+use ratelimit_core::judge::{judge_all, judge_key, Change, Verdict};
 use ratelimit_core::leaky::{LeakMode, LeakyParams};
 use ratelimit_core::packed::PackedLimiter;
 use ratelimit_core::period::PeriodParams;
+use ratelimit_core::refund::refund_key;
 use ratelimit_core::request::{AllRequest, Command, RefundRequest, Request};
 use ratelimit_core::slide::SlideParams;
 use ratelimit_core::token::TokenParams;

@@ -103,11 +103,13 @@ pub enum Keyword {
     NoDelay,
     /// `DELAY d`: leaky bucket tolerates `d` units of water ahead without delay.
     Delay,
+    /// `BAN duration`: a request the algorithm refuses locks the key out for `duration`.
+    Ban,
 }
 
 impl Keyword {
     /// Every keyword, in a fixed order.
-    pub const ALL: [Keyword; 8] = [
+    pub const ALL: [Keyword; 9] = [
         Keyword::Cost,
         Keyword::DryRun,
         Keyword::At,
@@ -116,6 +118,7 @@ impl Keyword {
         Keyword::Buckets,
         Keyword::NoDelay,
         Keyword::Delay,
+        Keyword::Ban,
     ];
 
     /// The keyword as users write it (matched case-insensitively).
@@ -129,6 +132,7 @@ impl Keyword {
             Keyword::Buckets => "BUCKETS",
             Keyword::NoDelay => "NODELAY",
             Keyword::Delay => "DELAY",
+            Keyword::Ban => "BAN",
         }
     }
 
@@ -150,6 +154,8 @@ pub struct Options {
     pub buckets: Option<u64>,
     pub no_delay: bool,
     pub delay: Option<u64>,
+    /// `BAN duration` in ms (1 ms … 10 years).
+    pub ban_ms: Option<u64>,
 }
 
 impl Default for Options {
@@ -163,6 +169,7 @@ impl Default for Options {
             buckets: None,
             no_delay: false,
             delay: None,
+            ban_ms: None,
         }
     }
 }
@@ -196,6 +203,7 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
             }
             Keyword::NoDelay => options.no_delay = true,
             Keyword::Delay => options.delay = Some(parse_count("DELAY", value()?, 0, MAX_COUNT)?),
+            Keyword::Ban => options.ban_ms = Some(parse_duration("BAN", value()?)?),
             Keyword::Align => {
                 // The offset is optional: a following keyword starts the next option.
                 let offset = match rest.as_slice().first() {

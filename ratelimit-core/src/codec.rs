@@ -2,11 +2,14 @@
 //! replication full syncs, `DEBUG RELOAD`), the AOF rewrite (`RL.RESTORE key <payload>`) and
 //! `DEBUG DIGEST`.
 //!
-//! Layout: one byte format version ([`FORMAT_VERSION`]), one byte algorithm tag, then the
-//! algorithm's fields as 8-byte big-endian integers (variable-length parts prefixed by their
-//! count). Decoding checks the length exactly and validates every field, so a corrupt or
-//! unknown payload is refused with an error, never accepted or crashed on.
+//! Layout: one byte format version, one byte algorithm tag, then the algorithm's fields as
+//! 8-byte big-endian integers (variable-length parts prefixed by their count). Version 1 is a
+//! limiter alone; version 2 ([`FORMAT_VERSION`]) follows the same fields with a ban (`since`,
+//! `until`, a flags byte) and is written only for a limiter under a ban, so every other key
+//! encodes exactly as before. Decoding checks the length exactly and validates every field,
+//! so a corrupt or unknown payload is refused with an error, never accepted or crashed on.
 
+use super::ban::Ban;
 use super::gcra::GcraState;
 use super::leaky::LeakyBucket;
 use super::limiter::Limiter;
@@ -15,9 +18,11 @@ use super::slide::{SlideMode, SlideState};
 use super::state::CorruptState;
 use super::token::{Refill, TokenBucket};
 
-/// The encoding this build writes. Older versions it can still read are listed in
-/// [`decode`].
-pub const FORMAT_VERSION: u8 = 1;
+/// The newest encoding this build writes (for limiters under a ban; others are written as
+/// [`LIMITER_ONLY`]). [`decode_value`] reads every version.
+pub const FORMAT_VERSION: u8 = 2;
+/// The encoding of a limiter without a ban (the only one before bans existed).
+pub const LIMITER_ONLY: u8 = 1;
 
 const TAG_TOKEN: u8 = 1;
 const TAG_PERIOD: u8 = 2;
@@ -83,10 +88,15 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Encodes a limiter in the current format.
+/// Encodes a limiter (without a ban).
 pub fn encode(limiter: &Limiter) -> Vec<u8> {
+    encode_value(limiter, None)
+}
+
+/// Encodes what a key holds: a limiter and the ban it is under, if any.
+pub fn encode_value(limiter: &Limiter, ban: Option<Ban>) -> Vec<u8> {
     let mut w = Writer::default();
-    w.u8(FORMAT_VERSION);
+    w.u8(if ban.is_some() { FORMAT_VERSION } else { LIMITER_ONLY });
     match limiter {
         Limiter::Token(b) => {
             w.u8(TAG_TOKEN);
@@ -143,14 +153,27 @@ pub fn encode(limiter: &Limiter) -> Vec<u8> {
             w.i64(g.updated_ms);
         }
     }
+    if let Some(ban) = ban {
+        w.i64(ban.since_ms);
+        w.i64(ban.until_ms);
+        w.u8(u8::from(ban.limiter_fresh));
+    }
     w.into_bytes()
 }
 
-/// Decodes and validates a payload written by [`encode`] (any supported format version).
+/// Decodes and validates a limiter without a ban (format version 1).
 pub fn decode(bytes: &[u8]) -> Result<Limiter, CorruptState> {
+    match decode_value(bytes)? {
+        (limiter, None) => Ok(limiter),
+        (_, Some(_)) => Err(CorruptState("a ban where a limiter alone was expected")),
+    }
+}
+
+/// Decodes and validates a payload written by [`encode_value`] (any supported version).
+pub fn decode_value(bytes: &[u8]) -> Result<(Limiter, Option<Ban>), CorruptState> {
     let mut r = Reader::new(bytes);
     let version = r.u8()?;
-    if version != FORMAT_VERSION {
+    if version != LIMITER_ONLY && version != FORMAT_VERSION {
         return Err(CorruptState("unknown encoding version"));
     }
     let limiter = match r.u8()? {
@@ -184,9 +207,22 @@ pub fn decode(bytes: &[u8]) -> Result<Limiter, CorruptState> {
         }),
         _ => return Err(CorruptState("unknown algorithm tag")),
     };
+    let ban = if version == FORMAT_VERSION {
+        let (since_ms, until_ms) = (r.i64()?, r.i64()?);
+        let limiter_fresh = match r.u8()? {
+            0 => false,
+            1 => true,
+            _ => return Err(CorruptState("unknown ban flags")),
+        };
+        let ban = Ban { since_ms, until_ms, limiter_fresh };
+        ban.validate()?;
+        Some(ban)
+    } else {
+        None
+    };
     r.finish()?;
     limiter.validate()?;
-    Ok(limiter)
+    Ok((limiter, ban))
 }
 
 fn decode_slide(r: &mut Reader<'_>) -> Result<SlideState, CorruptState> {

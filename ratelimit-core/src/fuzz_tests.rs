@@ -10,18 +10,20 @@
 use proptest::prelude::*;
 
 use super::args::{parse_duration, parse_options, Keyword, MAX_AT_MS, MAX_COUNT};
-use super::codec::{decode, encode};
+use super::codec::{decode, decode_value, encode, encode_value};
 use super::gcra::{self, parse_throttle_args};
+use super::inspect::peek_key;
 use super::judge::{judge_all, judge_key, Change};
 use super::leaky::{self, LeakMode, LeakyParams};
 use super::limiter::Limiter;
 use super::packed::PackedLimiter;
 use super::period::{self, PeriodParams};
+use super::refund::refund_key;
 use super::request::{AllRequest, Command, Request};
 use super::slide::{self, SlideParams};
 use super::token::{self, TokenParams};
 
-const ALL_KEYWORDS: [Keyword; 8] = Keyword::ALL;
+const ALL_KEYWORDS: [Keyword; 9] = Keyword::ALL;
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000)
@@ -69,7 +71,12 @@ fn seeds() -> Vec<Vec<u8>> {
         }
         out.push(Limiter::Slide(state.unwrap()));
     }
-    out.iter().map(encode).collect()
+    let mut encoded: Vec<Vec<u8>> = out.iter().map(encode).collect();
+    // A banned limiter, and one refunded away during its ban (format version 2).
+    let ban = crate::ban::Ban::start(t, 3_600_000);
+    encoded.push(encode_value(&out[0], Some(ban)));
+    encoded.push(encode_value(&out[1], Some(crate::ban::Ban { limiter_fresh: true, ..ban })));
+    encoded
 }
 
 /// A seed with random byte edits, insertions and truncation.
@@ -146,15 +153,20 @@ proptest! {
 
     #[test]
     fn fuzz_decoder_on_random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..120), now in 0i64..=MAX_AT_MS) {
-        if let Ok(limiter) = decode(&bytes) {
+        if let Ok((limiter, ban)) = decode_value(&bytes) {
+            prop_assert_eq!(encode_value(&limiter, ban), bytes);
             exercise(&limiter, now);
         }
     }
 
     #[test]
     fn fuzz_decoder_on_mutated_states(bytes in mutated(), now in 0i64..=MAX_AT_MS) {
-        if let Ok(limiter) = decode(&bytes) {
+        if let Ok((limiter, ban)) = decode_value(&bytes) {
+            prop_assert_eq!(encode_value(&limiter, ban), bytes);
             exercise(&limiter, now);
+            let mut packed = PackedLimiter::with_ban(limiter, ban);
+            let _ = peek_key(Some(&packed), now);
+            let _ = refund_key(Some(&mut packed), 1, now);
         }
     }
 }

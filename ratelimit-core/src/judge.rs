@@ -14,6 +14,7 @@
 
 use std::fmt;
 
+use super::ban::Ban;
 use super::decision::Decision;
 use super::gcra::{self, GcraState};
 use super::leaky::LeakyBucket;
@@ -22,7 +23,7 @@ use super::packed::PackedLimiter;
 use super::period::PeriodWindow;
 use super::request::{AllRequest, Limit, Request};
 use super::slide::SlideState;
-use super::state::Refunded;
+use super::state::Stored;
 use super::token::TokenBucket;
 
 /// Why a key cannot be judged. `Display` renders the full error reply text.
@@ -86,24 +87,33 @@ pub fn judge_key(
     request: &Request,
     now_ms: i64,
 ) -> Result<Verdict, KeyError> {
-    judge_limit(held, &request.limit, request.cost, !request.dry_run, now_ms)
+    let how = How { cost: request.cost, commit: !request.dry_run, ban_ms: request.ban_ms };
+    judge_limit(held, &request.limit, how, now_ms)
 }
 
-/// [`judge_key`] with the request's parts: stores only when `commit`.
+/// How a request is judged: what it takes, whether it may change the key, and the ban a
+/// refusal by the algorithm starts.
+#[derive(Debug, Clone, Copy)]
+struct How {
+    cost: u64,
+    commit: bool,
+    ban_ms: Option<u64>,
+}
+
+/// [`judge_key`] with the request's parts.
 fn judge_limit(
     held: Option<&mut PackedLimiter>,
     limit: &Limit,
-    cost: u64,
-    commit: bool,
+    how: How,
     now_ms: i64,
 ) -> Result<Verdict, KeyError> {
     let (decision, change) = match limit {
-        Limit::Token(p) => judge_variant::<TokenBucket>(held, p, now_ms, cost, commit)?,
-        Limit::Period(p) => judge_variant::<PeriodWindow>(held, p, now_ms, cost, commit)?,
-        Limit::Slide(p) => judge_variant::<SlideState>(held, p, now_ms, cost, commit)?,
-        Limit::Leaky(p) => judge_variant::<LeakyBucket>(held, p, now_ms, cost, commit)?,
+        Limit::Token(p) => judge_variant::<TokenBucket>(held, p, now_ms, how)?,
+        Limit::Period(p) => judge_variant::<PeriodWindow>(held, p, now_ms, how)?,
+        Limit::Slide(p) => judge_variant::<SlideState>(held, p, now_ms, how)?,
+        Limit::Leaky(p) => judge_variant::<LeakyBucket>(held, p, now_ms, how)?,
         Limit::Throttle(p) => {
-            let (decision, change) = judge_variant::<GcraState>(held, p, now_ms, cost, commit)?;
+            let (decision, change) = judge_variant::<GcraState>(held, p, now_ms, how)?;
             let reply = gcra::throttle_reply(&decision);
             return Ok(Verdict { allowed: decision.allowed, reply, change });
         }
@@ -115,13 +125,13 @@ fn judge_variant<V: Variant>(
     held: Option<&mut PackedLimiter>,
     params: &V::Params,
     now_ms: i64,
-    cost: u64,
-    commit: bool,
+    how: How,
 ) -> Result<(Decision, Change), KeyError> {
     match held {
+        // A fresh limiter refuses only what it can never admit, which starts no ban.
         None => {
-            let evaluation = judge::<V>(None, params, now_ms, cost);
-            Ok(match evaluation.next.filter(|_| commit) {
+            let evaluation = judge::<V>(None, params, now_ms, how.cost);
+            Ok(match evaluation.next.filter(|_| how.commit) {
                 Some(next) => {
                     let expire_at_ms = next.reset_at_ms();
                     let limiter = next.into_limiter();
@@ -131,48 +141,104 @@ fn judge_variant<V: Variant>(
             })
         }
         Some(packed) => {
-            let (decision, expiry) =
-                packed.update(|limiter| judge_held::<V>(limiter, params, now_ms, cost, commit))?;
-            let change = match expiry {
+            let ban = packed.ban();
+            let judged =
+                packed.update(|limiter| judge_held::<V>(limiter, ban, params, now_ms, how))?;
+            if judged.ban != ban {
+                packed.set_ban(judged.ban);
+            }
+            let change = match judged.expiry {
                 Some(expire_at_ms) => Change::Updated { expire_at_ms },
                 None => Change::Unchanged,
             };
-            Ok((decision, change))
+            Ok((judged.decision, change))
         }
     }
 }
 
-/// Judges a request against the limiter a key holds, updating it when the request is admitted
-/// and committed. Returns the decision and, if the limiter changed, its new reset instant.
+/// What judging did to a held limiter.
+struct Judged {
+    decision: Decision,
+    /// The key's new expiry, if it changed.
+    expiry: Option<i64>,
+    /// The ban to store with the limiter.
+    ban: Option<Ban>,
+}
+
+/// Judges a request against the limiter a key holds (and the ban it is under), updating it
+/// when the request is admitted and committed, or starting a ban when the algorithm refuses a
+/// request that carries `BAN`.
 fn judge_held<V: Variant>(
     held: &mut Limiter,
+    ban: Option<Ban>,
     params: &V::Params,
     now_ms: i64,
-    cost: u64,
-    commit: bool,
-) -> Result<(Decision, Option<i64>), KeyError> {
-    // Another algorithm's limiter: a missing key once its reset instant has passed.
-    if V::from_limiter(held).is_none() && held.reset_at_ms() > now_ms {
+    how: How,
+) -> Result<Judged, KeyError> {
+    let standing = Standing::of(held, ban, now_ms);
+    let counts = standing.counts;
+    if counts && V::from_limiter(held).is_none() {
         return Err(KeyError::WrongAlgorithm { held: held.algorithm(), wanted: V::ALGORITHM });
     }
-    let evaluation = match V::from_limiter_mut(held) {
+    if let Some(b) = standing.ban {
+        let own = V::from_limiter(held).filter(|_| counts);
+        let now2 = b.now(now_ms, own.map(Stored::updated_ms));
+        let alone = judge::<V>(own, params, now_ms, how.cost).decision;
+        let alg_now = own.map_or(now_ms, |s| now_ms.max(s.updated_ms()));
+        let reset_at = own.map_or(now2, Stored::reset_at_ms);
+        let decision = b.refusal(&alone, alg_now, now2, reset_at, how.cost);
+        return Ok(Judged { decision, expiry: None, ban });
+    }
+    let (decision, expiry) = evaluate_held::<V>(held, counts, params, now_ms, how);
+    if expiry.is_some() {
+        // An admitted change: any past ban is forgotten.
+        return Ok(Judged { decision, expiry, ban: None });
+    }
+    let starts = how.ban_ms.filter(|_| !decision.allowed && decision.retry_after_ms >= 0);
+    match (starts, V::from_limiter(held).filter(|_| counts)) {
+        (Some(duration), Some(stored)) => {
+            let since = now_ms.max(stored.updated_ms());
+            let new_ban = Ban::start(since, duration);
+            let decision = new_ban.refusal(&decision, since, since, stored.reset_at_ms(), how.cost);
+            if !how.commit {
+                return Ok(Judged { decision, expiry: None, ban });
+            }
+            let expiry = Some(stored.reset_at_ms().max(new_ban.until_ms));
+            Ok(Judged { decision, expiry, ban: Some(new_ban) })
+        }
+        _ => Ok(Judged { decision, expiry: None, ban }),
+    }
+}
+
+/// The algorithm on the held limiter (`counts`: whether it is this key's state at all),
+/// updating it when admitted and committed. Returns the decision and, if the limiter changed,
+/// its new reset instant.
+fn evaluate_held<V: Variant>(
+    held: &mut Limiter,
+    counts: bool,
+    params: &V::Params,
+    now_ms: i64,
+    how: How,
+) -> (Decision, Option<i64>) {
+    let (cost, commit) = (how.cost, how.commit);
+    let evaluation = match V::from_limiter_mut(held).filter(|_| counts) {
         None => judge::<V>(None, params, now_ms, cost),
         Some(state) => {
             if let Some((decision, changed)) = state.evaluate_in_place(params, now_ms, cost, commit)
             {
-                return Ok((decision, changed.then(|| state.reset_at_ms())));
+                return (decision, changed.then(|| state.reset_at_ms()));
             }
             judge(Some(state), params, now_ms, cost)
         }
     };
-    Ok(match evaluation.next.filter(|_| commit) {
+    match evaluation.next.filter(|_| commit) {
         Some(next) => {
             let expire_at_ms = next.reset_at_ms();
             *held = next.into_limiter();
             (evaluation.decision, Some(expire_at_ms))
         }
         None => (evaluation.decision, None),
-    })
+    }
 }
 
 /// The answer to an `RL.ALL` call.
@@ -209,14 +275,16 @@ pub fn judge_all(
     let mut details = Vec::with_capacity(all.limits.len());
     let mut allowed = true;
     for (slot, limit) in held.iter_mut().zip(&all.limits) {
-        let verdict = judge_limit(slot.as_deref_mut(), &limit.limit, limit.cost, false, now_ms)?;
+        let how = How { cost: limit.cost, commit: false, ban_ms: None };
+        let verdict = judge_limit(slot.as_deref_mut(), &limit.limit, how, now_ms)?;
         allowed &= verdict.allowed;
         details.push(verdict.reply);
     }
     let mut changes = Vec::with_capacity(all.limits.len());
     for (slot, limit) in held.iter_mut().zip(&all.limits) {
         let change = if allowed && !all.dry_run {
-            judge_limit(slot.as_deref_mut(), &limit.limit, limit.cost, true, now_ms)?.change
+            let how = How { cost: limit.cost, commit: true, ban_ms: None };
+            judge_limit(slot.as_deref_mut(), &limit.limit, how, now_ms)?.change
         } else {
             Change::Unchanged
         };
@@ -264,94 +332,56 @@ fn binding(details: &[[i64; 5]], allowed: bool) -> (usize, i64) {
     (index, retry)
 }
 
-/// What `RL.REFUND` did to the key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RefundChange {
-    /// Nothing was given back (no live limiter, or already as full as a fresh one).
-    Unchanged,
-    /// Permits given back in place; the key now expires at `expire_at_ms` (earlier).
-    Updated { expire_at_ms: i64 },
-    /// Back in its initial state: delete the key.
-    Deleted,
+/// What a key's value means at an instant: whether its limiter counts (not past its reset
+/// instant, nor refunded back to its initial state during a ban) and the ban in force, if any.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Standing {
+    pub counts: bool,
+    pub ban: Option<Ban>,
 }
 
-/// The answer to `RL.REFUND`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RefundVerdict {
-    /// What a `DRYRUN COST 1` request with the stored parameters gets right after the refund
-    /// (a fresh limiter's answer when it is back in its initial state); `None` (nil) when the
-    /// key holds no live limiter.
-    pub reply: Option<[i64; 5]>,
-    pub change: RefundChange,
+impl Standing {
+    pub fn of(limiter: &Limiter, ban: Option<Ban>, now_ms: i64) -> Standing {
+        let counts = limiter.reset_at_ms() > now_ms && !ban.is_some_and(|b| b.limiter_fresh);
+        let updated = counts.then(|| limiter.updated_ms());
+        let ban = ban.filter(|b| b.active_at(b.now(now_ms, updated)));
+        Standing { counts, ban }
+    }
+
+    /// Whether the key holds anything at all: a limiter that counts, or a ban in force.
+    pub fn live(&self) -> bool {
+        self.counts || self.ban.is_some()
+    }
 }
 
-/// `RL.REFUND key count`: gives `count` permits back to the live limiter the key holds, under
-/// its stored parameters at `now'`, never beyond a fresh limiter (see each algorithm's
-/// `refund`). Works for every algorithm.
-pub fn refund_key(held: Option<&mut PackedLimiter>, count: u64, now_ms: i64) -> RefundVerdict {
-    let nothing = RefundVerdict { reply: None, change: RefundChange::Unchanged };
-    let Some(packed) = held else {
-        return nothing;
-    };
-    packed.update(|limiter| {
-        if limiter.reset_at_ms() <= now_ms {
-            return nothing;
-        }
-        match limiter {
-            Limiter::Token(s) => refund_state(s, count, now_ms),
-            Limiter::Period(s) => refund_state(s, count, now_ms),
-            Limiter::Slide(s) => refund_state(s, count, now_ms),
-            Limiter::Leaky(s) => refund_state(s, count, now_ms),
-            Limiter::Gcra(s) => refund_state(s, count, now_ms),
-        }
-    })
+/// When a key holding `limiter` under `ban` expires: at the limiter's reset instant, or at the
+/// end of the ban if that is later (and only then if the limiter was refunded away during it).
+pub fn value_expiry(limiter: &Limiter, ban: Option<Ban>) -> i64 {
+    match ban {
+        None => limiter.reset_at_ms(),
+        Some(b) if b.limiter_fresh => b.until_ms,
+        Some(b) => limiter.reset_at_ms().max(b.until_ms),
+    }
 }
 
-fn refund_state<V: Variant>(state: &mut V, count: u64, now_ms: i64) -> RefundVerdict {
-    let peek = |s: Option<&V>, params: &V::Params| V::evaluate(s, params, now_ms, 1).decision;
-    let (decision, change) = match state.refund(now_ms, count) {
-        Refunded::Nothing => (peek(Some(state), &state.params()), RefundChange::Unchanged),
-        Refunded::Fresh => (peek(None, &state.params()), RefundChange::Deleted),
-        Refunded::To(next) => {
-            *state = next;
-            let change = RefundChange::Updated { expire_at_ms: state.reset_at_ms() };
-            (peek(Some(state), &state.params()), change)
-        }
-    };
-    RefundVerdict { reply: Some(decision.to_reply()), change }
-}
-
-/// The limiter a key holds if it is live at `now_ms` (not past its reset instant).
-fn live_view<R>(
-    held: Option<&PackedLimiter>,
+/// The reply a request of `cost` with the stored parameters gets from a limiter of one
+/// algorithm in the given standing (what `RL.PEEK` and `RL.REFUND` answer, with `cost` 1).
+pub(crate) fn dry_answer<V: Variant>(
+    state: &V,
+    standing: Standing,
     now_ms: i64,
-    f: impl FnOnce(&Limiter) -> R,
-) -> Option<R> {
-    held?.view(|limiter| (limiter.reset_at_ms() > now_ms).then(|| f(limiter)))
-}
-
-/// `RL.PEEK`: the reply a `DRYRUN COST 1` request with the stored parameters would get, or
-/// `None` when the key holds no live limiter.
-pub fn peek_key(held: Option<&PackedLimiter>, now_ms: i64) -> Option<[i64; 5]> {
-    live_view(held, now_ms, |limiter| limiter.peek(now_ms).to_reply())
-}
-
-/// What `RL.INFO` shows of a live limiter.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Description {
-    pub algorithm: Algorithm,
-    /// Parameters and state (see [`crate::state::Stored::info_fields`]).
-    pub fields: Vec<(&'static str, i64)>,
-    pub updated_ms: i64,
-}
-
-/// `RL.INFO`: the stored parameters and state, or `None` when the key holds no live limiter.
-pub fn describe_key(held: Option<&PackedLimiter>, now_ms: i64) -> Option<Description> {
-    live_view(held, now_ms, |limiter| Description {
-        algorithm: limiter.algorithm(),
-        fields: limiter.describe(),
-        updated_ms: limiter.updated_ms(),
-    })
+    cost: u64,
+) -> Decision {
+    let own = standing.counts.then_some(state);
+    let alone = V::evaluate(own, &state.params(), now_ms, cost).decision;
+    match standing.ban {
+        None => alone,
+        Some(b) => {
+            let now2 = b.now(now_ms, own.map(Stored::updated_ms));
+            let alg_now = own.map_or(now_ms, |s| now_ms.max(s.updated_ms()));
+            b.refusal(&alone, alg_now, now2, own.map_or(now2, Stored::reset_at_ms), cost)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::inspect::{describe_key, peek_key};
 use crate::request::Command;
 
 const T0: i64 = 1_700_000_000_000;
@@ -165,7 +166,7 @@ fn throttle_answers_in_redis_cells_layout() {
 }
 
 fn copy(slots: &[Option<PackedLimiter>]) -> Vec<Option<PackedLimiter>> {
-    slots.iter().map(|s| s.as_ref().map(|p| PackedLimiter::new(p.view(Limiter::clone)))).collect()
+    slots.to_vec()
 }
 
 fn all_of(limits: Vec<Request>, dry_run: bool) -> AllRequest {
@@ -310,4 +311,144 @@ fn all_reports_the_binding_limit() {
     assert!(!v.changed());
     let used = describe_key(slots[1].as_ref(), T0).unwrap().fields;
     assert!(used.contains(&("used", 2)), "{used:?}");
+}
+
+/// Requests of every algorithm that takes `BAN`, each with a short ban.
+fn banning_requests() -> Vec<Request> {
+    [
+        (Command::Token, "3 1 100 BAN 250"),
+        (Command::Period, "3 300 BAN 500"),
+        (Command::Slide, "3 250 BAN 400"),
+        (Command::Slide, "3 250 BUCKETS 5 BAN 400"),
+        (Command::Leaky, "3 1 100 NODELAY BAN 300"),
+    ]
+    .into_iter()
+    .map(|(c, a)| request(c, a))
+    .collect()
+}
+
+/// `now'` of a call at `now` on a slot (what every reply time is measured from).
+fn now2(slot: &Option<PackedLimiter>, now: i64) -> i64 {
+    describe_key(slot.as_ref(), now).map_or(now, |d| now.max(d.updated_ms))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Bans on random traffic: a ban starts only when the algorithm itself refuses a request
+    /// carrying `BAN` that it could admit some day; it is never extended; while it is in force
+    /// every request of cost ≥ 1 is refused with nothing remaining, and its retry is exact
+    /// (admitted after exactly `retry_after`, refused one ms earlier); the key expires at
+    /// `max(reset instant, until)`.
+    #[test]
+    fn bans_start_only_on_refusal_and_are_never_extended(
+        which in 0usize..5,
+        ops in prop::collection::vec((0u64..3, any::<bool>(), any::<bool>(), -20i64..120), 1..60)
+    ) {
+        let banning = banning_requests()[which].clone();
+        let plain = Request { ban_ms: None, ..banning.clone() };
+        let mut slot: Option<PackedLimiter> = None;
+        let mut now = T0;
+        for (cost, with_ban, dry_run, gap) in ops {
+            now += gap;
+            let base = if with_ban { &banning } else { &plain };
+            let request = Request { cost, dry_run, ..base.clone() };
+            let ban_before = slot.as_ref().and_then(PackedLimiter::ban);
+            let t2 = now2(&slot, now);
+            let in_force = ban_before.filter(|b| b.active_at(b.now(now, None).max(t2)));
+            // What the algorithm alone says: the same request without BAN on a copy whose ban
+            // is lifted.
+            let mut unbanned = copy(std::slice::from_ref(&slot));
+            if let Some(p) = unbanned[0].as_mut() {
+                p.set_ban(None);
+            }
+            let alone = judge_key(unbanned[0].as_mut(), &Request { dry_run: true, ban_ms: None, ..request.clone() }, now).unwrap();
+            let verdict = run(&mut slot, &request, now).unwrap();
+            let ban_after = slot.as_ref().and_then(PackedLimiter::ban);
+            if let Some(b) = in_force {
+                prop_assert_eq!(ban_after, ban_before, "never extended or lifted by a request");
+                if cost > 0 {
+                    prop_assert_eq!(verdict.reply[0], 0);
+                    prop_assert_eq!(verdict.reply[2], 0);
+                    prop_assert!(!verdict.changed());
+                    let retry = verdict.reply[3];
+                    if retry >= 0 {
+                        let probe = Request { dry_run: true, ban_ms: None, ..request.clone() };
+                        let mut later = copy(std::slice::from_ref(&slot));
+                        let at = t2.max(b.since_ms) + retry;
+                        prop_assert_eq!(judge_key(later[0].as_mut(), &probe, at).unwrap().reply[0], 1);
+                        if retry > 0 {
+                            prop_assert_eq!(judge_key(later[0].as_mut(), &probe, at - 1).unwrap().reply[0], 0);
+                        }
+                    }
+                } else {
+                    prop_assert_eq!(verdict.reply[0], 1);
+                }
+                continue;
+            }
+            let starts = with_ban && !dry_run && cost > 0 && !alone.allowed && alone.reply[3] >= 0;
+            if starts {
+                let b = ban_after.expect("a refusal with BAN starts a ban");
+                prop_assert_eq!(b.until_ms - b.since_ms, i64::try_from(banning.ban_ms.unwrap()).unwrap());
+                prop_assert_eq!(verdict.reply[2], 0);
+                let expiry = match verdict.change {
+                    Change::Updated { expire_at_ms } => expire_at_ms,
+                    other => panic!("a ban is a change: {other:?}"),
+                };
+                let reset = slot.as_ref().unwrap().view(Limiter::reset_at_ms);
+                prop_assert_eq!(expiry, reset.max(b.until_ms));
+            } else {
+                prop_assert_eq!(verdict.allowed, alone.allowed);
+                if verdict.allowed && verdict.changed() {
+                    prop_assert_eq!(ban_after, None, "an admitted change forgets a past ban");
+                } else {
+                    prop_assert_eq!(ban_after, ban_before);
+                }
+            }
+        }
+    }
+}
+
+/// The login lock-out: 3 failures within 15 minutes lock the account for an hour; the
+/// fourth attempt is refused by the algorithm and starts the ban, reported at once; the ban
+/// survives the window's reset and is not extended by attempts during it.
+#[test]
+fn login_lock_out() {
+    let attempt = request(Command::Slide, "3 15m BAN 1h");
+    let mut slot = None;
+    for i in 0..3 {
+        assert_eq!(run(&mut slot, &attempt, T0 + i).unwrap().reply[0], 1);
+    }
+    let start = run(&mut slot, &attempt, T0 + 10).unwrap();
+    assert_eq!(start.reply, [0, 3, 0, 3_600_000, 3_600_000]);
+    let ban = slot.as_ref().and_then(PackedLimiter::ban).unwrap();
+    assert_eq!((ban.since_ms, ban.until_ms), (T0 + 10, T0 + 10 + 3_600_000));
+    // 20 minutes later the window is empty, the ban is not; attempts do not extend it.
+    let later = run(&mut slot, &attempt, T0 + 1_200_000).unwrap();
+    assert_eq!(later.reply, [0, 3, 0, 2_400_010, 2_400_010]);
+    assert!(!later.changed());
+    assert_eq!(peek_key(slot.as_ref(), T0 + 1_200_000), Some([0, 3, 0, 2_400_010, 2_400_010]));
+    let info = describe_key(slot.as_ref(), T0 + 1_200_000).unwrap();
+    assert!(info.fields.contains(&("banned_until_ms", T0 + 3_600_010)));
+    // Free again at exactly the end of the ban.
+    assert_eq!(run(&mut slot, &attempt, T0 + 3_600_009).unwrap().reply[0], 0);
+    assert_eq!(run(&mut slot, &attempt, T0 + 3_600_010).unwrap().reply[0], 1);
+    assert_eq!(slot.as_ref().and_then(PackedLimiter::ban), None);
+}
+
+/// A request that could never be admitted (cost above the limit) is a client bug, not an
+/// attack: it never bans. A dry run only reports the ban.
+#[test]
+fn impossible_and_dry_requests_never_ban() {
+    let mut slot = None;
+    let take = request(Command::Token, "3 1 1s COST 3");
+    run(&mut slot, &take, T0).unwrap();
+    let huge = request(Command::Token, "3 1 1s COST 4 BAN 1m");
+    assert_eq!(run(&mut slot, &huge, T0).unwrap().reply[3], -1);
+    assert_eq!(slot.as_ref().and_then(PackedLimiter::ban), None);
+    let dry = request(Command::Token, "3 1 1s BAN 1m DRYRUN");
+    let verdict = run(&mut slot, &dry, T0).unwrap();
+    assert_eq!(verdict.reply, [0, 3, 0, 60_000, 60_000]);
+    assert!(!verdict.changed());
+    assert_eq!(slot.as_ref().and_then(PackedLimiter::ban), None);
 }

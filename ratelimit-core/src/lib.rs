@@ -9,15 +9,18 @@
 
 pub mod args;
 pub mod arith;
+pub mod ban;
 pub mod codec;
 pub mod decision;
 pub mod error;
 pub mod gcra;
+pub mod inspect;
 pub mod judge;
 pub mod leaky;
 pub mod limiter;
 pub mod packed;
 pub mod period;
+pub mod refund;
 pub mod request;
 pub mod slide;
 pub mod state;

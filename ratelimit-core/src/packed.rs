@@ -9,7 +9,8 @@
 //!
 //! Correctness never depends on the widths: a value that does not fit (it cannot happen for
 //! states the algorithms produce, but the format must not assume it) is stored **wide** — the
-//! words then hold a pointer to a boxed [`Limiter`].
+//! words then hold a pointer to a boxed [`Wide`] value. A limiter under a [`Ban`] is always
+//! stored wide, so limiters without one never grow.
 //!
 //! Access is by [`PackedLimiter::view`] (read) and [`PackedLimiter::update`] (read and
 //! write, repacked afterwards); both unpack into a temporary `Limiter`, which costs a few dozen
@@ -19,6 +20,7 @@
 
 use std::mem::ManuallyDrop;
 
+use super::ban::Ban;
 use super::gcra::GcraState;
 use super::leaky::{LeakyBucket, NO_DELAY};
 use super::limiter::Limiter;
@@ -132,10 +134,21 @@ impl Reader<'_> {
     }
 }
 
+/// The boxed form of a value that does not fit six words, or carries a ban.
+struct Wide {
+    limiter: Limiter,
+    ban: Option<Ban>,
+}
+
 impl PackedLimiter {
     /// Packs a limiter (taking ownership of a sliding log's buffer).
     pub fn new(limiter: Limiter) -> PackedLimiter {
-        match compact(&limiter) {
+        PackedLimiter::with_ban(limiter, None)
+    }
+
+    /// Packs a limiter and the ban it is under, if any.
+    pub fn with_ban(limiter: Limiter, ban: Option<Ban>) -> PackedLimiter {
+        match compact(&limiter).filter(|_| ban.is_none()) {
             Some(words) => {
                 // The buffer now belongs to the words: do not free it with `limiter`.
                 if let Limiter::Slide(state) = limiter {
@@ -146,9 +159,22 @@ impl PackedLimiter {
             None => {
                 let mut words = [0u64; WORDS];
                 words[0] = TAG_WIDE;
-                words[1] = Box::into_raw(Box::new(limiter)) as usize as u64;
+                words[1] = Box::into_raw(Box::new(Wide { limiter, ban })) as usize as u64;
                 PackedLimiter { words }
             }
+        }
+    }
+
+    /// The ban the limiter is under (active or past), if one is stored.
+    pub fn ban(&self) -> Option<Ban> {
+        // SAFETY: written by `with_ban` from `Box::into_raw`, alive until `free_wide_box`.
+        self.wide_box().and_then(|boxed| unsafe { (*boxed).ban })
+    }
+
+    /// Stores `ban` with the limiter (or removes it), repacking as needed.
+    pub fn set_ban(&mut self, ban: Option<Ban>) {
+        if self.ban() != ban {
+            self.repack(|_| {}, Some(ban));
         }
     }
 
@@ -162,17 +188,17 @@ impl PackedLimiter {
         limiter
     }
 
-    /// The boxed limiter of a wide value.
-    fn wide_box(&self) -> Option<*mut Limiter> {
-        (self.words[0] & tag_mask() == TAG_WIDE).then_some(self.words[1] as usize as *mut Limiter)
+    /// The boxed value of a wide value.
+    fn wide_box(&self) -> Option<*mut Wide> {
+        (self.words[0] & tag_mask() == TAG_WIDE).then_some(self.words[1] as usize as *mut Wide)
     }
 
     /// Frees a wide value's box without dropping the limiter in it (which `read` copied out).
     fn free_wide_box(&self) {
         if let Some(boxed) = self.wide_box() {
-            // SAFETY: written by `new` from `Box::into_raw`; `ManuallyDrop` has the same
-            // layout and does not drop its content.
-            drop(unsafe { Box::from_raw(boxed.cast::<ManuallyDrop<Limiter>>()) });
+            // SAFETY: written by `with_ban` from `Box::into_raw`; `ManuallyDrop` has the same
+            // layout and does not drop its content (a `Ban` owns nothing).
+            drop(unsafe { Box::from_raw(boxed.cast::<ManuallyDrop<Wide>>()) });
         }
     }
 
@@ -183,14 +209,21 @@ impl PackedLimiter {
         f(&limiter)
     }
 
-    /// Runs `f` on the limiter with write access, then repacks what it left.
+    /// Runs `f` on the limiter with write access, then repacks what it left (with its ban).
     pub fn update<R>(&mut self, f: impl FnOnce(&mut Limiter) -> R) -> R {
+        self.repack(f, None)
+    }
+
+    /// Unpacks, runs `f` on the limiter, and packs it again with `ban` (`None`: the ban it
+    /// had).
+    fn repack<R>(&mut self, f: impl FnOnce(&mut Limiter) -> R, ban: Option<Option<Ban>>) -> R {
+        let ban = ban.unwrap_or_else(|| self.ban());
         // SAFETY: ownership moves to `limiter` here and back into `self` below; the old
         // words are overwritten without being dropped.
         let mut limiter = unsafe { self.read() };
         self.free_wide_box();
         let result = f(&mut limiter);
-        let repacked = ManuallyDrop::new(PackedLimiter::new(limiter));
+        let repacked = ManuallyDrop::new(PackedLimiter::with_ban(limiter, ban));
         self.words = repacked.words;
         result
     }
@@ -198,7 +231,7 @@ impl PackedLimiter {
     /// Bytes of heap this value owns beyond its 48 bytes.
     pub fn heap_bytes(&self) -> usize {
         let extra =
-            if self.words[0] & tag_mask() == TAG_WIDE { std::mem::size_of::<Limiter>() } else { 0 };
+            if self.words[0] & tag_mask() == TAG_WIDE { std::mem::size_of::<Wide>() } else { 0 };
         extra + self.view(Limiter::heap_bytes)
     }
 
@@ -283,11 +316,12 @@ impl PackedLimiter {
                 Limiter::Slide(SlideState { limit, window_ms, mode, updated_ms, buffer })
             }
             _ => {
-                // TAG_WIDE: the words hold a `Box<Limiter>` pointer; copy the limiter out and
+                // TAG_WIDE: the words hold a `Box<Wide>` pointer; copy the limiter out and
                 // leave the allocation to `free_wide_box` / `drop`.
-                let boxed = w[1] as usize as *const Limiter;
-                // SAFETY: written by `new` from `Box::into_raw`, freed only by `free_wide_box`.
-                unsafe { std::ptr::read(boxed) }
+                let boxed = w[1] as usize as *const Wide;
+                // SAFETY: written by `with_ban` from `Box::into_raw`, freed only by
+                // `free_wide_box`.
+                unsafe { std::ptr::read(&raw const (*boxed).limiter) }
             }
         }
     }
@@ -383,13 +417,17 @@ impl Drop for PackedLimiter {
 
 impl Clone for PackedLimiter {
     fn clone(&self) -> Self {
-        PackedLimiter::new(self.view(Limiter::clone))
+        PackedLimiter::with_ban(self.view(Limiter::clone), self.ban())
     }
 }
 
 impl std::fmt::Debug for PackedLimiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.view(|l| l.fmt(f))
+        self.view(|l| l.fmt(f))?;
+        match self.ban() {
+            Some(ban) => write!(f, " under {ban:?}"),
+            None => Ok(()),
+        }
     }
 }
 

@@ -69,7 +69,7 @@ fn values_too_wide_are_stored_wide_and_exactly() {
     let packed = PackedLimiter::new(l.clone());
     assert_eq!(packed.words[0] & tag_mask(), TAG_WIDE);
     assert_eq!(packed.view(Limiter::clone), l);
-    assert_eq!(packed.heap_bytes(), std::mem::size_of::<Limiter>());
+    assert_eq!(packed.heap_bytes(), std::mem::size_of::<Wide>());
     let copy = packed.clone();
     drop(packed);
     assert_eq!(copy.into_limiter(), l);
@@ -151,4 +151,25 @@ proptest! {
             prop_assert_eq!(packed.into_limiter(), l);
         }
     }
+}
+
+/// A ban makes the value wide and stays with it through updates and copies; without a ban the
+/// value is compact again.
+#[test]
+fn a_ban_is_kept_beside_the_limiter() {
+    let l = slide_state(None, 10);
+    let ban = crate::ban::Ban::start(1_700_000_000_000, 60_000);
+    let mut packed = PackedLimiter::with_ban(l.clone(), Some(ban));
+    assert_eq!(packed.words[0] & tag_mask(), TAG_WIDE);
+    // The boxed form (README: a ban's memory): 88 bytes, jemalloc's 96-byte class.
+    assert_eq!(std::mem::size_of::<Wide>(), 88);
+    assert_eq!((packed.view(Limiter::clone), packed.ban()), (l.clone(), Some(ban)));
+    packed.update(|_| {});
+    assert_eq!(packed.ban(), Some(ban));
+    let copy = packed.clone();
+    assert_eq!((copy.view(Limiter::clone), copy.ban()), (l.clone(), Some(ban)));
+    packed.set_ban(None);
+    assert_ne!(packed.words[0] & tag_mask(), TAG_WIDE, "compact again");
+    assert_eq!((packed.view(Limiter::clone), packed.ban()), (l, None));
+    drop(copy);
 }

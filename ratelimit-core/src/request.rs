@@ -55,6 +55,8 @@ pub struct Request {
     pub dry_run: bool,
     /// `AT unix-ms`: the instant to evaluate at instead of the server clock.
     pub at_ms: Option<i64>,
+    /// `BAN duration` (ms): a refusal by the algorithm locks the key out this long.
+    pub ban_ms: Option<u64>,
 }
 
 impl Request {
@@ -73,7 +75,8 @@ impl Request {
                 let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
                 let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
                 let period_ms = parse_duration("period", period)?;
-                let allowed = [Keyword::Cost, Keyword::Step, Keyword::DryRun, Keyword::At];
+                let allowed =
+                    [Keyword::Cost, Keyword::Step, Keyword::Ban, Keyword::DryRun, Keyword::At];
                 let options = parse_options(rest, &allowed)?;
                 let params = TokenParams::new(capacity, rate, period_ms, options.step)?;
                 Ok(Request::with(Limit::Token(params), &options))
@@ -84,7 +87,8 @@ impl Request {
                 };
                 let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
                 let period_ms = parse_duration("period", period)?;
-                let allowed = [Keyword::Cost, Keyword::Align, Keyword::DryRun, Keyword::At];
+                let allowed =
+                    [Keyword::Cost, Keyword::Align, Keyword::Ban, Keyword::DryRun, Keyword::At];
                 let options = parse_options(rest, &allowed)?;
                 let params = PeriodParams::new(limit, period_ms, options.align_offset_ms)?;
                 Ok(Request::with(Limit::Period(params), &options))
@@ -95,7 +99,8 @@ impl Request {
                 };
                 let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
                 let window_ms = parse_duration("window", window)?;
-                let allowed = [Keyword::Cost, Keyword::Buckets, Keyword::DryRun, Keyword::At];
+                let allowed =
+                    [Keyword::Cost, Keyword::Buckets, Keyword::Ban, Keyword::DryRun, Keyword::At];
                 let options = parse_options(rest, &allowed)?;
                 let params = SlideParams::new(limit, window_ms, options.buckets, slide_log_max)?;
                 Ok(Request::with(Limit::Slide(params), &options))
@@ -107,8 +112,14 @@ impl Request {
                 let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
                 let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
                 let period_ms = parse_duration("period", period)?;
-                let allowed =
-                    [Keyword::Cost, Keyword::NoDelay, Keyword::Delay, Keyword::DryRun, Keyword::At];
+                let allowed = [
+                    Keyword::Cost,
+                    Keyword::NoDelay,
+                    Keyword::Delay,
+                    Keyword::Ban,
+                    Keyword::DryRun,
+                    Keyword::At,
+                ];
                 let options = parse_options(rest, &allowed)?;
                 let mode = if options.no_delay {
                     LeakMode::NoDelay
@@ -125,13 +136,20 @@ impl Request {
                     cost: parsed.quantity,
                     dry_run: parsed.options.dry_run,
                     at_ms: parsed.options.at_ms,
+                    ban_ms: None,
                 })
             }
         }
     }
 
     fn with(limit: Limit, options: &Options) -> Request {
-        Request { limit, cost: options.cost, dry_run: options.dry_run, at_ms: options.at_ms }
+        Request {
+            limit,
+            cost: options.cost,
+            dry_run: options.dry_run,
+            at_ms: options.at_ms,
+            ban_ms: options.ban_ms,
+        }
     }
 }
 
@@ -223,6 +241,9 @@ impl AllRequest {
             let end = tail.iter().position(|t| group_command(t).is_some()).unwrap_or(tail.len());
             let (group, next) = tail.split_at(end);
             let mut limit = Request::parse(command, group, slide_log_max)?;
+            if limit.ban_ms.is_some() {
+                return Err(ArgError::UnknownOption(Keyword::Ban.name().as_bytes().to_vec()));
+            }
             if limit.dry_run {
                 if all.dry_run {
                     return Err(ArgError::RepeatedOption(Keyword::DryRun.name()));

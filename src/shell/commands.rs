@@ -20,10 +20,10 @@ use super::stats::{self, Outcome, Tally};
 use ratelimit_core::args::MAX_AT_MS;
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
-use ratelimit_core::judge::{
-    describe_key, judge_all, judge_key, peek_key, refund_key, Change, KeyError, RefundChange,
-};
+use ratelimit_core::inspect::{describe_key, peek_key};
+use ratelimit_core::judge::{judge_all, judge_key, value_expiry, Change, KeyError};
 use ratelimit_core::packed::PackedLimiter;
+use ratelimit_core::refund::{refund_key, RefundChange};
 use ratelimit_core::request::{AllRequest, Command, RefundRequest, Request};
 
 /// Most arguments any valid call can have (each option at most once); more is refused
@@ -207,9 +207,9 @@ fn apply(key: &mut Key, change: Change) -> Result<(), CommandError> {
             key.changed(expire_at_ms);
             Ok(())
         }
-        Change::Created { limiter, expire_at_ms } => {
-            key.store(limiter, expire_at_ms).map_err(|e| CommandError::Text(e.into()))
-        }
+        Change::Created { limiter, expire_at_ms } => key
+            .store(PackedLimiter::new(limiter), expire_at_ms)
+            .map_err(|e| CommandError::Text(e.into())),
     }
 }
 
@@ -360,20 +360,21 @@ fn info(call: &Call) -> Result<Outcome, CommandError> {
     Ok(Outcome::Answered)
 }
 
-/// `RL.RESTORE key payload`: sets a key to an encoded limiter (what the AOF rewrite emits);
-/// the key expires at the limiter's reset instant.
+/// `RL.RESTORE key payload`: sets a key to an encoded limiter and its ban, if any (what the
+/// AOF rewrite emits); the key expires at the limiter's reset instant or the ban's end.
 fn restore(call: &Call) -> Result<Outcome, CommandError> {
     let [_, _, payload] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
-    let limiter = codec::decode(payload)
+    let (limiter, ban) = codec::decode_value(payload)
         .map_err(|e| CommandError::Text(format!("ERR invalid RL.RESTORE payload: {e}")))?;
-    let expire_at = limiter.reset_at_ms();
+    let expire_at = value_expiry(&limiter, ban);
     let mut key = call.open(Mode::Write)?;
     if let Contents::Foreign(held) = key.contents() {
         return Err(KeyError::Foreign(held).into());
     }
-    key.store(limiter, expire_at).map_err(|e| CommandError::Text(e.into()))?;
+    let value = PackedLimiter::with_ban(limiter, ban);
+    key.store(value, expire_at).map_err(|e| CommandError::Text(e.into()))?;
     unsafe { (call.api.replicate_verbatim)(call.ctx) };
     call.notify_changed();
     drop(key);

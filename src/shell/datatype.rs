@@ -18,9 +18,11 @@ use super::api::api;
 use ratelimit_core::codec;
 use ratelimit_core::packed::PackedLimiter;
 
-/// The RDB encoding version registered with Redis; the payload inside carries its own format
-/// version too (`codec::FORMAT_VERSION`).
-pub const ENCODING_VERSION: i32 = 1;
+/// The RDB encoding version registered with Redis: 2 since bans (version 1 values, written
+/// before, still load). The payload inside carries its own format version too (`codec`).
+pub const ENCODING_VERSION: i32 = 2;
+/// The oldest RDB encoding version this build loads.
+pub const OLDEST_ENCODING_VERSION: i32 = 1;
 
 /// The name `TYPE` reports (Redis requires exactly 9 characters).
 pub const TYPE_NAME: &str = "ratelimit";
@@ -70,14 +72,14 @@ unsafe fn packed<'a>(value: *const c_void) -> Option<&'a PackedLimiter> {
 /// # Safety
 /// As for [`packed`].
 unsafe fn encoded(value: *const c_void) -> Option<Vec<u8>> {
-    unsafe { packed(value) }.map(|p| p.view(codec::encode))
+    unsafe { packed(value) }.map(|p| p.view(|limiter| codec::encode_value(limiter, p.ban())))
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_void {
     let Some(api) = api() else {
         return ptr::null_mut();
     };
-    if encver != ENCODING_VERSION {
+    if !(OLDEST_ENCODING_VERSION..=ENCODING_VERSION).contains(&encver) {
         redis_module::logging::log_warning(format!(
             "ratelimit: refusing a value with unknown encoding version {encver}"
         ));
@@ -88,10 +90,11 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
     if unsafe { (api.is_io_error)(rdb) } != 0 || buffer.is_null() {
         return ptr::null_mut();
     }
-    let decoded = codec::decode(unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), len) });
+    let bytes = unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), len) };
+    let decoded = codec::decode_value(bytes);
     unsafe { (api.free)(buffer.cast()) };
     match decoded {
-        Ok(limiter) => Box::into_raw(Box::new(PackedLimiter::new(limiter))).cast(),
+        Ok((limiter, ban)) => Box::into_raw(Box::new(PackedLimiter::with_ban(limiter, ban))).cast(),
         Err(e) => {
             redis_module::logging::log_warning(format!("ratelimit: refusing a value: {e}"));
             ptr::null_mut()

@@ -8,7 +8,6 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString,
 
 use super::api::Api;
 use super::datatype::limiter_type;
-use ratelimit_core::limiter::Limiter;
 use ratelimit_core::packed::PackedLimiter;
 
 /// How a key is opened: limiting commands write, `RL.PEEK`/`RL.INFO` only read.
@@ -111,18 +110,18 @@ impl Key {
 
     /// Stores `value` (replacing a limiter in place, or creating the key) and sets the key's
     /// absolute expiry. The caller has checked that the key is empty or holds a limiter.
-    pub fn store(&mut self, value: Limiter, expire_at_ms: i64) -> Result<(), &'static str> {
+    pub fn store(&mut self, value: PackedLimiter, expire_at_ms: i64) -> Result<(), &'static str> {
         if self.raw.is_null() {
             return Err("ERR key not open for writing");
         }
         match self.contents() {
-            Contents::Limiter(existing) => *existing = PackedLimiter::new(value),
+            Contents::Limiter(existing) => *existing = value,
             Contents::Empty => {
                 let ours = Self::our_type();
                 if ours.is_null() {
                     return Err("ERR ratelimit data type not registered");
                 }
-                let boxed = Box::into_raw(Box::new(PackedLimiter::new(value)));
+                let boxed = Box::into_raw(Box::new(value));
                 let status =
                     unsafe { (self.api.module_type_set_value)(self.raw, ours, boxed.cast()) };
                 if status != raw::REDISMODULE_OK as c_int {

@@ -297,3 +297,16 @@ pub fn unix_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
+
+/// Redis' DUMP checksum: CRC-64/Jones (reflected, polynomial 0xad93d23594c935a9, init 0).
+pub fn crc64(bytes: &[u8]) -> u64 {
+    const POLY_REFLECTED: u64 = 0x95ac_9329_ac4b_c9b5;
+    let mut crc = 0u64;
+    for &b in bytes {
+        crc ^= u64::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ POLY_REFLECTED } else { crc >> 1 };
+        }
+    }
+    crc
+}

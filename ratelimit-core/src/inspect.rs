@@ -1,0 +1,51 @@
+//! Reading a key without changing it: `RL.PEEK` (the answer a `DRYRUN COST 1` request with
+//! the stored parameters would get) and `RL.INFO` (the stored parameters and state).
+
+use super::judge::{dry_answer, Standing};
+use super::limiter::{Algorithm, Limiter};
+use super::packed::PackedLimiter;
+
+/// `RL.PEEK`: the reply a `DRYRUN COST 1` request with the stored parameters would get now
+/// (a ban in force included), or `None` when the key holds nothing live.
+pub fn peek_key(held: Option<&PackedLimiter>, now_ms: i64) -> Option<[i64; 5]> {
+    let packed = held?;
+    let ban = packed.ban();
+    packed.view(|limiter| {
+        let standing = Standing::of(limiter, ban, now_ms);
+        standing.live().then(|| {
+            let decision = match limiter {
+                Limiter::Token(s) => dry_answer(s, standing, now_ms, 1),
+                Limiter::Period(s) => dry_answer(s, standing, now_ms, 1),
+                Limiter::Slide(s) => dry_answer(s, standing, now_ms, 1),
+                Limiter::Leaky(s) => dry_answer(s, standing, now_ms, 1),
+                Limiter::Gcra(s) => dry_answer(s, standing, now_ms, 1),
+            };
+            decision.to_reply()
+        })
+    })
+}
+
+/// What `RL.INFO` shows of a live key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Description {
+    pub algorithm: Algorithm,
+    /// Parameters and state (see [`crate::state::Stored::info_fields`]), then
+    /// `banned_until_ms` when a ban is stored.
+    pub fields: Vec<(&'static str, i64)>,
+    /// The last change: an admitted call, a refund, or the start of a ban.
+    pub updated_ms: i64,
+}
+
+/// `RL.INFO`: the stored parameters and state, or `None` when the key holds nothing live.
+pub fn describe_key(held: Option<&PackedLimiter>, now_ms: i64) -> Option<Description> {
+    let packed = held?;
+    let ban = packed.ban();
+    packed.view(|limiter| {
+        Standing::of(limiter, ban, now_ms).live().then(|| {
+            let mut fields = limiter.describe();
+            fields.extend(ban.map(|b| ("banned_until_ms", b.until_ms)));
+            let updated_ms = limiter.updated_ms().max(ban.map_or(i64::MIN, |b| b.since_ms));
+            Description { algorithm: limiter.algorithm(), fields, updated_ms }
+        })
+    })
+}
