@@ -78,3 +78,10 @@ redis-cell:
 ## replaces that section of bench/RESULTS.md and leaves the rest.
 bench-cell: deps build
 	CARGO=$(CARGO) BENCH_ONLY=cell bash bench/run.sh
+
+.PHONY: bench-instr
+
+## bench-instr: instructions per call under callgrind, standalone and with a replica, ours and
+## redis-cell (bench/INSTR.md); installs valgrind when missing.
+bench-instr: deps build
+	CARGO=$(CARGO) bash bench/instr.sh
