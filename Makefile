@@ -67,3 +67,22 @@ bench: deps build
 clean:
 	$(CARGO) clean
 	rm -rf tmp bench/tmp fuzz/target fuzz/artifacts
+
+.PHONY: redis-cell bench-cell
+
+## redis-cell: the peer module (brandur/redis-cell) from ../shared/servers/, built once into
+## target/redis-cell/libredis_cell.so (make bench builds it too).
+redis-cell:
+	CARGO=$(CARGO) bash bench/redis-cell.sh >/dev/null
+
+## bench-cell: only the side-by-side comparison with redis-cell (standalone and with replicas);
+## replaces that section of bench/RESULTS.md and leaves the rest.
+bench-cell: deps build
+	CARGO=$(CARGO) BENCH_ONLY=cell bash bench/run.sh
+
+.PHONY: bench-instr
+
+## bench-instr: instructions per call under callgrind, standalone and with a replica, ours and
+## redis-cell (bench/INSTR.md); installs valgrind when missing.
+bench-instr: deps build
+	CARGO=$(CARGO) bash bench/instr.sh

@@ -15,6 +15,12 @@ CLIENT_CPU (a taskset prefix or empty), MACHINE_NPROC. Tuning, with defaults:
 BENCH_REPS (5 rounds), BENCH_N_P1 (40000 requests per -P 1 run), BENCH_N_P16 (150000),
 BENCH_CLIENTS (50), BENCH_KEYSPACE (100000), BENCH_MEM_KEYS (100000),
 BENCH_SLIDE_ENTRIES (100000).
+
+Then, when run.sh found redis-cell (CELL_MODULE), the side-by-side comparison of our
+CL.THROTTLE with redis-cell's on two more servers, standalone and with replicas (see
+cell_comparison); BENCH_ONLY=cell runs only that and replaces only its section of RESULTS.
+Also set by run.sh: SERVER_CPU (the server's taskset prefix), BENCH_WORK (a scratch
+directory), CELL_SKIPPED (why there is no redis-cell). BENCH_DIVERGENCE_KEYS (1000).
 """
 
 import csv
@@ -24,13 +30,15 @@ import os
 import platform
 import shlex
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+
+import resp
+from resp import ReplyError
 
 
 def env_int(name, default):
@@ -65,76 +73,12 @@ HOUR_MS = 3_600_000
 
 
 # ---------------------------------------------------------------------------------------------
-# A minimal RESP2 client (one connection; pipelining for bulk loads).
+# The RESP2 client (bench/resp.py), connecting to the bench server by default.
 
 
-class ReplyError(Exception):
-    pass
-
-
-class Redis:
+class Redis(resp.Redis):
     def __init__(self, host=HOST, port=PORT):
-        self.sock = socket.create_connection((host, port), timeout=120)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.reader = self.sock.makefile("rb", buffering=1 << 16)
-
-    def close(self):
-        self.reader.close()
-        self.sock.close()
-
-    @staticmethod
-    def encode(args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            b = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-        return b"".join(out)
-
-    def read(self):
-        line = self.reader.readline()
-        if not line:
-            raise ConnectionError("server closed the connection")
-        kind, rest = line[:1], line[1:-2]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            return ReplyError(rest.decode(errors="replace"))
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            data = self.reader.read(n + 2)
-            return data[:-2].decode(errors="replace")
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.read() for _ in range(n)]
-        raise ValueError(f"unexpected reply line {line!r}")
-
-    def call(self, *args):
-        self.sock.sendall(self.encode(args))
-        reply = self.read()
-        if isinstance(reply, ReplyError):
-            raise reply
-        return reply
-
-    def pipeline(self, commands, chunk=1000):
-        """Sends the commands in pipelined chunks; returns every reply (errors as values)."""
-        replies = []
-        for start in range(0, len(commands), chunk):
-            batch = commands[start : start + chunk]
-            self.sock.sendall(b"".join(self.encode(c) for c in batch))
-            replies.extend(self.read() for _ in batch)
-        return replies
-
-    def info(self, section):
-        fields = {}
-        for line in self.call("INFO", section).splitlines():
-            if line and not line.startswith("#") and ":" in line:
-                k, v = line.split(":", 1)
-                fields[k] = v
-        return fields
+        super().__init__(host, port)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,9 +188,10 @@ def key_for(variant, keymode):
 def benchmark(r, variant, keymode, pipeline, n):
     """One redis-benchmark run on an empty database with fresh command statistics."""
     r.call("FLUSHALL", "SYNC")
+    r.wait_replicas()  # with a replica attached: it has flushed too before anything is timed
     r.call("CONFIG", "RESETSTAT")
     cmd = CLIENT_CPU + [
-        "redis-benchmark", "-h", HOST, "-p", str(PORT), "-c", str(CLIENTS), "-n", str(n),
+        "redis-benchmark", "-h", r.host, "-p", str(r.port), "-c", str(CLIENTS), "-n", str(n),
         "-P", str(pipeline), "--csv",
     ]
     if keymode == "random":
@@ -258,10 +203,9 @@ def benchmark(r, variant, keymode, pipeline, n):
         raise RuntimeError(f"no result from {shlex.join(cmd)}:\n{out}")
     header = ["test", "rps", "avg", "min", "p50", "p95", "p99", "max"]
     row = dict(zip(header, rows[-1]))
-    stats = r.info("commandstats").get(f"cmdstat_{variant.stat}", "")
-    fields = dict(kv.split("=", 1) for kv in stats.split(",") if "=" in kv)
-    calls = int(fields.get("calls", 0))
-    failed = int(fields.get("failed_calls", 0)) + int(fields.get("rejected_calls", 0))
+    calls, usec, failed = r.command_stats(variant.stat)
+    # The replica catches up before anything else runs (its work is not the next run's).
+    r.wait_replicas()
     if calls < n or failed:
         errors = r.info("errorstats")
         raise RuntimeError(
@@ -272,7 +216,7 @@ def benchmark(r, variant, keymode, pipeline, n):
         rps=float(row["rps"]),
         p50=float(row["p50"]),
         p99=float(row["p99"]),
-        usec=int(fields["usec"]) / calls,
+        usec=usec / calls,
     )
 
 
@@ -311,10 +255,11 @@ def settled_used_memory(r):
     return last
 
 
-def load(commands, admitted=None):
-    """Runs the commands pipelined on a connection of their own, closed before returning so
-    its buffers are not counted; checks there was no error (and every call was admitted)."""
-    bulk = Redis()
+def load(commands, admitted=None, via=None):
+    """Runs the commands pipelined on a connection of their own (to the server of connection
+    `via`, by default the bench server), closed before returning so its buffers are not
+    counted; checks there was no error (and every call was admitted)."""
+    bulk = Redis(via.host, via.port) if via else Redis()
     try:
         replies = bulk.pipeline(commands)
     finally:
@@ -342,9 +287,9 @@ def memory_per_key(r, v):
     if v.name == "INCR":  # a counter with a TTL, as the INCR + PEXPIRE idiom leaves it
         commands = [c for i in range(MEM_KEYS)
                     for c in (["INCR", mem_key(i)], ["PEXPIRE", mem_key(i), HOUR_MS])]
-        load(commands)
+        load(commands, via=r)
     else:
-        load(commands, v.admitted)
+        load(commands, v.admitted, via=r)
     after = settled_used_memory(r)
     keys = r.call("DBSIZE")
     if keys != MEM_KEYS:
@@ -366,7 +311,7 @@ def memory_per_entry(r, make_command, admitted):
     def fill(n):
         r.call("FLUSHALL", "SYNC")
         base = settled_used_memory(r)
-        load([make_command(t0 + i * spacing) for i in range(n)], admitted)
+        load([make_command(t0 + i * spacing) for i in range(n)], admitted, via=r)
         used = settled_used_memory(r) - base
         r.call("FLUSHALL", "SYNC")
         return used
@@ -548,6 +493,291 @@ def git_revision():
 
 
 # ---------------------------------------------------------------------------------------------
+# Side by side with redis-cell (issue 13): our CL.THROTTLE and redis-cell's, each on a server of
+# its own (the same redis-server binary and arguments, only the module differs: both register
+# CL.THROTTLE), alternated round by round; first standalone, then with a replica attached to
+# each master.
+
+CELL_MODULE = os.environ.get("CELL_MODULE", "")
+CELL_SKIPPED = os.environ.get("CELL_SKIPPED", "")  # why run.sh has no redis-cell, if it has none
+BENCH_ONLY = os.environ.get("BENCH_ONLY", "")  # "cell": only this comparison
+SERVER_CPU = shlex.split(os.environ.get("SERVER_CPU", ""))
+WORK = os.environ.get("BENCH_WORK", "")
+DIVERGENCE_KEYS = env_int("BENCH_DIVERGENCE_KEYS", 1000)
+DIVERGENCE_CALLS = 10  # per key, burst 5: 5 admitted then 5 limited
+CELL_SIDES = ("ours", "redis-cell")
+CELL_SETUPS = ("standalone", "replica")
+CELL_BEGIN = "<!-- redis-cell comparison: begin -->"
+CELL_END = "<!-- redis-cell comparison: end -->"
+
+
+def replication_free_memory(r):
+    """used_memory without the replication buffers (backlog and replica output), which a
+    replica keeps filling and trimming; settled like settled_used_memory, but slower, as the
+    backlog is trimmed once a second."""
+    def now():
+        m = r.info("memory")
+        return (int(m["used_memory"]) - int(m.get("mem_replication_backlog", 0))
+                - int(m.get("mem_clients_slaves", 0)))
+    last, same = now(), 0
+    for _ in range(40):
+        time.sleep(0.25)
+        value = now()
+        same = same + 1 if value == last else 0
+        if same >= 4:  # unchanged for a second
+            break
+        last = value
+    return last
+
+
+def cell_memory(r, replica):
+    """Bytes per key of CL.THROTTLE on the master (and its replica): MEM_KEYS keys, each made
+    by one admitted call with an hour-long period, as memory_per_key does."""
+    v = BY_NAME["CL.THROTTLE"]
+    r.call("FLUSHALL", "SYNC")
+    r.wait_replicas()
+    base = replication_free_memory(r)
+    rbase = replication_free_memory(replica) if replica else None
+    load([v.mem_command(mem_key(i)) for i in range(MEM_KEYS)], v.admitted, via=r)
+    r.wait_replicas()
+    per_key = (replication_free_memory(r) - base) / MEM_KEYS
+    replica_per_key = None
+    if replica:
+        if replica.call("DBSIZE") != MEM_KEYS:
+            raise RuntimeError(f"replica: {replica.call('DBSIZE')} keys, not {MEM_KEYS}")
+        replica_per_key = (replication_free_memory(replica) - rbase) / MEM_KEYS
+    if r.call("DBSIZE") != MEM_KEYS:
+        raise RuntimeError(f"{r.call('DBSIZE')} keys after loading {MEM_KEYS}")
+    usage = r.call("MEMORY", "USAGE", mem_key(MEM_KEYS // 2), "SAMPLES", "0")
+    r.call("FLUSHALL", "SYNC")
+    r.wait_replicas()
+    return per_key, replica_per_key, usage
+
+
+def replica_divergence(r, replica):
+    """The same DIVERGENCE_CALLS calls on each of DIVERGENCE_KEYS keys (burst 5, 1 per minute:
+    5 admitted, 5 limited), then every key's value (DUMP) and absolute expiry (PEXPIRETIME)
+    compared between master and replica once the replica has caught up."""
+    r.call("FLUSHALL", "SYNC")
+    r.wait_replicas()
+    keys = [f"div:{i:06d}" for i in range(DIVERGENCE_KEYS)]
+    calls = [["CL.THROTTLE", k, "4", "1", "60"] for _ in range(DIVERGENCE_CALLS) for k in keys]
+    admitted = sum(1 for x in load(calls, via=r) if cell_admitted(x))
+    r.wait_replicas()
+    dumps = [c.pipeline([["DUMP", k] for k in keys], raw=True) for c in (r, replica)]
+    expiries = [c.pipeline([["PEXPIRETIME", k] for k in keys]) for c in (r, replica)]
+    missing = sum(1 for a, b in zip(*dumps) if a is not None and b is None)
+    values = sum(1 for a, b in zip(*dumps) if a != b)
+    gaps = [abs(a - b) for a, b in zip(*expiries) if a != b]
+    r.call("FLUSHALL", "SYNC")
+    r.wait_replicas()
+    return {"admitted": admitted, "calls": len(calls), "keys": len(keys), "missing": missing,
+            "values": values, "expiries": len(gaps), "max_gap": max(gaps, default=0)}
+
+
+def cell_comparison():
+    """Returns (samples, memory, divergence, check): samples[(setup, side, name, keymode, P)]
+    are the benchmark() samples; memory[(setup, side)] = (bytes/key master, replica, MEMORY
+    USAGE); divergence[side] from replica_divergence."""
+    import servers
+
+    modules = {"ours": MODULE, "redis-cell": CELL_MODULE}
+    variants = (BY_NAME["INCR"], BY_NAME["CL.THROTTLE"])
+    samples, memory, divergence = {}, {}, {}
+    workdir = WORK or os.path.join(BENCH_DIR, "tmp")
+    with servers.Servers() as pool:
+        masters, conns, replicas = {}, {}, {}
+        for side in CELL_SIDES:
+            tag = side.replace("redis-", "")
+            masters[side] = pool.start(servers.Server(f"cell-{tag}-master", workdir,
+                                                      [modules[side]], SERVER_CPU))
+            conns[side] = masters[side].connect()
+            reply = conns[side].call("CL.THROTTLE", "thr:check", "99", "10", "60")
+            if not (cell_admitted(reply) and len(reply) == 5):
+                raise RuntimeError(f"{side} CL.THROTTLE: unexpected reply {reply!r}")
+        try:
+            for setup in CELL_SETUPS:
+                if setup == "replica":
+                    # Replicas run on the client's CPU, so that the master's stays its own.
+                    for side in CELL_SIDES:
+                        tag = side.replace("redis-", "")
+                        rep = pool.start(servers.Server(f"cell-{tag}-replica", workdir,
+                                                        [modules[side]], CLIENT_CPU))
+                        rep.replicate(masters[side])
+                        replicas[side] = rep.connect()
+                        conns[side].replicas = 1
+                log(f"redis-cell comparison, {setup}: warm-up …")
+                for side in CELL_SIDES:
+                    for v in variants:
+                        for keymode in KEYMODES:
+                            benchmark(conns[side], v, keymode, 16, 20_000)
+                started = time.monotonic()
+                for rep in range(1, REPS + 1):
+                    # A B, then B A: drift of the machine falls on both alike.
+                    order = CELL_SIDES if rep % 2 else CELL_SIDES[::-1]
+                    for keymode in KEYMODES:
+                        for pipeline in PIPELINES:
+                            for side in order:
+                                for v in variants:
+                                    s = benchmark(conns[side], v, keymode, pipeline,
+                                                  N_BY_PIPELINE[pipeline])
+                                    samples.setdefault((setup, side, v.name, keymode, pipeline),
+                                                       []).append(s)
+                    log(f"redis-cell comparison, {setup}: round {rep}/{REPS} "
+                        f"({time.monotonic() - started:.1f}s)")
+                for side in CELL_SIDES:
+                    log(f"redis-cell comparison, {setup}: memory per key, {side} …")
+                    memory[(setup, side)] = cell_memory(conns[side], replicas.get(side))
+                if setup == "replica":
+                    for side in CELL_SIDES:
+                        divergence[side] = replica_divergence(conns[side], replicas[side])
+        finally:
+            for c in list(conns.values()) + list(replicas.values()):
+                c.close()
+    return samples, memory, divergence
+
+
+def cell_section(redis_version):
+    """The markdown section of RESULTS.md comparing with redis-cell (between CELL_BEGIN and
+    CELL_END, so that BENCH_ONLY=cell can replace it alone)."""
+    if not CELL_MODULE:
+        return (f"{CELL_BEGIN}\n## Side by side with redis-cell\n\nNot measured: "
+                f"{CELL_SKIPPED or 'no redis-cell module (CELL_MODULE)'}.\n{CELL_END}\n")
+    started = time.monotonic()
+    samples, memory, divergence = cell_comparison()
+
+    def med(setup, side, name, keymode, p, attr):
+        return median([getattr(s, attr) for s in samples[(setup, side, name, keymode, p)]])
+
+    head = ["setup", "module", "keys", "ops/s -P1", "ops/s -P16", "p50/p99 ms -P16",
+            "server µs/call -P16", "INCR µs/call -P16", "µs ÷ INCR", "ops ÷ INCR -P16",
+            "ops ÷ INCR -P1", "bytes/key", "replica bytes/key", "MEMORY USAGE"]
+    rows = []
+    for setup in CELL_SETUPS:
+        for keymode in KEYMODES:
+            for side in CELL_SIDES:
+                def m(name, p, attr, side=side):
+                    return med(setup, side, name, keymode, p, attr)
+                us, incr_us = m("CL.THROTTLE", 16, "usec"), m("INCR", 16, "usec")
+                cells = [setup, side, keymode, fmt_int(m("CL.THROTTLE", 1, "rps")),
+                         fmt_int(m("CL.THROTTLE", 16, "rps")),
+                         f"{m('CL.THROTTLE', 16, 'p50'):.3f} / {m('CL.THROTTLE', 16, 'p99'):.3f}",
+                         f"{us:.3f}", f"{incr_us:.3f}", f"{us / incr_us:.2f}",
+                         f"{m('CL.THROTTLE', 16, 'rps') / m('INCR', 16, 'rps'):.2f}",
+                         f"{m('CL.THROTTLE', 1, 'rps') / m('INCR', 1, 'rps'):.2f}"]
+                if keymode == "random":
+                    per_key, replica_per_key, usage = memory[(setup, side)]
+                    cells += [f"{per_key:.1f}",
+                              "—" if replica_per_key is None else f"{replica_per_key:.1f}",
+                              str(usage)]
+                else:
+                    cells += ["—", "—", "—"]
+                rows.append(cells)
+    table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    table += ["| " + " | ".join(r) + " |" for r in rows]
+
+    ratio_head = ["setup", "keys", "server µs/call", "ops/s -P16", "ops/s -P1",
+                  "µs ÷ INCR", "bytes/key"]
+    ratios = ["| " + " | ".join(ratio_head) + " |", "|" + "---|" * len(ratio_head)]
+    for setup in CELL_SETUPS:
+        for keymode in KEYMODES:
+            def q(name, p, attr):
+                return (med(setup, "ours", name, keymode, p, attr)
+                        / med(setup, "redis-cell", name, keymode, p, attr))
+            rel_incr = q("CL.THROTTLE", 16, "usec") / q("INCR", 16, "usec")
+            mem = (f"{memory[(setup, 'ours')][0] / memory[(setup, 'redis-cell')][0]:.2f}"
+                   if keymode == "random" else "—")
+            ratios.append(f"| {setup} | {keymode} | {q('CL.THROTTLE', 16, 'usec'):.2f} | "
+                          f"{q('CL.THROTTLE', 16, 'rps'):.2f} | {q('CL.THROTTLE', 1, 'rps'):.2f} | "
+                          f"{rel_incr:.2f} | {mem} |")
+
+    div = []
+    for side in CELL_SIDES:
+        d = divergence[side]
+        div.append(f"- {side}: {d['admitted']:,} of {d['calls']:,} calls admitted on the master; "
+                   f"replica values differing from the master's: {d['values']:,} of "
+                   f"{d['keys']:,} keys ({d['missing']:,} missing); absolute expiries "
+                   f"differing: {d['expiries']:,}"
+                   + (f" (by up to {d['max_gap']:,} ms)" if d['expiries'] else ""))
+
+    raw = ["<details><summary>Raw samples (ops/s · p50 · p99 ms · server µs/call)</summary>",
+           "", "| setup | module | command | keys | -P | rounds |", "|---|---|---|---|---|---|"]
+    for (setup, side, name, keymode, p), runs in samples.items():
+        rounds = "; ".join(f"{s.rps:,.0f} · {s.p50:.3f} · {s.p99:.3f} · {s.usec:.3f}"
+                           for s in runs)
+        raw.append(f"| {setup} | {side} | {name} | {keymode} | {p} | {rounds} |")
+    raw += ["", "</details>"]
+
+    date = datetime.datetime.now(datetime.timezone.utc)
+    cpu = "masters on CPU 0; replicas and redis-benchmark on CPU 1" if SERVER_CPU else "none"
+    return f"""{CELL_BEGIN}
+## Side by side with redis-cell
+
+Generated by `make bench` (or `make bench-cell`) on {date:%Y-%m-%d %H:%M UTC} in
+{time.monotonic() - started:.0f} s.
+
+- Modules: ours `{MODULE}` (commit {git_revision()}); redis-cell `{CELL_MODULE}`
+  (brandur/redis-cell 4d42338, `cargo build --release`).
+- Each on a redis-server {redis_version} of its own, started with the same arguments
+  (`save ""`, `appendonly no`, TCP 127.0.0.1; only `--loadmodule` differs: both modules
+  register `CL.THROTTLE`). Pinning: {cpu}.
+- In each round both servers run `INCR` and `CL.THROTTLE k 99 10 60` with random keys
+  (`-r {KEYSPACE:,}`) and one hot key at -P 1 and -P 16 ({CLIENTS} clients,
+  {N_BY_PIPELINE[1]:,} / {N_BY_PIPELINE[16]:,} requests), the servers' order swapped every
+  round; {REPS} rounds, medians.
+- "replica": the same with a replica (a plain redis-server with the same module) attached to
+  each master; after every run the master `WAIT`s for it, so that one run's replication
+  work does not fall into the next.
+
+{chr(10).join(table)}
+
+Ours ÷ redis-cell (below 1: ours takes less time per call, uses less memory; above 1 for
+ops/s: ours is faster):
+
+{chr(10).join(ratios)}
+
+Replica divergence: {DIVERGENCE_CALLS} calls `CL.THROTTLE k 4 1 60` on each of
+{DIVERGENCE_KEYS:,} keys (pipelined), then, once the replica has caught up (`WAIT`), every
+key's `DUMP` and `PEXPIRETIME` on master and replica compared:
+
+{chr(10).join(div)}
+
+- `server µs/call -P16`: `usec / calls` from `INFO commandstats` of the master, as in the main
+  table; `INCR µs/call -P16` is the same server's `INCR` in the same rounds, the floor the
+  ratios use. With a replica the figure still counts the command alone, not the writes to
+  the replica, which come after the command returns (they show in ops/s).
+- `bytes/key`: `used_memory` delta over {MEM_KEYS:,} keys, each made by one admitted
+  `CL.THROTTLE k 99 1 3600` (as the main table), less the replication buffers
+  (`mem_replication_backlog` + `mem_clients_slaves`, which a replica keeps filling and
+  trimming); `replica bytes/key` the same on the replica. redis-cell stores a string (the
+  theoretical arrival time in ns) with `SET … PX`, ours a module value.
+- Replication: redis-cell replicates every call verbatim (`RedisModule_ReplicateVerbatim`),
+  limited ones included, and the replica evaluates it again with its own clock; ours
+  replicates admitted calls only, with the master's time appended (`AT <ms>`).
+
+{chr(10).join(raw)}
+{CELL_END}
+"""
+
+
+def splice_cell_section(section):
+    """Replaces the redis-cell section of RESULTS (or appends it), leaving the rest alone."""
+    try:
+        with open(RESULTS) as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = "# Benchmark results\n"
+    if CELL_BEGIN in text and CELL_END in text:
+        head, rest = text.split(CELL_BEGIN, 1)
+        tail = rest.split(CELL_END, 1)[1].lstrip("\n")
+        text = head + section.rstrip("\n") + "\n" + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    with open(RESULTS, "w") as f:
+        f.write(text)
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def main():
@@ -555,6 +785,16 @@ def main():
     r = Redis()
     server = r.info("server")
     allocator = r.info("memory").get("mem_allocator", "?")
+
+    if BENCH_ONLY == "cell":  # the redis-cell comparison alone, into its section of RESULTS
+        section = cell_section(server.get("redis_version", "?"))
+        print(section)
+        splice_cell_section(section)
+        log(f"redis-cell section written to {RESULTS} ({time.monotonic() - started:.0f} s)")
+        r.close()
+        return
+    if BENCH_ONLY:
+        raise SystemExit(f"BENCH_ONLY={BENCH_ONLY!r}: only 'cell' is known")
 
     # Which commands exist (RL.SLIDE may not yet), and the Lua twins' SHA1s.
     present = set()
@@ -602,6 +842,9 @@ def main():
                 f"limit {HOT_LIMIT:,} (exact admission count, no error):\n"
                 + "".join(f"- {line}\n" for line in hot))
     print(table + "\n\n" + hot_text)
+    log("side by side with redis-cell …")
+    cell_text = cell_section(server.get("redis_version", "?"))
+    print(cell_text)
 
     pinning = "server on CPU 0, redis-benchmark on CPU 1" if CLIENT_CPU else "none"
     date = datetime.datetime.now(datetime.timezone.utc)
@@ -651,7 +894,8 @@ in {time.monotonic() - started:.0f} s.
         raw.append(f"| {name} | {keymode} | {p} | {rounds} |")
     raw += ["", "</details>", ""]
     with open(RESULTS, "w") as f:
-        f.write(header + "\n" + table + "\n\n" + hot_text + notes + "\n".join(raw))
+        f.write(header + "\n" + table + "\n\n" + hot_text + notes + "\n".join(raw) + "\n"
+                + cell_text)
     log(f"written to {RESULTS} ({time.monotonic() - started:.0f} s)")
     r.close()
 

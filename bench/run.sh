@@ -11,6 +11,9 @@
 #   RESULTS   where to write the table (default: bench/RESULTS.md)
 #   BENCH_REPS, BENCH_N_P1, BENCH_N_P16, BENCH_CLIENTS, BENCH_KEYSPACE, BENCH_MEM_KEYS,
 #   BENCH_SLIDE_ENTRIES   tuning, see bench/bench.py
+#   CELL_MODULE   redis-cell's module for the side-by-side comparison (default: built once by
+#                 bench/redis-cell.sh into target/redis-cell/); BENCH_CELL=0 skips it
+#   BENCH_ONLY    "cell": only the redis-cell comparison, replacing its section of RESULTS
 set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,6 +40,24 @@ if ! command -v python3 >/dev/null 2>&1; then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-minimal
 fi
+
+# redis-cell, the module CL.THROTTLE comes from, for the side-by-side comparison: built once.
+CELL_SKIPPED=""
+if [[ "${BENCH_CELL:-1}" == 0 ]]; then
+  CELL_MODULE=""
+  CELL_SKIPPED="BENCH_CELL=0"
+elif [[ -z "${CELL_MODULE:-}" ]]; then
+  if ! CELL_MODULE="$(bash "$BENCH_DIR/redis-cell.sh")"; then
+    CELL_MODULE=""
+    CELL_SKIPPED="redis-cell could not be built (bench/redis-cell.sh)"
+    echo "bench: $CELL_SKIPPED; the comparison is skipped" >&2
+  fi
+fi
+if [[ -n "$CELL_MODULE" ]]; then
+  [[ -f "$CELL_MODULE" ]] || die "no redis-cell module at $CELL_MODULE"
+  CELL_MODULE="$(cd "$(dirname "$CELL_MODULE")" && pwd)/$(basename "$CELL_MODULE")"
+fi
+[[ "${BENCH_ONLY:-}" != cell || -n "$CELL_MODULE" ]] || die "BENCH_ONLY=cell without redis-cell"
 
 # Pin the server to CPU 0 and the client side (Python and the redis-benchmark it runs) to
 # CPU 1, when possible.
@@ -119,7 +140,8 @@ echo "bench: redis-server pid $SERVER_PID on 127.0.0.1:$PORT, module $MODULE" >&
 
 # The measurements; the table goes to stdout and to $RESULTS.
 export REDIS_HOST=127.0.0.1 REDIS_PORT="$PORT" MODULE RESULTS BENCH_DIR
-export CLIENT_CPU="${client_cpu[*]}" MACHINE_NPROC="$NPROC"
+export CLIENT_CPU="${client_cpu[*]}" SERVER_CPU="${server_cpu[*]}" MACHINE_NPROC="$NPROC"
+export CELL_MODULE CELL_SKIPPED BENCH_WORK="$WORK" BENCH_ONLY="${BENCH_ONLY:-}"
 # In the background + wait, so that a signal reaches the trap at once.
 "${client_cpu[@]}" python3 "$BENCH_DIR/bench.py" &
 BENCH_PID=$!

@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""The measurements of `make bench-instr`: instructions per call under callgrind, run by
+bench/instr.sh. Python 3 standard library only.
+
+A master redis-server runs under `valgrind --tool=callgrind --dump-before=lastsaveCommand`:
+every LASTSAVE this client sends makes callgrind write the costs since the previous dump and
+start again from zero, so a measurement is: prepare (not counted), LASTSAVE, CALLS calls
+pipelined in lockstep batches of PIPELINE (send PIPELINE commands, read their replies),
+LASTSAVE; the second dump's total Ir ÷ CALLS is the figure (the whole server: reading and
+parsing the requests, the command, the replies, the event loop and, with a replica, the
+replication stream; the two LASTSAVE halves it also holds are a few thousand Ir in all, well
+under 1 Ir per call at 20,000 calls). Keys are fixed (`k:000000` …), arguments fixed, the
+batches the same every time, and the master runs with `hz 1` so that its timer (serverCron)
+adds almost nothing: repetitions agree to within 0.5 %; each measurement is taken REPS times,
+the median reported.
+
+Key states: "existing" (every key made by one admitted call beforehand; the measured call is
+admitted again: the write path on a warm key), "new" (empty database: every call creates its
+key) and "limited" (a limit of 1, spent by the call beforehand: the refused, read-only path).
+Servers: ours (our module) and redis-cell (its module), each first standalone, then with a
+replica attached (a plain redis-server with the same module, not under valgrind).
+
+Environment (set by instr.sh): MODULE, CELL_MODULE (empty: no redis-cell rows), INSTR_OUT,
+INSTR_WORK (scratch directory). Tuning: INSTR_CALLS (20000), INSTR_PIPELINE (16),
+INSTR_REPS (3), INSTR_KEEP (a directory to keep the callgrind dumps in; default: deleted).
+"""
+
+import datetime
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import servers
+from resp import ReplyError
+
+
+def env_int(name, default):
+    value = os.environ.get(name, "")
+    return int(value) if value else default
+
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+MODULE = os.environ.get("MODULE", "")
+CELL_MODULE = os.environ.get("CELL_MODULE", "")
+OUT = os.environ.get("INSTR_OUT", os.path.join(BENCH_DIR, "INSTR.md"))
+WORK = os.environ.get("INSTR_WORK", "") or os.path.join(BENCH_DIR, "tmp")
+KEEP = os.environ.get("INSTR_KEEP", "")
+CALLS = env_int("INSTR_CALLS", 20_000)
+PIPELINE = env_int("INSTR_PIPELINE", 16)
+REPS = env_int("INSTR_REPS", 3)
+
+STATES = ("existing", "new", "limited")
+SETUPS = ("standalone", "replica")
+
+# (row name, the server it runs on, the admitted command, the command with a limit of 1 for
+# "limited" or None). Hour-long periods: no key expires while it is measured.
+COMMANDS = [
+    ("PING", "ours", ["PING"], None),
+    ("INCR", "ours", ["INCR", "{key}"], None),
+    ("RL.TOKEN", "ours", ["RL.TOKEN", "{key}", "100", "1", "1h"],
+     ["RL.TOKEN", "{key}", "1", "1", "1h"]),
+    ("RL.PERIOD", "ours", ["RL.PERIOD", "{key}", "100", "1h"], ["RL.PERIOD", "{key}", "1", "1h"]),
+    ("RL.SLIDE", "ours", ["RL.SLIDE", "{key}", "100", "1h"], ["RL.SLIDE", "{key}", "1", "1h"]),
+    ("RL.LEAKY", "ours", ["RL.LEAKY", "{key}", "100", "1", "1h"],
+     ["RL.LEAKY", "{key}", "1", "1", "1h"]),
+    ("CL.THROTTLE", "ours", ["CL.THROTTLE", "{key}", "99", "1", "3600"],
+     ["CL.THROTTLE", "{key}", "0", "1", "3600"]),
+    ("PING", "redis-cell", ["PING"], None),
+    ("INCR", "redis-cell", ["INCR", "{key}"], None),
+    ("CL.THROTTLE", "redis-cell", ["CL.THROTTLE", "{key}", "99", "1", "3600"],
+     ["CL.THROTTLE", "{key}", "0", "1", "3600"]),
+]
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def key(i):
+    return f"k:{i:06d}"
+
+
+def expand(args, i):
+    return [a.replace("{key}", key(i)) for a in args]
+
+
+def check(name, replies, state):
+    """Every reply as expected: no error; RL.* / CL.THROTTLE admitted, or limited for
+    "limited"."""
+    for reply in replies:
+        if isinstance(reply, ReplyError):
+            raise RuntimeError(f"{name} ({state}): {reply}")
+        if name.startswith("RL.") or name == "CL.THROTTLE":
+            ok = isinstance(reply, list) and len(reply) == 5
+            admitted = ok and (reply[0] == 0 if name == "CL.THROTTLE" else reply[0] == 1)
+            if not ok or admitted != (state != "limited"):
+                raise RuntimeError(f"{name} ({state}): unexpected reply {reply!r}")
+
+
+class Callgrind:
+    """The master under callgrind, and reading its dumps."""
+
+    def __init__(self, server):
+        self.server = server
+        self.parts = 0
+
+    def dump_file(self, part):
+        return os.path.join(self.server.dir, f"callgrind.out.{self.server.proc.pid}.{part}")
+
+    def mark(self, conn):
+        """LASTSAVE: callgrind dumps the costs since the previous dump; returns its total Ir."""
+        conn.call("LASTSAVE")
+        self.parts += 1
+        path = self.dump_file(self.parts)
+        total = None
+        with open(path) as f:
+            for line in f:
+                if line.startswith("totals:") or (total is None and line.startswith("summary:")):
+                    total = int(line.split()[1])
+        if total is None:
+            raise RuntimeError(f"no totals in {path}")
+        if KEEP:
+            os.makedirs(KEEP, exist_ok=True)
+            shutil.copy(path, KEEP)
+        os.remove(path)
+        return total
+
+
+def measure(cg, conn, name, admitted, limited, state):
+    """Ir per call of CALLS calls in state `state` (see the module's notes)."""
+    command = limited if state == "limited" else admitted
+    conn.call("FLUSHALL", "SYNC")
+    if state in ("existing", "limited") and "{key}" in " ".join(command):
+        check(name, conn.pipeline([expand(command, i) for i in range(CALLS)]), "existing")
+    conn.wait_replicas()
+    cg.mark(conn)
+    encoded = [conn.encode(expand(command, i)) for i in range(CALLS)]
+    replies = []
+    for start in range(0, CALLS, PIPELINE):
+        batch = encoded[start : start + PIPELINE]
+        conn.sock.sendall(b"".join(batch))
+        replies.extend(conn.read() for _ in batch)
+    total = cg.mark(conn)
+    check(name, replies, state)
+    conn.wait_replicas()
+    return total / CALLS
+
+
+def run_server(side, module, results):
+    """Every row of `side`, standalone then with a replica; results[(setup, side, name,
+    state)] = [Ir per call, one per repetition]."""
+    rows = [c for c in COMMANDS if c[1] == side]
+    workdir = os.path.join(WORK, side.replace("redis-", ""))
+    valgrind = ["valgrind", "--tool=callgrind", "--dump-before=lastsaveCommand",
+                f"--callgrind-out-file={os.path.join(workdir, 'master')}/callgrind.out.%p"]
+    with servers.Servers() as pool:
+        master = pool.start(servers.Server("master", workdir, [module], valgrind,
+                                           ["--hz", "1", "--dynamic-hz", "no"],
+                                           start_timeout=300))
+        cg = Callgrind(master)
+        conn = master.connect()
+        try:
+            for setup in SETUPS:
+                if setup == "replica":
+                    replica = pool.start(servers.Server("replica", workdir, [module]))
+                    replica.replicate(master, timeout=600)
+                    conn.replicas = 1
+                for rep in range(1, REPS + 1):
+                    started = time.monotonic()
+                    for name, _, admitted, limited in rows:
+                        for state in STATES:
+                            if state == "limited" and limited is None:
+                                continue
+                            if state == "new" and name == "PING":
+                                continue
+                            ir = measure(cg, conn, name, admitted, limited, state)
+                            results.setdefault((setup, side, name, state), []).append(ir)
+                    log(f"{side}, {setup}: round {rep}/{REPS} "
+                        f"({time.monotonic() - started:.0f} s)")
+        finally:
+            conn.close()
+
+
+def table(results, setup):
+    head = ["command", "server", "existing key", "new key", "limited",
+            "existing − PING", "new − PING", "limited − PING"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, side, _, _ in COMMANDS:
+        def med(state):
+            runs = results.get((setup, side, name, state))
+            return statistics.median(runs) if runs else None
+        base = statistics.median(results[(setup, side, "PING", "existing")])
+        cells = [name, side]
+        for state in STATES:
+            value = med(state)
+            cells.append("—" if value is None else f"{value:,.0f}")
+        for state in STATES:
+            value = med(state)
+            cells.append("—" if value is None or name == "PING" else f"{value - base:,.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    started = time.monotonic()
+    if not MODULE:
+        raise SystemExit("instr: MODULE not set")
+    results = {}
+    run_server("ours", MODULE, results)
+    if CELL_MODULE:
+        run_server("redis-cell", CELL_MODULE, results)
+    else:
+        log("instr: no redis-cell module, its rows are left out")
+        COMMANDS[:] = [c for c in COMMANDS if c[1] != "redis-cell"]
+
+    version = subprocess.run(["redis-server", "--version"], capture_output=True,
+                             text=True).stdout.strip()
+    vg = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout.strip()
+    try:
+        rev = subprocess.run(["git", "-C", os.path.dirname(MODULE), "describe", "--always",
+                              "--dirty"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        rev = "unknown"
+    date = datetime.datetime.now(datetime.timezone.utc)
+    raw = ["<details><summary>Every repetition (Ir per call)</summary>", "",
+           "| setup | server | command | key | repetitions |", "|---|---|---|---|---|"]
+    for (setup, side, name, state), runs in results.items():
+        raw.append(f"| {setup} | {side} | {name} | {state} | "
+                   + "; ".join(f"{x:,.1f}" for x in runs) + " |")
+    raw += ["", "</details>"]
+    text = f"""# Instructions per call (callgrind)
+
+Generated by `make bench-instr` (`bench/instr.sh`, `bench/instr.py`) on
+{date:%Y-%m-%d %H:%M UTC} in {time.monotonic() - started:.0f} s.
+
+- {version}; {vg}; Linux {platform.release()}
+- Modules: ours `{MODULE}` (commit {rev or 'unknown'}); redis-cell `{CELL_MODULE or 'n/a'}`
+  (brandur/redis-cell 4d42338)
+- Instructions (callgrind `Ir`) of the whole master process per call: {CALLS:,} calls per
+  measurement, pipelined in lockstep batches of {PIPELINE}, one connection, keys `k:000000` …
+  `k:{CALLS - 1:06d}`; median of {REPS} repetitions (all of them below).
+- "existing key": each key was made by one admitted call before; the measured call is
+  admitted again (the write path on a warm key). "new key": empty database, every call
+  creates its key. "limited": a limit of 1 spent by the call before; the measured call is
+  refused (nothing written, and for ours nothing replicated).
+- "− PING": minus `PING`'s own cost per call on the same server at the same batching (reading
+  and parsing a request, dispatch, a reply, the event loop): what the command adds to the
+  cheapest call. The left columns are as measured, nothing subtracted.
+- Arguments: `INCR k`; `RL.TOKEN k 100 1 1h`, `RL.PERIOD k 100 1h`, `RL.SLIDE k 100 1h`,
+  `RL.LEAKY k 100 1 1h`, `CL.THROTTLE k 99 1 3600`; "limited" the same with a limit of 1
+  (`CL.THROTTLE k 0 1 3600`). Hour-long periods, so that no key expires while measured.
+- The master: `redis-server --save "" --appendonly no --hz 1 --dynamic-hz no --loadmodule …`
+  under `valgrind --tool=callgrind --dump-before=lastsaveCommand`; a `LASTSAVE` from the
+  client before and after the measured calls delimits them (callgrind dumps and zeroes its
+  counters there; no `callgrind_control`, no timing). With a replica: a plain redis-server
+  (same module, not under valgrind) attached with `REPLICAOF`; the master's figures then
+  include feeding the replication stream. `WAIT` for the replica happens outside the
+  measured calls.
+
+## Standalone
+
+{table(results, "standalone")}
+
+## With a replica attached
+
+{table(results, "replica")}
+
+{chr(10).join(raw)}
+"""
+    print(text)
+    with open(OUT, "w") as f:
+        f.write(text)
+    log(f"written to {OUT} ({time.monotonic() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    main()
