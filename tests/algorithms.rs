@@ -231,7 +231,7 @@ fn argument_errors_of_every_command() {
         (vec![b"CL.THROTTLE", b"k", b"1", b"30", b"60", b"\xff\xfe"], "ERR quantity must be an integer between 0 and 1000000000000"),
         (vec![b"CL.THROTTLE", b"k", b"1", b"30", b"60", b"1", b"COST", b"1"], "ERR syntax error: unknown option 'COST'"),
         (vec![b"CL.THROTTLE", b"k", b"1", b"30", b"60", b"1", b"2"], "ERR syntax error: unknown option '2'"),
-        (vec![b"CL.THROTTLE", b"k", b"1000000000000", b"1", b"315360000"], "ERR parameters give a full reset time ((max_burst + 1) × period / count) above 100 years"),
+        (vec![b"CL.THROTTLE", b"k", b"1000000000000", b"1", b"315360000"], "ERR parameters give a full reset time ((max_burst + 1) × period / count) beyond any Redis expiry"),
     ];
     for (args, want) in cases {
         assert_eq!(error_text(&mut c, &args), want, "{args:?}");
@@ -294,5 +294,18 @@ fn an_expired_limiter_of_another_algorithm_is_a_missing_key() {
     let r = ints(&mut c, &["RL.PERIOD", "x", "2", "1s", "AT", &t(DAY0 + 1000)]);
     assert_eq!(r, [1, 2, 1, 0, 1000]);
     assert_eq!(stored_state(&mut c, "x")[0].1, "period");
+    s.assert_alive();
+}
+
+/// redis-cell drop-in: a burst whose reset takes more than a century is accepted, and the key
+/// expires exactly at its theoretical arrival time.
+#[test]
+fn throttle_accepts_what_redis_cell_accepts() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let at = 4_000_000_000_000i64;
+    let reply = line(&mut c, &format!("CL.THROTTLE k 1000000 1 3600 1000001 AT {at}"));
+    assert_eq!(reply, [0, 1_000_001, 0, -1, 3_600_003_600]);
+    assert_eq!(pexpiretime(&mut c, "k"), at + 1_000_001 * 3_600_000);
     s.assert_alive();
 }

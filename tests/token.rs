@@ -400,6 +400,11 @@ fn command_metadata() {
     for expected in ["capacity", "\"COST\"", "\"STEP\"", "\"DRYRUN\"", "unix-time", "optional"] {
         assert!(docs.contains(expected), "{expected} missing in {docs}");
     }
+    // Every argument says what it is.
+    for summary in ["most permits held at once", "permits this request takes", "locks the key out"]
+    {
+        assert!(docs.contains(summary), "{summary} missing in {docs}");
+    }
     let docs = format!("{:?}", run(&mut c, &["COMMAND", "DOCS", "rl.leaky"]).unwrap());
     assert!(
         docs.contains("oneof") && docs.contains("\"NODELAY\"") && docs.contains("\"DELAY\""),

@@ -69,7 +69,7 @@
 //!    permits; a negative `max_burst` or a zero `count`/`period` gives nonsense or an error)
 //!    and overflows `i64` ns for long periods (`T·(max_burst+1)` beyond ~292 years wraps). We
 //!    accept `max_burst` 0 … 10^12, `count` 1 … 10^12, `period` 1 … 315360000 s,
-//!    `quantity` 0 … 10^12, and refuse a tolerance `τ` above 100 years.
+//!    `quantity` 0 … 10^12, and refuse only a tolerance `τ` no Redis expiry can hold.
 //! 4. **Parameter changes** that would free permits (larger `max_burst`, slower rate) move
 //!    the TAT later instead of keeping it (above). Changes that tighten the limit behave as in
 //!    redis-cell.
@@ -81,9 +81,7 @@
 //! 7. **Errors** (non-UTF-8 arguments panic redis-cell; we reply with an `ERR`), replication
 //!    (rewritten with `AT`, not verbatim) and `DRYRUN`/`AT` are handled by the command shell.
 
-use super::args::{
-    parse_count, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT, MAX_RESET_MS,
-};
+use super::args::{parse_count, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT};
 use super::arith::{add_ms, ceil_div, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
@@ -91,6 +89,9 @@ use super::state::{info_int, live, CorruptState, Refunded, Stored};
 
 /// Longest `period` `CL.THROTTLE` accepts: 10 years of 365 days, in seconds.
 pub const MAX_PERIOD_S: u64 = 3650 * 86_400;
+/// Longest full reset `τ` of a `CL.THROTTLE` limiter: an absolute expiry `now + τ` must fit a
+/// Redis expiry (`i64` unix ms) from the latest instant `AT` accepts.
+pub const MAX_THROTTLE_RESET_MS: u128 = (i64::MAX - MAX_AT_MS) as u128;
 
 /// The parameters of one `CL.THROTTLE` call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,7 +122,9 @@ pub struct GcraState {
 impl GcraParams {
     /// Validates a parameter set: `max_burst` 0 … 10^12, `count` 1 … 10^12, `period` 1 s …
     /// 10 years, and a delay variation tolerance `τ = (max_burst + 1) × period / count` (the
-    /// time a full burst takes to come back) of at most 100 years.
+    /// time a full burst takes to come back) that a Redis expiry can hold from any instant
+    /// `AT` accepts ([`MAX_THROTTLE_RESET_MS`]): every call redis-cell accepts whose key can
+    /// expire at all. (The `RL.*` commands keep their 100-year bound.)
     pub fn new(max_burst: u64, count: u64, period_s: u64) -> Result<Self, ArgError> {
         let in_range = max_burst <= MAX_COUNT
             && (1..=MAX_COUNT).contains(&count)
@@ -130,8 +133,12 @@ impl GcraParams {
             return Err(ArgError::Invalid("throttle parameters out of range".into()));
         }
         let params = GcraParams { max_burst, count, period_s };
-        if ceil_div(params.tolerance(), u128::from(count)) > MAX_RESET_MS {
-            return Err(ArgError::ResetTooLong { formula: "(max_burst + 1) × period / count" });
+        if ceil_div(params.tolerance(), u128::from(count)) > MAX_THROTTLE_RESET_MS {
+            return Err(ArgError::Invalid(
+                "parameters give a full reset time ((max_burst + 1) × period / count) beyond \
+                 any Redis expiry"
+                    .into(),
+            ));
         }
         Ok(params)
     }

@@ -250,12 +250,16 @@ fn loosening_never_grants_permits_at_once() {
 
 #[test]
 fn extreme_parameters() {
-    // 1 per 10 years with a burst of 9: τ = exactly 100 years, accepted; one more is refused.
+    // 1 per 10 years with a burst of 9: τ = 100 years. Longer ones are accepted as long as a
+    // Redis expiry can hold them (redis-cell accepts them), up to MAX_THROTTLE_RESET_MS.
     let p = params(9, 1, MAX_PERIOD_S);
-    assert_eq!(
-        GcraParams::new(10, 1, MAX_PERIOD_S),
-        Err(ArgError::ResetTooLong { formula: "(max_burst + 1) × period / count" })
-    );
+    assert!(GcraParams::new(10, 1, MAX_PERIOD_S).is_ok());
+    let beyond = Err(ArgError::Invalid(
+        "parameters give a full reset time ((max_burst + 1) × period / count) beyond any Redis \
+         expiry"
+            .into(),
+    ));
+    assert_eq!(GcraParams::new(MAX_COUNT, 1, MAX_PERIOD_S), beyond);
     let mut h = Sim::new();
     let now = MAX_AT_MS;
     for i in 1..=10u64 {
@@ -286,7 +290,8 @@ fn extreme_parameters() {
     assert!(e.decision.allowed);
     e.next.unwrap().validate().unwrap();
 
-    assert!(GcraParams::new(MAX_COUNT, 1, 1).is_err());
+    // A burst of 10^12 per second: τ ≈ 31 700 years, an expiry Redis holds.
+    assert!(GcraParams::new(MAX_COUNT, 1, 1).is_ok());
     assert!(GcraParams::new(0, 0, 1).is_err());
     assert!(GcraParams::new(0, 1, 0).is_err());
     assert!(GcraParams::new(0, 1, MAX_PERIOD_S + 1).is_err());
@@ -368,7 +373,7 @@ fn parses_throttle_arguments() {
     ));
     assert!(matches!(parse(&["0", "1", "1", "1", "2"]), Err(ArgError::UnknownOption(_))));
     assert!(matches!(parse(&["0", "1", "1", "COST", "2"]), Err(ArgError::UnknownOption(_))));
-    assert!(matches!(parse(&["10", "1", "315360000"]), Err(ArgError::ResetTooLong { .. })));
+    assert!(parse(&["10", "1", "315360000"]).is_ok(), "110 years: redis-cell accepts it");
     let invalid: [&[u8]; 4] = [b"\xff\xfe", b"1", b"1", b"\xc3"];
     assert!(matches!(
         parse_throttle_args(&invalid),
@@ -716,7 +721,7 @@ proptest! {
             let now2 = h.state.map_or(now, |s| if live(Some(&s), now).is_some() { now.max(s.updated_ms) } else { now });
             prop_assert!(d.remaining <= d.limit);
             prop_assert!(d.reset_after_ms >= 0);
-            prop_assert!(d.reset_after_ms as u128 <= MAX_RESET_MS);
+            prop_assert!(d.reset_after_ms as u128 <= MAX_THROTTLE_RESET_MS);
             let _ = throttle_reply(&d);
             // Exactness holds on the stored parameters' own timeline (a parameter change is
             // converted again at each later instant).
@@ -773,5 +778,25 @@ impl CellModel {
         // Whole seconds truncated, plus one if a whole-ms part of a second remains.
         let secs = |ms: i64| ms / 1000 + i64::from(ms % 1000 > 0);
         [i64::from(limited), self.limit, remaining, secs(retry), secs(ttl)]
+    }
+}
+
+/// redis-cell drop-in: `CL.THROTTLE k 1000000 1 3600` (a burst of a million, one per hour:
+/// τ ≈ 114 years) is accepted, stored exactly (in the wide form where instants outgrow the
+/// compact one) and expires where a Redis expiry can hold it, even from the latest `AT`.
+#[test]
+fn bursts_longer_than_a_century_are_accepted_like_redis_cell() {
+    let p = params(1_000_000, 1, 3600);
+    let tau_ms = 1_000_001i64 * 3_600_000;
+    for now in [T0, MAX_AT_MS] {
+        let e = evaluate(None, &p, now, 1_000_001);
+        assert!(e.decision.allowed);
+        let state = e.next.unwrap();
+        state.validate().unwrap();
+        assert_eq!(state.reset_at_ms(), now + tau_ms);
+        let limiter = crate::limiter::Limiter::Gcra(state);
+        let packed = crate::packed::PackedLimiter::new(limiter.clone());
+        assert_eq!(packed.view(crate::limiter::Limiter::clone), limiter);
+        assert_eq!(crate::codec::decode(&crate::codec::encode(&limiter)), Ok(limiter));
     }
 }

@@ -14,7 +14,6 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 use super::api::{api, bytes, Api};
 use super::config::slide_log_max;
 use super::key::{Contents, Key, Mode};
-use super::registry::CommandSpec;
 use super::reply::{self, FieldValue};
 use super::stats::{self, Outcome, Tally};
 use ratelimit_core::args::MAX_AT_MS;
@@ -384,7 +383,7 @@ fn restore(call: &Call) -> Result<Outcome, CommandError> {
 
 macro_rules! command {
     ($fn_name:ident, $name:literal, $tally:expr, $handler:ident) => {
-        extern "C" fn $fn_name(
+        pub(super) extern "C" fn $fn_name(
             ctx: *mut RedisModuleCtx,
             argv: *mut *mut RedisModuleString,
             argc: c_int,
@@ -394,7 +393,7 @@ macro_rules! command {
     };
 }
 
-extern "C" fn rl_all(
+pub(super) extern "C" fn rl_all(
     ctx: *mut RedisModuleCtx,
     argv: *mut *mut RedisModuleString,
     argc: c_int,
@@ -417,208 +416,3 @@ command!(rl_refund, c"rl.refund", Tally::Refund, refund);
 command!(rl_peek, c"rl.peek", Tally::Peek, peek);
 command!(rl_info, c"rl.info", Tally::Info, info);
 command!(rl_restore, c"rl.restore", Tally::Restore, restore);
-
-use super::registry::{ArgKind, ArgSpec, KeyLayout};
-
-const KEY: ArgSpec = ArgSpec::new(c"key", ArgKind::Key);
-const COST: ArgSpec = ArgSpec::option(c"COST", c"n", ArgKind::Integer);
-const DRYRUN: ArgSpec = ArgSpec::option(c"DRYRUN", c"dryrun", ArgKind::PureToken);
-const AT: ArgSpec = ArgSpec::option(c"AT", c"unix-ms", ArgKind::UnixTime);
-const LEAK_MODE: &[ArgSpec] = &[
-    ArgSpec::keyword(c"NODELAY", c"nodelay", ArgKind::PureToken),
-    ArgSpec::keyword(c"DELAY", c"d", ArgKind::Integer),
-];
-const ALIGN_OFFSET: &[ArgSpec] = &[ArgSpec::new(c"utc-offset", ArgKind::String).optional()];
-
-const TOKEN_ARGS: &[ArgSpec] = &[
-    KEY,
-    ArgSpec::new(c"capacity", ArgKind::Integer),
-    ArgSpec::new(c"rate", ArgKind::Integer),
-    ArgSpec::new(c"period", ArgKind::String),
-    COST,
-    ArgSpec::option(c"STEP", c"step", ArgKind::PureToken),
-    DRYRUN,
-    AT,
-];
-const PERIOD_ARGS: &[ArgSpec] = &[
-    KEY,
-    ArgSpec::new(c"limit", ArgKind::Integer),
-    ArgSpec::new(c"period", ArgKind::String),
-    COST,
-    ArgSpec::option(c"ALIGN", c"align", ArgKind::Block(ALIGN_OFFSET)),
-    DRYRUN,
-    AT,
-];
-const SLIDE_ARGS: &[ArgSpec] = &[
-    KEY,
-    ArgSpec::new(c"limit", ArgKind::Integer),
-    ArgSpec::new(c"window", ArgKind::String),
-    COST,
-    ArgSpec::option(c"BUCKETS", c"b", ArgKind::Integer),
-    DRYRUN,
-    AT,
-];
-const LEAKY_ARGS: &[ArgSpec] = &[
-    KEY,
-    ArgSpec::new(c"capacity", ArgKind::Integer),
-    ArgSpec::new(c"rate", ArgKind::Integer),
-    ArgSpec::new(c"period", ArgKind::String),
-    COST,
-    ArgSpec::new(c"mode", ArgKind::OneOf(LEAK_MODE)).optional(),
-    DRYRUN,
-    AT,
-];
-const THROTTLE_ARGS: &[ArgSpec] = &[
-    KEY,
-    ArgSpec::new(c"max_burst", ArgKind::Integer),
-    ArgSpec::new(c"count", ArgKind::Integer),
-    ArgSpec::new(c"period", ArgKind::Integer),
-    ArgSpec::new(c"quantity", ArgKind::Integer).optional(),
-    DRYRUN,
-    AT,
-];
-const CAPACITY: ArgSpec = ArgSpec::new(c"capacity", ArgKind::Integer);
-const RATE: ArgSpec = ArgSpec::new(c"rate", ArgKind::Integer);
-const PERIOD: ArgSpec = ArgSpec::new(c"period", ArgKind::String);
-const LIMIT: ArgSpec = ArgSpec::new(c"limit", ArgKind::Integer);
-const STEP: ArgSpec = ArgSpec::option(c"STEP", c"step", ArgKind::PureToken);
-const ALIGN: ArgSpec = ArgSpec::option(c"ALIGN", c"align", ArgKind::Block(ALIGN_OFFSET));
-const BUCKETS: ArgSpec = ArgSpec::option(c"BUCKETS", c"b", ArgKind::Integer);
-const MODE: ArgSpec = ArgSpec::new(c"mode", ArgKind::OneOf(LEAK_MODE)).optional();
-const ALL_LIMITS: &[ArgSpec] = &[
-    ArgSpec::keyword(c"TOKEN", c"token", ArgKind::Block(&[CAPACITY, RATE, PERIOD, STEP, COST])),
-    ArgSpec::keyword(c"PERIOD", c"fixed-window", ArgKind::Block(&[LIMIT, PERIOD, ALIGN, COST])),
-    ArgSpec::keyword(
-        c"SLIDE",
-        c"sliding-window",
-        ArgKind::Block(&[LIMIT, ArgSpec::new(c"window", ArgKind::String), BUCKETS, COST]),
-    ),
-    ArgSpec::keyword(c"LEAKY", c"leaky", ArgKind::Block(&[CAPACITY, RATE, PERIOD, MODE, COST])),
-];
-const ALL_ARGS: &[ArgSpec] = &[
-    ArgSpec::new(c"numkeys", ArgKind::Integer),
-    KEY.multiple(),
-    ArgSpec::new(c"limit", ArgKind::OneOf(ALL_LIMITS)).multiple(),
-    DRYRUN,
-    AT,
-];
-const REFUND_ARGS: &[ArgSpec] = &[KEY, ArgSpec::new(c"count", ArgKind::Integer), AT];
-const KEY_ONLY: &[ArgSpec] = &[KEY];
-const RESTORE_ARGS: &[ArgSpec] = &[KEY, ArgSpec::new(c"payload", ArgKind::String)];
-
-const LIMITING: &CStr = c"write deny-oom fast";
-const READING: &CStr = c"readonly fast";
-
-/// Every command the module registers.
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec {
-        name: c"rl.token",
-        handler: rl_token,
-        flags: LIMITING,
-        arity: -5,
-        read_only: false,
-        keys: KeyLayout::One,
-        summary: c"Token bucket: admits a request if the bucket holds COST tokens, refilled RATE per PERIOD",
-        complexity: c"O(1)",
-        args: TOKEN_ARGS,
-    },
-    CommandSpec {
-        name: c"rl.period",
-        handler: rl_period,
-        flags: LIMITING,
-        arity: -4,
-        read_only: false,
-        keys: KeyLayout::One,
-        summary: c"Fixed window: at most LIMIT per PERIOD, optionally aligned to calendar boundaries",
-        complexity: c"O(1)",
-        args: PERIOD_ARGS,
-    },
-    CommandSpec {
-        name: c"rl.slide",
-        handler: rl_slide,
-        flags: LIMITING,
-        arity: -4,
-        read_only: false,
-        keys: KeyLayout::One,
-        summary: c"Sliding window: at most LIMIT in any WINDOW, as an exact log or BUCKETS counters",
-        complexity: c"O(1) amortized (O(b) with BUCKETS b)",
-        args: SLIDE_ARGS,
-    },
-    CommandSpec {
-        name: c"rl.leaky",
-        handler: rl_leaky,
-        flags: LIMITING,
-        arity: -5,
-        read_only: false,
-        keys: KeyLayout::One,
-        summary: c"Leaky bucket: a queue that drains RATE per PERIOD (delay mode) or a meter (NODELAY)",
-        complexity: c"O(1)",
-        args: LEAKY_ARGS,
-    },
-    CommandSpec {
-        name: c"cl.throttle",
-        handler: cl_throttle,
-        flags: LIMITING,
-        arity: -5,
-        read_only: false,
-        keys: KeyLayout::One,
-        summary: c"GCRA, redis-cell compatible: COUNT per PERIOD seconds with burst MAX_BURST",
-        complexity: c"O(1)",
-        args: THROTTLE_ARGS,
-    },
-    CommandSpec {
-        name: c"rl.all",
-        handler: rl_all,
-        flags: c"write deny-oom fast getkeys-api",
-        arity: -5,
-        read_only: false,
-        keys: KeyLayout::Counted,
-        summary: c"Several limits, all or nothing: admits a request only if every key's limit admits it, then updates them all",
-        complexity: c"O(N) in the number of keys",
-        args: ALL_ARGS,
-    },
-    CommandSpec {
-        name: c"rl.refund",
-        handler: rl_refund,
-        flags: c"write fast",
-        arity: -3,
-        read_only: false,
-        keys: KeyLayout::One,
-        summary: c"Give COUNT permits back to a limiter (reserve-then-settle), never beyond a fresh limiter",
-        complexity: c"O(1) (O(n) in the entries given back of an exact sliding log)",
-        args: REFUND_ARGS,
-    },
-    CommandSpec {
-        name: c"rl.peek",
-        handler: rl_peek,
-        flags: READING,
-        arity: 2,
-        read_only: true,
-        keys: KeyLayout::One,
-        summary: c"Reply a DRYRUN COST 1 request with the stored parameters would get, without changing anything",
-        complexity: c"O(1) (O(log n) for an exact sliding log)",
-        args: KEY_ONLY,
-    },
-    CommandSpec {
-        name: c"rl.info",
-        handler: rl_info,
-        flags: READING,
-        arity: 2,
-        read_only: true,
-        keys: KeyLayout::One,
-        summary: c"Stored parameters and state of a limiter",
-        complexity: c"O(1)",
-        args: KEY_ONLY,
-    },
-    CommandSpec {
-        name: c"rl.restore",
-        handler: rl_restore,
-        flags: c"write deny-oom",
-        arity: 3,
-        read_only: false,
-        keys: KeyLayout::One,
-        summary: c"Internal: set a limiter from its encoded state (emitted by the AOF rewrite)",
-        complexity: c"O(n) in the payload size",
-        args: RESTORE_ARGS,
-    },
-];

@@ -8,6 +8,7 @@ pub mod datatype;
 pub mod key;
 pub mod registry;
 pub mod reply;
+pub mod specs;
 pub mod stats;
 
 use redis_module::{raw, Context, RedisString, Status};
@@ -32,7 +33,7 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
     unsafe { (api.set_module_options)(ctx.ctx, options as i32) };
     let acl_category = registry::add_acl_category(ctx.ctx);
-    for spec in commands::COMMANDS {
+    for spec in specs::COMMANDS {
         if let Err(e) = registry::register(ctx.ctx, spec, acl_category) {
             ctx.log_warning(&format!("ratelimit: {e}"));
             return Status::Err;

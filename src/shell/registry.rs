@@ -23,6 +23,8 @@ pub struct ArgSpec {
     pub optional: bool,
     /// May be repeated (`key [key ...]`).
     pub multiple: bool,
+    /// One line for `COMMAND DOCS`.
+    pub summary: Option<&'static CStr>,
 }
 
 /// What an argument is.
@@ -41,21 +43,24 @@ pub enum ArgKind {
 
 impl ArgSpec {
     pub const fn new(name: &'static CStr, kind: ArgKind) -> ArgSpec {
-        ArgSpec { name, kind, token: None, optional: false, multiple: false }
+        ArgSpec { name, kind, token: None, optional: false, multiple: false, summary: None }
     }
     /// An optional argument introduced by `token`.
     pub const fn option(token: &'static CStr, name: &'static CStr, kind: ArgKind) -> ArgSpec {
-        ArgSpec { name, kind, token: Some(token), optional: true, multiple: false }
+        ArgSpec { name, kind, token: Some(token), optional: true, multiple: false, summary: None }
     }
     /// A required argument introduced by `token` (an alternative inside a one-of).
     pub const fn keyword(token: &'static CStr, name: &'static CStr, kind: ArgKind) -> ArgSpec {
-        ArgSpec { name, kind, token: Some(token), optional: false, multiple: false }
+        ArgSpec { name, kind, token: Some(token), optional: false, multiple: false, summary: None }
     }
     pub const fn optional(self) -> ArgSpec {
         ArgSpec { optional: true, ..self }
     }
     pub const fn multiple(self) -> ArgSpec {
         ArgSpec { multiple: true, ..self }
+    }
+    pub const fn doc(self, summary: &'static CStr) -> ArgSpec {
+        ArgSpec { summary: Some(summary), ..self }
     }
 }
 
@@ -94,7 +99,7 @@ fn raw_args(
                 type_,
                 key_spec_index: if matches!(a.kind, ArgKind::Key) { 0 } else { -1 },
                 token: a.token.map_or(ptr::null(), CStr::as_ptr),
-                summary: ptr::null(),
+                summary: a.summary.map_or(ptr::null(), CStr::as_ptr),
                 since: ptr::null(),
                 flags: {
                     let optional = if a.optional { raw::REDISMODULE_CMD_ARG_OPTIONAL } else { 0 };

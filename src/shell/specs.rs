@@ -1,0 +1,208 @@
+//! What `COMMAND INFO` and `COMMAND DOCS` say about every command: flags, arity, key layout,
+//! summary, complexity and every argument with its own summary — static data, registered once
+//! at load (`registry.rs`), nothing allocated.
+
+use std::ffi::CStr;
+
+use super::commands::{
+    cl_throttle, rl_all, rl_info, rl_leaky, rl_peek, rl_period, rl_refund, rl_restore, rl_slide,
+    rl_token,
+};
+use super::registry::{ArgKind, ArgSpec, CommandSpec, KeyLayout};
+
+const KEY: ArgSpec = ArgSpec::new(c"key", ArgKind::Key).doc(c"the limiter's key");
+const COST: ArgSpec = ArgSpec::option(c"COST", c"n", ArgKind::Integer)
+    .doc(c"permits this request takes, 0 to 10^12 (default 1; 0 peeks)");
+const DRYRUN: ArgSpec = ArgSpec::option(c"DRYRUN", c"dryrun", ArgKind::PureToken)
+    .doc(c"evaluate and reply exactly as if made, change nothing");
+const AT: ArgSpec = ArgSpec::option(c"AT", c"unix-ms", ArgKind::UnixTime)
+    .doc(c"evaluate at this unix time in ms instead of the server clock");
+const BAN: ArgSpec = ArgSpec::option(c"BAN", c"duration", ArgKind::String)
+    .doc(c"a refusal by the algorithm locks the key out for this long (1ms to 10 years)");
+const CAPACITY: ArgSpec =
+    ArgSpec::new(c"capacity", ArgKind::Integer).doc(c"most permits held at once, 1 to 10^12");
+const RATE: ArgSpec =
+    ArgSpec::new(c"rate", ArgKind::Integer).doc(c"permits gained (or drained) per period");
+const PERIOD: ArgSpec = ArgSpec::new(c"period", ArgKind::String)
+    .doc(c"a duration: integer with optional unit ms, s, m, h, d (1ms to 10 years)");
+const LIMIT: ArgSpec =
+    ArgSpec::new(c"limit", ArgKind::Integer).doc(c"most permits per window, 1 to 10^12");
+const WINDOW: ArgSpec =
+    ArgSpec::new(c"window", ArgKind::String).doc(c"the sliding window's length, a duration");
+const STEP: ArgSpec = ArgSpec::option(c"STEP", c"step", ArgKind::PureToken)
+    .doc(c"RATE tokens arrive at once at each period boundary instead of continuously");
+const ALIGN_OFFSET: &[ArgSpec] = &[ArgSpec::new(c"utc-offset", ArgKind::String)
+    .optional()
+    .doc(c"UTC offset of the calendar, e.g. 8h or -5h (default 0)")];
+const ALIGN: ArgSpec = ArgSpec::option(c"ALIGN", c"align", ArgKind::Block(ALIGN_OFFSET))
+    .doc(c"windows start on calendar boundaries of the period");
+const BUCKETS: ArgSpec = ArgSpec::option(c"BUCKETS", c"b", ArgKind::Integer)
+    .doc(c"approximate with b sub-window counters (1 to 1000) instead of an exact log");
+const LEAK_MODE: &[ArgSpec] = &[
+    ArgSpec::keyword(c"NODELAY", c"nodelay", ArgKind::PureToken)
+        .doc(c"a meter: admitted requests proceed at once"),
+    ArgSpec::keyword(c"DELAY", c"d", ArgKind::Integer)
+        .doc(c"tolerate d units of water ahead without delay (0 to capacity)"),
+];
+const MODE: ArgSpec = ArgSpec::new(c"mode", ArgKind::OneOf(LEAK_MODE))
+    .optional()
+    .doc(c"delay mode by default: each admitted request is told how long to wait");
+
+const TOKEN_ARGS: &[ArgSpec] = &[KEY, CAPACITY, RATE, PERIOD, COST, STEP, BAN, DRYRUN, AT];
+const PERIOD_ARGS: &[ArgSpec] = &[KEY, LIMIT, PERIOD, COST, ALIGN, BAN, DRYRUN, AT];
+const SLIDE_ARGS: &[ArgSpec] = &[KEY, LIMIT, WINDOW, COST, BUCKETS, BAN, DRYRUN, AT];
+const LEAKY_ARGS: &[ArgSpec] = &[KEY, CAPACITY, RATE, PERIOD, COST, MODE, BAN, DRYRUN, AT];
+const THROTTLE_ARGS: &[ArgSpec] = &[
+    KEY,
+    ArgSpec::new(c"max_burst", ArgKind::Integer).doc(c"burst tolerance: max_burst + 1 at once"),
+    ArgSpec::new(c"count", ArgKind::Integer).doc(c"requests per period"),
+    ArgSpec::new(c"period", ArgKind::Integer).doc(c"the period in whole seconds"),
+    ArgSpec::new(c"quantity", ArgKind::Integer)
+        .optional()
+        .doc(c"requests this call takes (default 1; 0 peeks)"),
+    DRYRUN,
+    AT,
+];
+const ALL_LIMITS: &[ArgSpec] = &[
+    ArgSpec::keyword(c"TOKEN", c"token", ArgKind::Block(&[CAPACITY, RATE, PERIOD, STEP, COST]))
+        .doc(c"a token bucket, as RL.TOKEN"),
+    ArgSpec::keyword(c"PERIOD", c"fixed-window", ArgKind::Block(&[LIMIT, PERIOD, ALIGN, COST]))
+        .doc(c"a fixed window, as RL.PERIOD"),
+    ArgSpec::keyword(c"SLIDE", c"sliding-window", ArgKind::Block(&[LIMIT, WINDOW, BUCKETS, COST]))
+        .doc(c"a sliding window, as RL.SLIDE"),
+    ArgSpec::keyword(c"LEAKY", c"leaky", ArgKind::Block(&[CAPACITY, RATE, PERIOD, MODE, COST]))
+        .doc(c"a leaky bucket, as RL.LEAKY"),
+];
+const ALL_ARGS: &[ArgSpec] = &[
+    ArgSpec::new(c"numkeys", ArgKind::Integer).doc(c"how many keys follow, 1 to 16"),
+    KEY.multiple(),
+    ArgSpec::new(c"limit", ArgKind::OneOf(ALL_LIMITS))
+        .multiple()
+        .doc(c"one limit per key, in the keys' order"),
+    DRYRUN,
+    AT,
+];
+const REFUND_ARGS: &[ArgSpec] =
+    &[KEY, ArgSpec::new(c"count", ArgKind::Integer).doc(c"permits to give back, 1 to 10^12"), AT];
+const KEY_ONLY: &[ArgSpec] = &[KEY];
+const RESTORE_ARGS: &[ArgSpec] = &[
+    KEY,
+    ArgSpec::new(c"payload", ArgKind::String).doc(c"an encoded limiter, as the AOF rewrite emits"),
+];
+
+const LIMITING: &CStr = c"write deny-oom fast";
+const READING: &CStr = c"readonly fast";
+
+/// Every command the module registers.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: c"rl.token",
+        handler: rl_token,
+        flags: LIMITING,
+        arity: -5,
+        read_only: false,
+        keys: KeyLayout::One,
+        summary: c"Token bucket: admits a request if the bucket holds COST tokens, refilled RATE per PERIOD",
+        complexity: c"O(1)",
+        args: TOKEN_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.period",
+        handler: rl_period,
+        flags: LIMITING,
+        arity: -4,
+        read_only: false,
+        keys: KeyLayout::One,
+        summary: c"Fixed window: at most LIMIT per PERIOD, optionally aligned to calendar boundaries",
+        complexity: c"O(1)",
+        args: PERIOD_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.slide",
+        handler: rl_slide,
+        flags: LIMITING,
+        arity: -4,
+        read_only: false,
+        keys: KeyLayout::One,
+        summary: c"Sliding window: at most LIMIT in any WINDOW, as an exact log or BUCKETS counters",
+        complexity: c"O(1) amortized (O(b) with BUCKETS b)",
+        args: SLIDE_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.leaky",
+        handler: rl_leaky,
+        flags: LIMITING,
+        arity: -5,
+        read_only: false,
+        keys: KeyLayout::One,
+        summary: c"Leaky bucket: a queue that drains RATE per PERIOD (delay mode) or a meter (NODELAY)",
+        complexity: c"O(1)",
+        args: LEAKY_ARGS,
+    },
+    CommandSpec {
+        name: c"cl.throttle",
+        handler: cl_throttle,
+        flags: LIMITING,
+        arity: -5,
+        read_only: false,
+        keys: KeyLayout::One,
+        summary: c"GCRA, redis-cell compatible: COUNT per PERIOD seconds with burst MAX_BURST",
+        complexity: c"O(1)",
+        args: THROTTLE_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.all",
+        handler: rl_all,
+        flags: c"write deny-oom fast getkeys-api",
+        arity: -5,
+        read_only: false,
+        keys: KeyLayout::Counted,
+        summary: c"Several limits, all or nothing: admits a request only if every key's limit admits it, then updates them all",
+        complexity: c"O(N) in the number of keys",
+        args: ALL_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.refund",
+        handler: rl_refund,
+        flags: c"write fast",
+        arity: -3,
+        read_only: false,
+        keys: KeyLayout::One,
+        summary: c"Give COUNT permits back to a limiter (reserve-then-settle), never beyond a fresh limiter",
+        complexity: c"O(1) (O(n) in the entries given back of an exact sliding log)",
+        args: REFUND_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.peek",
+        handler: rl_peek,
+        flags: READING,
+        arity: 2,
+        read_only: true,
+        keys: KeyLayout::One,
+        summary: c"Reply a DRYRUN COST 1 request with the stored parameters would get, without changing anything",
+        complexity: c"O(1) (O(log n) for an exact sliding log)",
+        args: KEY_ONLY,
+    },
+    CommandSpec {
+        name: c"rl.info",
+        handler: rl_info,
+        flags: READING,
+        arity: 2,
+        read_only: true,
+        keys: KeyLayout::One,
+        summary: c"Stored parameters and state of a limiter",
+        complexity: c"O(1)",
+        args: KEY_ONLY,
+    },
+    CommandSpec {
+        name: c"rl.restore",
+        handler: rl_restore,
+        flags: c"write deny-oom",
+        arity: 3,
+        read_only: false,
+        keys: KeyLayout::One,
+        summary: c"Internal: set a limiter from its encoded state (emitted by the AOF rewrite)",
+        complexity: c"O(n) in the payload size",
+        args: RESTORE_ARGS,
+    },
+];
