@@ -90,20 +90,29 @@ for name in $SERVERS; do
 done
 
 echo
-echo "Compatibility matrix (tests passed / tests run, per integration test file)"
-printf '%-14s' "test file"
-for name in $SERVERS; do printf ' | %-16s' "$name"; done
+echo "Compatibility matrix: tests passed / tests run, per integration test file"
 echo
-printf '%-14s' "--------------"
-for name in $SERVERS; do printf ' | %-16s' "----------------"; done
-echo
+row() { local first=$1; shift; printf '| %-12s' "$first"; for c in "$@"; do printf ' | %-14s' "$c"; done; echo ' |'; }
+# shellcheck disable=SC2086
+row "test file" $SERVERS
+dashes=(); for _ in $SERVERS; do dashes+=("--------------"); done
+row "------------" "${dashes[@]}"
 for t in $TESTS; do
-  printf '%-14s' "$t"
-  for name in $SERVERS; do printf ' | %-16s' "${RESULT[$name,$t]}"; done
-  echo
+  cells=(); for name in $SERVERS; do cells+=("${RESULT[$name,$t]}"); done
+  row "$t" "${cells[@]}"
 done
-printf '%-14s' "time"
-for name in $SERVERS; do printf ' | %-16s' "${ELAPSED[$name]:-?} s"; done
+cells=()
+for name in $SERVERS; do
+  n=0; total=0
+  for t in $TESTS; do
+    total=$((total + 1))
+    case ${RESULT[$name,$t]} in *FAIL*|"no server") ;; *) n=$((n + 1)) ;; esac
+  done
+  cells+=("**$n/$total files**")
+done
+row "all" "${cells[@]}"
+cells=(); for name in $SERVERS; do cells+=("${ELAPSED[$name]:-?} s"); done
+row "test time" "${cells[@]}"
 echo
 for name in $SERVERS; do echo "$name: ${VERSION[$name]:-not built}"; done
 [ $status -eq 0 ] && echo "make compat: all passed" || echo "make compat: FAILURES (see above)"
