@@ -92,10 +92,10 @@ done
 echo
 echo "Compatibility matrix: tests passed / tests run, per integration test file"
 echo
-row() { local first=$1; shift; printf '| %-12s' "$first"; for c in "$@"; do printf ' | %-14s' "$c"; done; echo ' |'; }
+row() { local first=$1; shift; printf '| %-12s' "$first"; for c in "$@"; do printf ' | %-16s' "$c"; done; echo ' |'; }
 # shellcheck disable=SC2086
 row "test file" $SERVERS
-dashes=(); for _ in $SERVERS; do dashes+=("--------------"); done
+dashes=(); for _ in $SERVERS; do dashes+=("----------------"); done
 row "------------" "${dashes[@]}"
 for t in $TESTS; do
   cells=(); for name in $SERVERS; do cells+=("${RESULT[$name,$t]}"); done
