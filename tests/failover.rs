@@ -9,7 +9,8 @@
 //! to its replica are lost with it, and the promoted replica admits those permits again. The
 //! excess (admissions the clients saw minus the limit) is printed, not asserted: it depends on
 //! timing. With `WAIT 1 <ms>` after each admitted call, a client acts only when `WAIT` says the
-//! replica has the call; then the clients never act on more than the limit (asserted).
+//! replica has the call; then the clients never act on more than the limit (asserted). Run
+//! with `--nocapture` to see the numbers (README "Failover").
 
 mod common;
 use common::*;
@@ -29,22 +30,25 @@ fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
     }
 }
 
-/// A replica of `master` that is streaming: its link is up *and* it has acknowledged a write
-/// made after the sync. (Right after a full sync the master may hold the command stream back
-/// until the replica's next acknowledgement, up to a second later: a failover in that window
-/// loses every write since the sync. `WAIT` forces the acknowledgement.)
-fn replica_of(master: &Server) -> Server {
+/// A replica of `master`. `settled`: wait until it has acknowledged a write made after the
+/// sync, i.e. the command stream flows. (Right after a full sync the master may hold the stream
+/// back until the replica's next acknowledgement, up to a second later: a failover in that
+/// window loses every write since the sync. `WAIT` forces the acknowledgement.) Otherwise
+/// return as soon as the replica reports its link up.
+fn replica_of(master: &Server, settled: bool) -> Server {
     let port = master.port.to_string();
     let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
     let mut rc = replica.conn();
     wait_for("replication link", 30, || {
         info_field(&mut rc, "replication", "master_link_status") == "up"
     });
-    let mut mc = master.conn();
-    wait_for("the replica to acknowledge a write", 30, || {
-        let _: redis::RedisResult<()> = redis::cmd("SET").arg("probe").arg(1).query(&mut mc);
-        redis::cmd("WAIT").arg(1).arg(100).query::<i64>(&mut mc).unwrap_or(0) >= 1
-    });
+    if settled {
+        let mut mc = master.conn();
+        wait_for("the replica to acknowledge a write", 30, || {
+            let _: redis::RedisResult<()> = redis::cmd("SET").arg("probe").arg(1).query(&mut mc);
+            redis::cmd("WAIT").arg(1).arg(100).query::<i64>(&mut mc).unwrap_or(0) >= 1
+        });
+    }
     replica
 }
 
@@ -80,9 +84,9 @@ struct Outcome {
     replica_used: i64,
 }
 
-fn fail_over_once(algorithm: &'static str, wait: bool) -> Outcome {
+fn fail_over_once(algorithm: &'static str, wait: bool, settled: bool) -> Outcome {
     let master = Server::start();
-    let replica = replica_of(&master);
+    let replica = replica_of(&master, settled);
     let mut master = Some(master);
     // Clients use whatever socket is current: the master's, then the promoted replica's.
     let target: Arc<Mutex<PathBuf>> =
@@ -174,7 +178,7 @@ fn fail_over_once(algorithm: &'static str, wait: bool) -> Outcome {
     }
     promoted.store(true, Ordering::Relaxed);
     // A fresh replica for the promoted server (WAIT needs one to acknowledge).
-    let _new_replica = replica_of(&replica);
+    let _new_replica = replica_of(&replica, true);
     // Until the limiter refuses everyone for a while.
     wait_for("the limiter to be exhausted", 120, || {
         limited_after.load(Ordering::Relaxed) >= 20 * THREADS as i64
@@ -196,7 +200,7 @@ fn fail_over_once(algorithm: &'static str, wait: bool) -> Outcome {
 #[test]
 fn failover_without_wait_over_admits_what_was_in_flight() {
     for algorithm in ["RL.TOKEN", "RL.PERIOD", "CL.THROTTLE"] {
-        let o = fail_over_once(algorithm, false);
+        let o = fail_over_once(algorithm, false, true);
         println!(
             "failover {algorithm} (no WAIT): limit {LIMIT}, admitted seen {} (excess {:+}); \
              {} seen before the kill, {} on the promoted replica; {} failed calls",
@@ -215,7 +219,7 @@ fn failover_without_wait_over_admits_what_was_in_flight() {
 #[test]
 fn failover_with_wait_never_over_admits() {
     for algorithm in ["RL.TOKEN", "RL.PERIOD", "CL.THROTTLE"] {
-        let o = fail_over_once(algorithm, true);
+        let o = fail_over_once(algorithm, true, true);
         println!(
             "failover {algorithm} (WAIT 1 1000): limit {LIMIT}, acted on {} ({:+}), admitted \
              seen {} ({:+}); {} seen before the kill, {} on the promoted replica; {} failed calls",
@@ -229,5 +233,33 @@ fn failover_with_wait_never_over_admits() {
         );
         assert!(o.acted <= LIMIT, "{algorithm}: clients acted on {} > {LIMIT}", o.acted);
         assert!(o.acted > 0, "{algorithm}: no WAIT ever succeeded");
+    }
+}
+
+/// The same, with traffic starting as soon as the replica reports its link up after its full
+/// sync: without `WAIT` a failover then may lose everything since the sync (printed); with
+/// `WAIT 1` the clients still never act on more than the limit.
+#[test]
+fn failover_right_after_a_full_sync() {
+    for algorithm in ["RL.TOKEN", "RL.PERIOD", "CL.THROTTLE"] {
+        let o = fail_over_once(algorithm, false, false);
+        println!(
+            "failover just after sync {algorithm} (no WAIT): limit {LIMIT}, admitted seen {} \
+             (excess {:+}); {} seen before the kill, {} on the promoted replica",
+            o.seen,
+            o.seen - LIMIT,
+            o.before_kill,
+            o.replica_used
+        );
+        let o = fail_over_once(algorithm, true, false);
+        println!(
+            "failover just after sync {algorithm} (WAIT 1 1000): limit {LIMIT}, acted on {} \
+             ({:+}); {} seen before the kill, {} on the promoted replica",
+            o.acted,
+            o.acted - LIMIT,
+            o.before_kill,
+            o.replica_used
+        );
+        assert!(o.acted <= LIMIT, "{algorithm}: clients acted on {} > {LIMIT}", o.acted);
     }
 }
