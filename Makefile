@@ -3,6 +3,7 @@
 #   make test   formatting, lints, unit + property tests, integration tests on real servers, fuzz
 #   make fuzz   the coverage-guided libFuzzer targets (fuzz/), FUZZ_SECONDS seconds each
 #   make bench  the performance table (bench/RESULTS.md)
+#   make examples  what the client examples in examples/ need (make test runs them)
 #   make chart  docs/algorithms.png: every algorithm driven through the same bursty traffic
 #   make compat the integration suite against Redis 7.4.1 and Valkey 8.0.1 (README "Servers")
 
