@@ -3,6 +3,9 @@
 #   make test   formatting, lints, unit + property tests, integration tests on real servers, fuzz
 #   make fuzz   the coverage-guided libFuzzer targets (fuzz/), FUZZ_SECONDS seconds each
 #   make bench  the performance table (bench/RESULTS.md)
+#   make examples  what the client examples in examples/ need (make test runs them)
+#   make chart  docs/algorithms.png: every algorithm driven through the same bursty traffic
+#   make compat the integration suite against Redis 7.4.1 and Valkey 8.0.1 (README "Servers")
 
 SHELL      := /bin/bash
 CARGO      ?= cargo
@@ -10,8 +13,10 @@ SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 MODULE     := target/release/libredis_ratelimit.so
 APT_PKGS   := libclang-dev redis-server redis-tools
 FUZZ_SECONDS ?= 20
+PYENV      := target/pyenv
+PY         := $(PYENV)/bin/python3
 
-.PHONY: deps build run test lint unit integration fuzz bench clean
+.PHONY: deps examples build run test lint unit integration fuzz bench compat chart clean
 
 ## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)
 ## when missing.
@@ -30,6 +35,22 @@ deps:
 	  $(SUDO) pkill -x redis-server 2>/dev/null || true; \
 	fi
 
+## examples: what the client examples (examples/, run by tests/examples.rs) and docs/chart.py
+## need: redis-py in a venv under target/pyenv, node + npm (Debian's, when missing) and
+## ioredis in examples/node (package-lock.json), and the Rust example built.
+examples: deps
+	@command -v python3 >/dev/null 2>&1 && python3 -c 'import venv, ensurepip' 2>/dev/null || { \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  $(SUDO) apt-get install -y -qq --no-install-recommends python3 python3-venv; }
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	  $(SUDO) apt-get install -y -qq --no-install-recommends nodejs npm; }
+	@[ -x $(PY) ] || python3 -m venv $(PYENV)
+	@$(PY) -c 'import redis' 2>/dev/null || $(PY) -m pip install -q -r examples/python/requirements.txt
+	@[ -d examples/node/node_modules/ioredis ] || (cd examples/node && npm ci --no-audit --no-fund)
+	$(CARGO) build --quiet --locked --manifest-path examples/rust/Cargo.toml \
+	  --target-dir target/examples-rust
+
 ## build: the release module at target/release/libredis_ratelimit.so
 build: deps
 	$(CARGO) build --release
@@ -39,11 +60,12 @@ run: deps build
 	redis-server redis.conf
 
 ## test: everything CI checks
-test: deps lint unit integration fuzz
+test: deps examples lint unit integration fuzz
 
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
+	$(CARGO) fmt --check --manifest-path examples/rust/Cargo.toml
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## unit: the core crate's unit and property tests (and the shell's, if any)
@@ -51,7 +73,7 @@ unit:
 	$(CARGO) test --workspace --lib
 
 ## integration: the load test holds 1000 connections, so lift the soft open-files limit first.
-integration:
+integration: examples
 	ulimit -n 8192 2>/dev/null || ulimit -n "$$(ulimit -Hn)" 2>/dev/null || true; \
 	$(CARGO) test --test '*'
 
@@ -63,6 +85,18 @@ fuzz: deps
 
 bench: deps build
 	bash bench/run.sh
+
+## compat: build Redis 7.4.1 and Valkey 8.0.1 from ../shared/servers (cached under
+## target/servers/), run every integration test file against each, print the matrix.
+## Skips (exit 0) when ../shared/servers is absent.
+compat: deps examples
+	CARGO=$(CARGO) bash scripts/compat.sh
+
+## chart: drive every algorithm through the same bursty traffic on the release module and draw
+## docs/algorithms.png (matplotlib in target/pyenv)
+chart: examples build
+	@$(PY) -c 'import matplotlib' 2>/dev/null || $(PY) -m pip install -q -r docs/requirements.txt
+	$(PY) docs/chart.py --module $(MODULE) --out docs/algorithms.png
 
 clean:
 	$(CARGO) clean

@@ -27,10 +27,11 @@ fn cluster_node() -> Server {
 }
 
 fn redis_cli(args: &[&str]) -> String {
-    let out = Command::new("redis-cli").args(args).output().expect("run redis-cli");
+    let cli = cli_bin();
+    let out = Command::new(&cli).args(args).output().unwrap_or_else(|e| panic!("run {cli}: {e}"));
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "redis-cli {args:?} failed:\n{text}");
+    assert!(out.status.success(), "{cli} {args:?} failed:\n{text}");
     text
 }
 

@@ -124,7 +124,8 @@ fn replica_state_equals_master_without_at() {
 }
 
 /// The module handles I/O errors, so a replica may load the full sync diskless (straight from
-/// the socket); Redis would otherwise log "Skipping diskless-load" and use a temp file.
+/// the socket); the server would otherwise skip diskless load and write the payload to a file
+/// in its directory first (renamed to `dump.rdb` once loaded).
 #[test]
 fn full_sync_carries_existing_limiters() {
     let master = Server::start();
@@ -140,9 +141,16 @@ fn full_sync_carries_existing_limiters() {
         info_field(&mut rc, "replication", "master_link_status") == "up"
     });
     wait_in_sync(&master, &replica);
-    let log = replica.log();
-    assert!(!log.contains("Skipping diskless-load"), "{log}");
-    assert!(log.contains("streamed RDB from master with EOF to parser"), "{log}");
+    let rdb_files: Vec<_> = std::fs::read_dir(&replica.dir)
+        .expect("replica dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|name| name.ends_with(".rdb"))
+        .collect();
+    assert!(
+        rdb_files.is_empty(),
+        "loaded from disk, not diskless: {rdb_files:?}\n{}",
+        replica.log()
+    );
     for i in 0..50 {
         let key = format!("k{i}");
         assert_eq!(stored_state(&mut mc, &key), stored_state(&mut rc, &key));

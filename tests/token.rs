@@ -361,7 +361,8 @@ fn wrong_types_are_named_and_untouched() {
     let v: String = redis::cmd("GET").arg("str").query(&mut c).unwrap();
     assert_eq!(v, "v");
     assert_eq!(redis::cmd("TYPE").arg("str").query::<String>(&mut c).unwrap(), "string");
-    ints(&mut c, &["RL.TOKEN", "rl", "1", "1", "1"]);
+    // A minute-long period: the key must not expire before TYPE reads it on a loaded machine.
+    ints(&mut c, &["RL.TOKEN", "rl", "1", "1", "1m"]);
     assert_eq!(redis::cmd("TYPE").arg("rl").query::<String>(&mut c).unwrap(), "ratelimit");
     s.assert_alive();
 }

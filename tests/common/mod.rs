@@ -1,6 +1,7 @@
-//! Integration-test harness: every test starts its own `redis-server` with the module loaded,
-//! on a unix socket in a fresh directory (plus a free loopback TCP port, for replication),
-//! waits for it with a deadline, and kills it and removes its directory on drop.
+//! Integration-test harness: every test starts its own server (`redis-server`, or `$RL_SERVER`)
+//! with the module loaded, on a unix socket in a fresh directory (plus a free loopback TCP
+//! port, for replication), waits for it with a deadline, and kills it and removes its
+//! directory on drop.
 //!
 //! The module is the `cdylib` cargo builds next to the test binary (`target/<profile>/deps`).
 //! Tests never link the module crate itself (its global allocator needs a running Redis).
@@ -15,6 +16,17 @@ use std::time::{Duration, Instant};
 pub use redis::{Connection, Value};
 
 const STARTUP_DEADLINE: Duration = Duration::from_secs(15);
+
+/// The server binary: `$RL_SERVER` (e.g. a Valkey or newer Redis build, see `make compat`),
+/// `redis-server` on the PATH by default.
+pub fn server_bin() -> String {
+    std::env::var("RL_SERVER").ok().filter(|s| !s.is_empty()).unwrap_or("redis-server".into())
+}
+
+/// The matching command-line client (`--cluster` commands): `$RL_CLI`, `redis-cli` by default.
+pub fn cli_bin() -> String {
+    std::env::var("RL_CLI").ok().filter(|s| !s.is_empty()).unwrap_or("redis-cli".into())
+}
 
 /// The module built for this test run.
 pub fn module_path() -> PathBuf {
@@ -109,12 +121,13 @@ impl Server {
             .append(true)
             .open(self.dir.join("server.log"))
             .expect("open server log");
-        let child = Command::new("redis-server")
+        let bin = server_bin();
+        let child = Command::new(&bin)
             .args(&self.args)
             .stdout(Stdio::from(log.try_clone().expect("clone log")))
             .stderr(Stdio::from(log))
             .spawn()
-            .expect("spawn redis-server (is it installed? run `make deps`)");
+            .unwrap_or_else(|e| panic!("spawn {bin} ({e}; is it installed? run `make deps`)"));
         self.child = Some(child);
         self.wait_ready();
     }
@@ -172,6 +185,15 @@ impl Server {
             let _ = child.wait();
         }
         self.spawn();
+    }
+
+    /// Kills the server at once (SIGKILL: no save, no goodbye to replicas or clients), as a
+    /// crashed host would; its directory stays until drop.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     /// Fails the test unless the server still answers (a panic in the module kills it).
