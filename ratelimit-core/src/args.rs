@@ -77,6 +77,16 @@ pub fn parse_duration(name: &'static str, bytes: &[u8]) -> Result<u64, ArgError>
         .ok_or(ArgError::DurationRange { name, min_ms: 1, max_ms: i128::from(MAX_DURATION_MS) })
 }
 
+/// Parses a timeout: a duration of 0 ms … 10 years (0: no limit).
+pub fn parse_timeout(name: &'static str, bytes: &[u8]) -> Result<u64, ArgError> {
+    let ms = parse_signed_duration(name, bytes)?;
+    u64::try_from(ms).ok().filter(|v| *v <= MAX_DURATION_MS).ok_or(ArgError::DurationRange {
+        name,
+        min_ms: 0,
+        max_ms: i128::from(MAX_DURATION_MS),
+    })
+}
+
 /// Parses an `AT` instant: unix ms in `0..=MAX_AT_MS`.
 pub fn parse_instant(name: &'static str, bytes: &[u8]) -> Result<i64, ArgError> {
     let error = ArgError::Integer { name, min: 0, max: i128::from(MAX_AT_MS) };
@@ -105,11 +115,13 @@ pub enum Keyword {
     Delay,
     /// `BAN duration`: a request the algorithm refuses locks the key out for `duration`.
     Ban,
+    /// `WAIT timeout`: block until admitted, in arrival order, at most `timeout` (0: no limit).
+    Wait,
 }
 
 impl Keyword {
     /// Every keyword, in a fixed order.
-    pub const ALL: [Keyword; 9] = [
+    pub const ALL: [Keyword; 10] = [
         Keyword::Cost,
         Keyword::DryRun,
         Keyword::At,
@@ -119,6 +131,7 @@ impl Keyword {
         Keyword::NoDelay,
         Keyword::Delay,
         Keyword::Ban,
+        Keyword::Wait,
     ];
 
     /// The keyword as users write it (matched case-insensitively).
@@ -133,6 +146,7 @@ impl Keyword {
             Keyword::NoDelay => "NODELAY",
             Keyword::Delay => "DELAY",
             Keyword::Ban => "BAN",
+            Keyword::Wait => "WAIT",
         }
     }
 
@@ -156,6 +170,8 @@ pub struct Options {
     pub delay: Option<u64>,
     /// `BAN duration` in ms (1 ms … 10 years).
     pub ban_ms: Option<u64>,
+    /// `WAIT timeout` in ms (0 … 10 years; 0 waits without limit).
+    pub wait_ms: Option<u64>,
 }
 
 impl Default for Options {
@@ -170,6 +186,7 @@ impl Default for Options {
             no_delay: false,
             delay: None,
             ban_ms: None,
+            wait_ms: None,
         }
     }
 }
@@ -204,6 +221,7 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
             Keyword::NoDelay => options.no_delay = true,
             Keyword::Delay => options.delay = Some(parse_count("DELAY", value()?, 0, MAX_COUNT)?),
             Keyword::Ban => options.ban_ms = Some(parse_duration("BAN", value()?)?),
+            Keyword::Wait => options.wait_ms = Some(parse_timeout("WAIT", value()?)?),
             Keyword::Align => {
                 // The offset is optional: a following keyword starts the next option.
                 let offset = match rest.as_slice().first() {
@@ -219,6 +237,11 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
     }
     if options.no_delay && options.delay.is_some() {
         return Err(ArgError::Conflict("NODELAY", "DELAY"));
+    }
+    if options.wait_ms.is_some() && (options.at_ms.is_some() || options.dry_run) {
+        return Err(ArgError::Invalid(
+            "syntax error: WAIT cannot be combined with AT or DRYRUN".into(),
+        ));
     }
     Ok(options)
 }

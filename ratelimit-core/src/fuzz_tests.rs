@@ -23,7 +23,7 @@ use super::request::{AllRequest, Command, Request};
 use super::slide::{self, SlideParams};
 use super::token::{self, TokenParams};
 
-const ALL_KEYWORDS: [Keyword; 9] = Keyword::ALL;
+const ALL_KEYWORDS: [Keyword; 10] = Keyword::ALL;
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000)

@@ -25,6 +25,7 @@ pub mod request;
 pub mod slide;
 pub mod state;
 pub mod token;
+pub mod waiters;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -57,6 +57,8 @@ pub struct Request {
     pub at_ms: Option<i64>,
     /// `BAN duration` (ms): a refusal by the algorithm locks the key out this long.
     pub ban_ms: Option<u64>,
+    /// `WAIT timeout` (ms, 0 = no limit): wait on the server until admitted.
+    pub wait_ms: Option<u64>,
 }
 
 impl Request {
@@ -75,8 +77,14 @@ impl Request {
                 let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
                 let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
                 let period_ms = parse_duration("period", period)?;
-                let allowed =
-                    [Keyword::Cost, Keyword::Step, Keyword::Ban, Keyword::DryRun, Keyword::At];
+                let allowed = [
+                    Keyword::Cost,
+                    Keyword::Step,
+                    Keyword::Ban,
+                    Keyword::Wait,
+                    Keyword::DryRun,
+                    Keyword::At,
+                ];
                 let options = parse_options(rest, &allowed)?;
                 let params = TokenParams::new(capacity, rate, period_ms, options.step)?;
                 Ok(Request::with(Limit::Token(params), &options))
@@ -87,8 +95,14 @@ impl Request {
                 };
                 let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
                 let period_ms = parse_duration("period", period)?;
-                let allowed =
-                    [Keyword::Cost, Keyword::Align, Keyword::Ban, Keyword::DryRun, Keyword::At];
+                let allowed = [
+                    Keyword::Cost,
+                    Keyword::Align,
+                    Keyword::Ban,
+                    Keyword::Wait,
+                    Keyword::DryRun,
+                    Keyword::At,
+                ];
                 let options = parse_options(rest, &allowed)?;
                 let params = PeriodParams::new(limit, period_ms, options.align_offset_ms)?;
                 Ok(Request::with(Limit::Period(params), &options))
@@ -99,8 +113,14 @@ impl Request {
                 };
                 let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
                 let window_ms = parse_duration("window", window)?;
-                let allowed =
-                    [Keyword::Cost, Keyword::Buckets, Keyword::Ban, Keyword::DryRun, Keyword::At];
+                let allowed = [
+                    Keyword::Cost,
+                    Keyword::Buckets,
+                    Keyword::Ban,
+                    Keyword::Wait,
+                    Keyword::DryRun,
+                    Keyword::At,
+                ];
                 let options = parse_options(rest, &allowed)?;
                 let params = SlideParams::new(limit, window_ms, options.buckets, slide_log_max)?;
                 Ok(Request::with(Limit::Slide(params), &options))
@@ -117,6 +137,7 @@ impl Request {
                     Keyword::NoDelay,
                     Keyword::Delay,
                     Keyword::Ban,
+                    Keyword::Wait,
                     Keyword::DryRun,
                     Keyword::At,
                 ];
@@ -137,6 +158,7 @@ impl Request {
                     dry_run: parsed.options.dry_run,
                     at_ms: parsed.options.at_ms,
                     ban_ms: None,
+                    wait_ms: None,
                 })
             }
         }
@@ -149,6 +171,7 @@ impl Request {
             dry_run: options.dry_run,
             at_ms: options.at_ms,
             ban_ms: options.ban_ms,
+            wait_ms: options.wait_ms,
         }
     }
 }
@@ -241,8 +264,12 @@ impl AllRequest {
             let end = tail.iter().position(|t| group_command(t).is_some()).unwrap_or(tail.len());
             let (group, next) = tail.split_at(end);
             let mut limit = Request::parse(command, group, slide_log_max)?;
-            if limit.ban_ms.is_some() {
-                return Err(ArgError::UnknownOption(Keyword::Ban.name().as_bytes().to_vec()));
+            for (given, keyword) in
+                [(limit.ban_ms.is_some(), Keyword::Ban), (limit.wait_ms.is_some(), Keyword::Wait)]
+            {
+                if given {
+                    return Err(ArgError::UnknownOption(keyword.name().as_bytes().to_vec()));
+                }
             }
             if limit.dry_run {
                 if all.dry_run {

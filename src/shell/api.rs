@@ -74,6 +74,36 @@ pub struct Api {
     ) -> c_int,
     pub is_keys_position_request: unsafe extern "C" fn(*mut RedisModuleCtx) -> c_int,
     pub key_at_pos_with_flags: unsafe extern "C" fn(*mut RedisModuleCtx, c_int, c_int),
+    pub block_client: unsafe extern "C" fn(
+        *mut RedisModuleCtx,
+        raw::RedisModuleCmdFunc,
+        raw::RedisModuleCmdFunc,
+        Option<unsafe extern "C" fn(*mut RedisModuleCtx, *mut c_void)>,
+        c_longlong,
+    ) -> *mut raw::RedisModuleBlockedClient,
+    pub unblock_client:
+        unsafe extern "C" fn(*mut raw::RedisModuleBlockedClient, *mut c_void) -> c_int,
+    pub set_disconnect_callback:
+        unsafe extern "C" fn(*mut raw::RedisModuleBlockedClient, raw::RedisModuleDisconnectFunc),
+    pub get_blocked_client_private_data: unsafe extern "C" fn(*mut RedisModuleCtx) -> *mut c_void,
+    pub create_timer: unsafe extern "C" fn(
+        *mut RedisModuleCtx,
+        raw::mstime_t,
+        raw::RedisModuleTimerProc,
+        *mut c_void,
+    ) -> raw::RedisModuleTimerID,
+    pub stop_timer: unsafe extern "C" fn(
+        *mut RedisModuleCtx,
+        raw::RedisModuleTimerID,
+        *mut *mut c_void,
+    ) -> c_int,
+    pub get_context_flags: unsafe extern "C" fn(*mut RedisModuleCtx) -> c_int,
+    pub subscribe_to_keyspace_events:
+        unsafe extern "C" fn(*mut RedisModuleCtx, c_int, raw::RedisModuleNotificationFunc) -> c_int,
+    pub select_db: unsafe extern "C" fn(*mut RedisModuleCtx, c_int) -> c_int,
+    pub get_selected_db: unsafe extern "C" fn(*mut RedisModuleCtx) -> c_int,
+    pub hold_string:
+        unsafe extern "C" fn(*mut RedisModuleCtx, *mut RedisModuleString) -> *mut RedisModuleString,
     /// The string `AT`, created once at load and never freed (appended to every propagated
     /// call that had no `AT` of its own).
     pub at_keyword: StaticString,
@@ -144,6 +174,17 @@ pub fn resolve() -> Result<&'static Api, &'static str> {
         notify_keyspace_event: resolve!(RedisModule_NotifyKeyspaceEvent),
         is_keys_position_request: resolve!(RedisModule_IsKeysPositionRequest),
         key_at_pos_with_flags: resolve!(RedisModule_KeyAtPosWithFlags),
+        block_client: resolve!(RedisModule_BlockClient),
+        unblock_client: resolve!(RedisModule_UnblockClient),
+        set_disconnect_callback: resolve!(RedisModule_SetDisconnectCallback),
+        get_blocked_client_private_data: resolve!(RedisModule_GetBlockedClientPrivateData),
+        create_timer: resolve!(RedisModule_CreateTimer),
+        stop_timer: resolve!(RedisModule_StopTimer),
+        get_context_flags: resolve!(RedisModule_GetContextFlags),
+        subscribe_to_keyspace_events: resolve!(RedisModule_SubscribeToKeyspaceEvents),
+        select_db: resolve!(RedisModule_SelectDb),
+        get_selected_db: resolve!(RedisModule_GetSelectedDb),
+        hold_string: resolve!(RedisModule_HoldString),
         at_keyword: {
             let create = resolve!(RedisModule_CreateString);
             // A NULL context: the string is not auto-freed with any command's context.

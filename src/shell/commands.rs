@@ -16,11 +16,12 @@ use super::config::slide_log_max;
 use super::key::{Contents, Key, Mode};
 use super::reply::{self, FieldValue};
 use super::stats::{self, Outcome, Tally};
+use super::wait;
 use ratelimit_core::args::MAX_AT_MS;
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::inspect::{describe_key, peek_key};
-use ratelimit_core::judge::{judge_all, judge_key, value_expiry, Change, KeyError};
+use ratelimit_core::judge::{judge_all, judge_key, value_expiry, Change, KeyError, Verdict};
 use ratelimit_core::packed::PackedLimiter;
 use ratelimit_core::refund::{refund_key, RefundChange};
 use ratelimit_core::request::{AllRequest, Command, RefundRequest, Request};
@@ -54,7 +55,7 @@ impl From<KeyError> for CommandError {
 }
 
 impl CommandError {
-    fn render(&self, command: &CStr) -> String {
+    pub(super) fn render(&self, command: &CStr) -> String {
         match self {
             CommandError::Arg(ArgError::WrongArity) => {
                 format!("ERR wrong number of arguments for '{}' command", command.to_string_lossy())
@@ -66,23 +67,24 @@ impl CommandError {
     }
 }
 
-/// One invocation: the server context, the command's name and its arguments.
+/// One invocation: the server context, the command's name and its arguments (or, for a
+/// waiter judged again from a timer, the timer's context and the waiter's held arguments).
 pub struct Call<'a> {
-    api: &'static Api,
-    ctx: *mut RedisModuleCtx,
-    name: &'static CStr,
-    argv: &'a [*mut RedisModuleString],
-    args: &'a [&'a [u8]],
+    pub(super) api: &'static Api,
+    pub(super) ctx: *mut RedisModuleCtx,
+    pub(super) name: &'static CStr,
+    pub(super) argv: &'a [*mut RedisModuleString],
+    pub(super) args: &'a [&'a [u8]],
 }
 
 impl Call<'_> {
     /// The key argument (index 1; arity guarantees it exists).
-    fn key(&self) -> Result<*mut RedisModuleString, CommandError> {
+    pub(super) fn key(&self) -> Result<*mut RedisModuleString, CommandError> {
         self.argv.get(1).copied().ok_or(CommandError::Arg(ArgError::WrongArity))
     }
 
     /// The server clock in unix ms, read once per call, clamped to the range `AT` accepts.
-    fn clock_ms(&self) -> i64 {
+    pub(super) fn clock_ms(&self) -> i64 {
         let now = unsafe { (self.api.milliseconds)() };
         now.clamp(0, MAX_AT_MS)
     }
@@ -105,20 +107,31 @@ impl Call<'_> {
         unsafe { (self.api.notify_keyspace_event)(self.ctx, class, self.name.as_ptr(), key) };
     }
 
-    /// Propagates this call so that replicas and the AOF evaluate it at `now_ms`.
-    fn replicate_at<const N: usize>(&self, given_at: bool, now_ms: i64) {
+    /// Propagates this call so that replicas and the AOF evaluate it at `now_ms`: rewritten
+    /// with `AT <now>` and without `WAIT` (a replica never waits), or verbatim when the caller
+    /// gave `AT` (which excludes `WAIT`).
+    pub(super) fn replicate_at<const N: usize>(&self, given_at: bool, now_ms: i64) {
         if given_at {
             unsafe { (self.api.replicate_verbatim)(self.ctx) };
             return;
         }
-        // One vector: the call's arguments after its name, then `AT <now>`.
+        // One vector: the call's arguments after its name (less `WAIT timeout`), then `AT`.
         let mut vector: [*mut RedisModuleString; N] = [std::ptr::null_mut(); N];
         let rest = self.argv.get(1..).unwrap_or(&[]);
+        // `WAIT` is never a positional argument; the key (index 0 here) may be named so.
+        let wait = rest
+            .iter()
+            .skip(1)
+            .position(|s| unsafe { bytes(self.api, *s) }.eq_ignore_ascii_case(b"WAIT"));
+        let kept = rest
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| wait.is_none_or(|w| *i != w + 1 && *i != w + 2));
         let now =
             unsafe { (self.api.create_string_from_long_long)(self.ctx, now_ms as c_longlong) };
         let mut len = 0;
         for (slot, s) in
-            vector.iter_mut().zip(rest.iter().copied().chain([self.api.at_keyword.0, now]))
+            vector.iter_mut().zip(kept.map(|(_, s)| *s).chain([self.api.at_keyword.0, now]))
         {
             *slot = s;
             len += 1;
@@ -175,26 +188,47 @@ fn dispatch<const N: usize>(
 }
 
 /// The flow of every limiting command: parse (core) → open the key → judge (core) → store and
-/// expire → propagate → reply.
+/// expire → propagate → reply. With `WAIT`, a request that must wait is queued instead
+/// (`wait.rs`).
 fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
     let request = Request::parse(command, call.args.get(2..).unwrap_or(&[]), slide_log_max())?;
-    let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
+    if request.wait_ms.is_some() && wait::can_block(call) {
+        return wait::limit_or_block(call, request);
+    }
+    let (verdict, _) = judge_and_apply(call, &request)?;
+    reply::integers(call.api, call.ctx, &verdict.reply);
+    Ok(if verdict.allowed { Outcome::Admitted } else { Outcome::Limited })
+}
+
+/// Opens the call's key, judges the request (core) at its `AT` or the server clock, applies
+/// the change, propagates it and wakes the key's waiters. Everything but the reply. Returns
+/// the verdict and the instant used.
+///
+/// The clock is read after the key is opened: opening may delete a key whose expiry Redis
+/// has seen pass, and the instant judged must never be earlier than that (or the deleted
+/// limiter would count as fresh a moment too soon — which matters to a timer that judges
+/// waiters one after another).
+pub(super) fn judge_and_apply(
+    call: &Call,
+    request: &Request,
+) -> Result<(Verdict, i64), CommandError> {
     let mut key = call.open(Mode::Write)?;
+    let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
     let held = match key.contents() {
         Contents::Foreign(held) => return Err(KeyError::Foreign(held).into()),
         Contents::Empty => None,
         Contents::Limiter(packed) => Some(packed),
     };
-    let verdict = judge_key(held, &request, now)?;
+    let mut verdict = judge_key(held, request, now)?;
     let changed = verdict.changed();
-    apply(&mut key, verdict.change)?;
+    apply(&mut key, std::mem::replace(&mut verdict.change, Change::Unchanged))?;
+    drop(key);
     if changed {
         call.replicate_at::<{ MAX_ARGS + 1 }>(request.at_ms.is_some(), now);
         call.notify_changed();
+        wait::key_changed(call);
     }
-    drop(key);
-    reply::integers(call.api, call.ctx, &verdict.reply);
-    Ok(if verdict.allowed { Outcome::Admitted } else { Outcome::Limited })
+    Ok((verdict, now))
 }
 
 /// Applies what judging did to the key: store a new limiter or record an in-place update,
@@ -231,17 +265,21 @@ fn all(call: &Call) -> Result<Outcome, CommandError> {
     let verdict = judge_all(&mut held, &all, now)?;
     drop(held);
     let changed = verdict.changed();
+    let mut touched = Vec::new();
     for ((key, change), name) in keys.iter_mut().zip(verdict.changes).zip(names) {
-        let touched = !matches!(change, Change::Unchanged);
-        apply(key, change)?;
-        if touched {
-            call.notify_changed_key(*name);
+        if !matches!(change, Change::Unchanged) {
+            touched.push(*name);
         }
+        apply(key, change)?;
+    }
+    drop(keys);
+    for name in touched {
+        call.notify_changed_key(name);
+        wait::key_named_changed(call, name);
     }
     if changed {
         call.replicate_at::<{ MAX_ALL_ARGS + 1 }>(all.at_ms.is_some(), now);
     }
-    drop(keys);
     reply::all(call.api, call.ctx, &verdict.head, &verdict.details);
     Ok(if verdict.allowed { Outcome::Admitted } else { Outcome::Limited })
 }
@@ -300,11 +338,12 @@ fn refund(call: &Call) -> Result<Outcome, CommandError> {
         RefundChange::Updated { expire_at_ms } => key.changed(expire_at_ms),
         RefundChange::Deleted => key.delete(),
     }
+    drop(key);
     if verdict.change != RefundChange::Unchanged {
         call.replicate_at::<{ MAX_ARGS + 1 }>(request.at_ms.is_some(), now);
         call.notify_changed();
+        wait::key_changed(call);
     }
-    drop(key);
     match verdict.reply {
         Some(values) => reply::integers(call.api, call.ctx, &values),
         None => reply::null(call.api, call.ctx),

@@ -10,6 +10,7 @@ pub mod registry;
 pub mod reply;
 pub mod specs;
 pub mod stats;
+pub mod wait;
 
 use redis_module::{raw, Context, RedisString, Status};
 
@@ -32,6 +33,12 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
     unsafe { (api.set_module_options)(ctx.ctx, options as i32) };
+    // Waiters are judged again when their key may have gained room: deleted, expired, evicted.
+    let events = raw::REDISMODULE_NOTIFY_GENERIC
+        | raw::REDISMODULE_NOTIFY_EXPIRED
+        | raw::REDISMODULE_NOTIFY_EVICTED;
+    let subscribe = api.subscribe_to_keyspace_events;
+    unsafe { subscribe(ctx.ctx, events, Some(wait::on_keyspace_event)) };
     let acl_category = registry::add_acl_category(ctx.ctx);
     for spec in specs::COMMANDS {
         if let Err(e) = registry::register(ctx.ctx, spec, acl_category) {

@@ -1,6 +1,6 @@
 //! `INFO ratelimit`: per-command counters of calls, admitted, limited and errors.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use redis_module::InfoContext;
 
@@ -56,6 +56,8 @@ pub enum Outcome {
     Limited,
     /// A call that neither admits nor limits (`RL.PEEK`, `RL.INFO`, `RL.RESTORE`).
     Answered,
+    /// A call that waits (`WAIT`): admitted or limited later ([`record_late`]).
+    Blocked,
     Error,
 }
 
@@ -89,9 +91,38 @@ pub fn record(tally: Tally, outcome: Outcome) {
         Outcome::Admitted => &c.admitted,
         Outcome::Limited => &c.limited,
         Outcome::Error => &c.errors,
-        Outcome::Answered => return,
+        Outcome::Answered | Outcome::Blocked => return,
     };
     field.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Counts how a call that waited ended (its call was counted when it blocked).
+pub fn record_late(tally: Tally, outcome: Outcome) {
+    let Some(c) = COUNTERS.get(tally as usize) else {
+        return;
+    };
+    match outcome {
+        Outcome::Admitted => c.admitted.fetch_add(1, Ordering::Relaxed),
+        Outcome::Limited => c.limited.fetch_add(1, Ordering::Relaxed),
+        _ => 0,
+    };
+}
+
+/// Clients waiting now (`WAIT`), requests admitted after waiting, and waits that timed out.
+static WAITING: AtomicI64 = AtomicI64::new(0);
+static WAIT_ADMITTED: AtomicU64 = AtomicU64::new(0);
+static WAIT_TIMEOUTS: AtomicU64 = AtomicU64::new(0);
+
+pub fn waiting_changed(by: i64) {
+    WAITING.fetch_add(by, Ordering::Relaxed);
+}
+
+pub fn wait_admitted() {
+    WAIT_ADMITTED.fetch_add(1, Ordering::Relaxed);
+}
+
+pub fn wait_timed_out() {
+    WAIT_TIMEOUTS.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Adds the `stats` section (Redis prefixes it and every field with the module name:
@@ -111,6 +142,13 @@ pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
             let v = i64::try_from(value.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
             fields.push((format!("{}_{suffix}", tally.name()), v));
         }
+    }
+    for (name, value) in [
+        ("waiting", WAITING.load(Ordering::Relaxed)),
+        ("wait_admitted", i64::try_from(WAIT_ADMITTED.load(Ordering::Relaxed)).unwrap_or(i64::MAX)),
+        ("wait_timeouts", i64::try_from(WAIT_TIMEOUTS.load(Ordering::Relaxed)).unwrap_or(i64::MAX)),
+    ] {
+        fields.push((name.to_string(), value));
     }
     let mut section = ctx.builder().add_section("stats");
     for (name, value) in &fields {

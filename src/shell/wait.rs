@@ -1,0 +1,380 @@
+//! `WAIT timeout`: fair waiting on the server.
+//!
+//! A request that must wait blocks its client (`BlockClient`, no Redis timeout) and joins the
+//! key's first-come-first-served queue (`ratelimit_core::waiters`). One module timer per key
+//! fires at the head's retry instant or the earliest deadline, whichever is first; a change
+//! that may give room (an admitted call, `RL.REFUND`, `DEL`, expiry) fires it at once. The
+//! timer judges the head again exactly as the command would (`commands::judge_and_apply`,
+//! which propagates the admission as the command without `WAIT`, with `AT` = the instant of
+//! admission), answers it and moves on to the next head; it answers timed-out waiters with a
+//! refused reply. Waiters live in this process' memory: they are answered or dropped, never
+//! persisted. Everything here runs on Redis' main thread.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+use std::ptr;
+
+use redis_module::raw::{self, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
+
+use super::api::{api, bytes, Api};
+use super::commands::{judge_and_apply, Call, CommandError};
+use super::reply;
+use super::stats::{self, Outcome, Tally};
+use ratelimit_core::request::Request;
+use ratelimit_core::waiters::{WaitQueue, Waiter};
+
+/// A key, by database and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct KeyId {
+    db: c_int,
+    name: Vec<u8>,
+}
+
+/// A blocked request: its client, the request, and its arguments (held until answered).
+struct Blocked {
+    bc: *mut RedisModuleBlockedClient,
+    request: Request,
+    name: &'static CStr,
+    tally: Tally,
+    /// The command's arguments, name first, held (`HoldString`) until the waiter is done.
+    argv: Vec<*mut RedisModuleString>,
+}
+
+/// One key's waiters and its timer.
+#[derive(Default)]
+struct KeyWaits {
+    queue: WaitQueue<Blocked>,
+    /// The armed timer and the instant it fires.
+    timer: Option<(raw::RedisModuleTimerID, i64)>,
+}
+
+#[derive(Default)]
+struct Waits {
+    keys: HashMap<KeyId, KeyWaits>,
+    /// Where each blocked client waits (for disconnections): client → (key, ticket).
+    clients: HashMap<usize, (KeyId, u64)>,
+    next_ticket: u64,
+}
+
+thread_local! {
+    /// Redis runs commands, timers and callbacks on its main thread only.
+    static WAITS: RefCell<Waits> = RefCell::new(Waits::default());
+}
+
+/// Runs `f` on the waits. Never called while another borrow is alive: no Redis API that can
+/// call back into this module runs inside `f`.
+fn with<R>(f: impl FnOnce(&mut Waits) -> R) -> R {
+    WAITS.with(|w| f(&mut w.borrow_mut()))
+}
+
+/// What a blocked client is answered with.
+enum Answer {
+    Ints([i64; 5]),
+    Error(String),
+}
+
+/// Whether the calling client can block: not inside `MULTI`/`EXEC` or a script, and not a
+/// client Redis forbids to block. Otherwise `WAIT` is ignored, as `BLPOP` does.
+pub fn can_block(call: &Call) -> bool {
+    let flags = unsafe { (call.api.get_context_flags)(call.ctx) };
+    let forbid = raw::REDISMODULE_CTX_FLAGS_MULTI
+        | raw::REDISMODULE_CTX_FLAGS_LUA
+        | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING
+        | raw::REDISMODULE_CTX_FLAGS_REPLICATED
+        | raw::REDISMODULE_CTX_FLAGS_LOADING;
+    flags & forbid as c_int == 0
+}
+
+fn key_id(call: &Call, name: *mut RedisModuleString) -> KeyId {
+    let db = unsafe { (call.api.get_selected_db)(call.ctx) };
+    KeyId { db, name: unsafe { bytes(call.api, name) }.to_vec() }
+}
+
+/// A limiting request with `WAIT` from a client that can block: answered at once when the key
+/// has no waiters and the request is admitted, or can never be; otherwise queued.
+pub fn limit_or_block(call: &Call, request: Request) -> Result<Outcome, CommandError> {
+    let id = key_id(call, call.key()?);
+    // While waiting, a refusal is not final: it starts no ban (only a timeout does).
+    let waiting = Request { ban_ms: None, ..request.clone() };
+    let queued = with(|w| w.keys.get(&id).is_some_and(|k| !k.queue.is_empty()));
+    let (verdict, now) = if queued {
+        // Never overtake: judge without taking anything, to answer errors and requests that
+        // can never be admitted at once.
+        judge_and_apply(call, &Request { dry_run: true, ..waiting.clone() })?
+    } else {
+        judge_and_apply(call, &waiting)?
+    };
+    let admitted_now = !queued && verdict.allowed;
+    if admitted_now || verdict.reply[3] < 0 {
+        reply::integers(call.api, call.ctx, &verdict.reply);
+        return Ok(if verdict.allowed { Outcome::Admitted } else { Outcome::Limited });
+    }
+    let retry_at = (!queued).then(|| now.saturating_add(verdict.reply[3]));
+    block(call, id, request, now, retry_at);
+    Ok(Outcome::Blocked)
+}
+
+fn block(call: &Call, id: KeyId, request: Request, now: i64, retry_at: Option<i64>) {
+    let api = call.api;
+    let bc =
+        unsafe { (api.block_client)(call.ctx, Some(reply_callback), None, Some(free_answer), 0) };
+    unsafe { (api.set_disconnect_callback)(bc, Some(on_disconnect)) };
+    let argv: Vec<*mut RedisModuleString> =
+        call.argv.iter().map(|s| unsafe { (api.hold_string)(ptr::null_mut(), *s) }).collect();
+    let deadline_ms = request
+        .wait_ms
+        .filter(|w| *w > 0)
+        .map(|w| now.saturating_add(i64::try_from(w).unwrap_or(i64::MAX)));
+    let tally = tally_of(call.name);
+    let blocked = Blocked { bc, request, name: call.name, tally, argv };
+    let wake = with(|w| {
+        w.next_ticket += 1;
+        let ticket = w.next_ticket;
+        w.clients.insert(bc as usize, (id.clone(), ticket));
+        let key = w.keys.entry(id.clone()).or_default();
+        key.queue.push(Waiter { ticket, deadline_ms, data: blocked });
+        stats::waiting_changed(1);
+        key.queue.wake_at(retry_at)
+    });
+    if let Some(at) = wake {
+        arm(api, call.ctx, &id, at, now);
+    }
+}
+
+fn tally_of(name: &CStr) -> Tally {
+    match name.to_bytes() {
+        b"rl.token" => Tally::Token,
+        b"rl.period" => Tally::Period,
+        b"rl.slide" => Tally::Slide,
+        _ => Tally::Leaky,
+    }
+}
+
+/// Makes sure the key's timer fires no later than `at`.
+fn arm(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, at: i64, now: i64) {
+    let stale = with(|w| {
+        let key = w.keys.get_mut(id)?;
+        match key.timer {
+            Some((_, fires)) if fires <= at => None,
+            other => {
+                key.timer = None;
+                Some(other)
+            }
+        }
+    });
+    let Some(previous) = stale else {
+        return;
+    };
+    if let Some((timer, _)) = previous {
+        let mut data: *mut c_void = ptr::null_mut();
+        if unsafe { (api.stop_timer)(ctx, timer, &mut data) } == raw::REDISMODULE_OK as c_int
+            && !data.is_null()
+        {
+            drop(unsafe { Box::from_raw(data.cast::<KeyId>()) });
+        }
+    }
+    let delay = at.saturating_sub(now).max(0);
+    let data = Box::into_raw(Box::new(id.clone())).cast::<c_void>();
+    let timer = unsafe { (api.create_timer)(ctx, delay, Some(on_timer), data) };
+    with(|w| {
+        if let Some(key) = w.keys.get_mut(id) {
+            key.timer = Some((timer, now.saturating_add(delay)));
+        }
+    });
+}
+
+/// The call's key may have gained room: judge its head waiter at once.
+pub fn key_changed(call: &Call) {
+    if let Ok(name) = call.key() {
+        key_named_changed(call, name);
+    }
+}
+
+/// As [`key_changed`], for a key given by name.
+pub fn key_named_changed(call: &Call, name: *mut RedisModuleString) {
+    if with(|w| w.keys.is_empty()) {
+        return;
+    }
+    let id = key_id(call, name);
+    if with(|w| w.keys.contains_key(&id)) {
+        let now = unsafe { (call.api.milliseconds)() };
+        arm(call.api, call.ctx, &id, now, now);
+    }
+}
+
+/// Keyspace events (`DEL`, expiry, eviction, …) on a key with waiters judge its head at once.
+pub unsafe extern "C" fn on_keyspace_event(
+    ctx: *mut RedisModuleCtx,
+    _type: c_int,
+    _event: *const c_char,
+    key: *mut RedisModuleString,
+) -> c_int {
+    let Some(api) = api() else {
+        return raw::REDISMODULE_OK as c_int;
+    };
+    if key.is_null() || with(|w| w.keys.is_empty()) {
+        return raw::REDISMODULE_OK as c_int;
+    }
+    let call = Call { api, ctx, name: c"rl.wait", argv: &[], args: &[] };
+    key_named_changed(&call, key);
+    raw::REDISMODULE_OK as c_int
+}
+
+/// The key's timer: answers timed-out waiters, then judges heads until one must wait.
+unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, data: *mut c_void) {
+    if data.is_null() {
+        return;
+    }
+    let id = *unsafe { Box::from_raw(data.cast::<KeyId>()) };
+    let Some(api) = api() else {
+        return;
+    };
+    with(|w| {
+        if let Some(key) = w.keys.get_mut(&id) {
+            key.timer = None;
+        }
+    });
+    unsafe { (api.select_db)(ctx, id.db) };
+    serve(api, ctx, &id);
+}
+
+fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
+    let now = unsafe { (api.milliseconds)() };
+    let timed_out =
+        with(|w| w.keys.get_mut(id).map(|k| k.queue.take_timed_out(now)).unwrap_or_default());
+    for waiter in timed_out {
+        time_out(api, ctx, waiter);
+    }
+    loop {
+        // Copy what judging the head needs: no borrow lives across Redis calls.
+        let head = with(|w| {
+            w.keys
+                .get(id)
+                .and_then(|k| k.queue.head())
+                .map(|h| (h.ticket, h.data.request.clone(), h.data.name, h.data.argv.clone()))
+        });
+        let Some((ticket, request, name, argv)) = head else {
+            with(|w| {
+                if w.keys.get(id).is_some_and(|k| k.queue.is_empty() && k.timer.is_none()) {
+                    w.keys.remove(id);
+                }
+            });
+            return;
+        };
+        let call = Call { api, ctx, name, argv: &argv, args: &[] };
+        let waiting = Request { ban_ms: None, ..request };
+        let answer = match judge_and_apply(&call, &waiting) {
+            Ok((v, _)) if v.allowed || v.reply[3] < 0 => Some((Answer::Ints(v.reply), v.allowed)),
+            Ok((v, now)) => {
+                let retry_at = now.saturating_add(v.reply[3]);
+                let wake = with(|w| w.keys.get(id).and_then(|k| k.queue.wake_at(Some(retry_at))));
+                if let Some(at) = wake {
+                    arm(api, ctx, id, at, now);
+                }
+                None
+            }
+            Err(e) => Some((Answer::Error(e.render(name)), false)),
+        };
+        let Some((answer, admitted)) = answer else {
+            return;
+        };
+        let Some(waiter) = with(|w| w.keys.get_mut(id).and_then(|k| k.queue.pop_head())) else {
+            return;
+        };
+        debug_assert_eq!(waiter.ticket, ticket);
+        if admitted {
+            stats::wait_admitted();
+        }
+        finish(api, waiter, answer, if admitted { Outcome::Admitted } else { Outcome::Limited });
+    }
+}
+
+/// A waiter whose timeout ran out: the reply a refused call gets now. It lost its turn to
+/// earlier waiters even if the algorithm would admit it now; with `BAN`, a refusal by the
+/// algorithm starts the ban now.
+fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>) {
+    let blocked = &waiter.data;
+    let call = Call { api, ctx, name: blocked.name, argv: &blocked.argv, args: &[] };
+    let dry = Request { dry_run: true, ban_ms: None, ..blocked.request.clone() };
+    let answer = match judge_and_apply(&call, &dry) {
+        Ok((v, _)) if v.allowed => {
+            let [_, limit, remaining, _, reset] = v.reply;
+            Answer::Ints([0, limit, remaining, 0, reset])
+        }
+        Ok((v, _)) if blocked.request.ban_ms.is_some() => {
+            match judge_and_apply(&call, &blocked.request) {
+                Ok((banned, _)) => Answer::Ints(banned.reply),
+                Err(_) => Answer::Ints(v.reply),
+            }
+        }
+        Ok((v, _)) => Answer::Ints(v.reply),
+        Err(e) => Answer::Error(e.render(blocked.name)),
+    };
+    stats::wait_timed_out();
+    finish(api, waiter, answer, Outcome::Limited);
+}
+
+/// Hands the answer to the blocked client and forgets the waiter.
+fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) {
+    let blocked = waiter.data;
+    with(|w| w.clients.remove(&(blocked.bc as usize)));
+    stats::waiting_changed(-1);
+    stats::record_late(blocked.tally, outcome);
+    let data = Box::into_raw(Box::new(answer)).cast::<c_void>();
+    unsafe { (api.unblock_client)(blocked.bc, data) };
+    release_args(api, blocked.argv);
+}
+
+fn release_args(api: &Api, argv: Vec<*mut RedisModuleString>) {
+    for s in argv {
+        unsafe { (api.free_string)(ptr::null_mut(), s) };
+    }
+}
+
+/// Replies to an unblocked client (Redis calls it from its event loop).
+unsafe extern "C" fn reply_callback(
+    ctx: *mut RedisModuleCtx,
+    _argv: *mut *mut RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let Some(api) = api() else {
+        return raw::REDISMODULE_ERR as c_int;
+    };
+    let data = unsafe { (api.get_blocked_client_private_data)(ctx) }.cast::<Answer>();
+    match unsafe { data.as_ref() } {
+        Some(Answer::Ints(values)) => reply::integers(api, ctx, values),
+        Some(Answer::Error(text)) => reply::error(api, ctx, text),
+        None => reply::null(api, ctx),
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+unsafe extern "C" fn free_answer(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
+    if !data.is_null() {
+        drop(unsafe { Box::from_raw(data.cast::<Answer>()) });
+    }
+}
+
+/// A blocked client went away: it leaves the queue (idempotent: it may already be answered).
+unsafe extern "C" fn on_disconnect(ctx: *mut RedisModuleCtx, bc: *mut RedisModuleBlockedClient) {
+    let Some(api) = api() else {
+        return;
+    };
+    let gone = with(|w| {
+        let (id, ticket) = w.clients.remove(&(bc as usize))?;
+        let key = w.keys.get_mut(&id)?;
+        let waiter = key.queue.remove(ticket)?;
+        Some((id, waiter))
+    });
+    let Some((id, waiter)) = gone else {
+        return;
+    };
+    stats::waiting_changed(-1);
+    unsafe { (api.unblock_client)(bc, ptr::null_mut()) };
+    release_args(api, waiter.data.argv);
+    // The next waiter may now be the head.
+    let now = unsafe { (api.milliseconds)() };
+    arm(api, ctx, &id, now, now);
+}
