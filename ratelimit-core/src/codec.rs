@@ -3,7 +3,8 @@
 //! `DEBUG DIGEST`.
 //!
 //! Layout: one byte format version, one byte algorithm tag, then the algorithm's fields as
-//! 8-byte big-endian integers (variable-length parts prefixed by their count). Version 1 is a
+//! 8-byte big-endian integers (variable-length parts prefixed by their count; a lease id by
+//! its length in one byte, then its bytes). Version 1 is a
 //! limiter alone; version 2 ([`FORMAT_VERSION`]) follows the same fields with a ban (`since`,
 //! `until`, a flags byte) and is written only for a limiter under a ban, so every other key
 //! encodes exactly as before. Decoding checks the length exactly and validates every field,
@@ -12,6 +13,7 @@
 use super::ban::Ban;
 use super::gcra::GcraState;
 use super::leaky::LeakyBucket;
+use super::lease::{LeaseState, MAX_ID_LEN};
 use super::limiter::Limiter;
 use super::period::PeriodWindow;
 use super::slide::{SlideMode, SlideState};
@@ -29,6 +31,7 @@ const TAG_PERIOD: u8 = 2;
 const TAG_SLIDE: u8 = 3;
 const TAG_LEAKY: u8 = 4;
 const TAG_GCRA: u8 = 5;
+const TAG_LEASE: u8 = 6;
 
 /// Appends fixed-width fields to a buffer.
 #[derive(Default)]
@@ -43,6 +46,9 @@ impl Writer {
     }
     pub fn i64(&mut self, v: i64) {
         self.0.extend_from_slice(&v.to_be_bytes());
+    }
+    pub fn bytes(&mut self, v: &[u8]) {
+        self.0.extend_from_slice(v);
     }
     pub fn into_bytes(self) -> Vec<u8> {
         self.0
@@ -72,6 +78,15 @@ impl<'a> Reader<'a> {
     }
     pub fn i64(&mut self) -> Result<i64, CorruptState> {
         Ok(i64::from_be_bytes(self.take()?))
+    }
+    /// The next `n` bytes as they are.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], CorruptState> {
+        if n > self.rest.len() {
+            return Err(CorruptState("payload truncated"));
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Ok(head)
     }
     /// How many `size`-byte items the rest of the input can hold at most (bounds allocations
     /// driven by a count read from untrusted input).
@@ -152,6 +167,20 @@ pub fn encode_value(limiter: &Limiter, ban: Option<Ban>) -> Vec<u8> {
             w.u64(g.tat_frac);
             w.i64(g.updated_ms);
         }
+        Limiter::Lease(state) => {
+            w.u8(TAG_LEASE);
+            w.u64(state.limit);
+            w.u64(state.lease_ms);
+            w.i64(state.created_ms);
+            w.u64(state.seq);
+            w.i64(state.updated_ms);
+            w.u64(state.leases().len() as u64);
+            for (id, expires_ms) in state.leases() {
+                w.i64(expires_ms);
+                w.u8(u8::try_from(id.len()).unwrap_or(u8::MAX));
+                w.bytes(id);
+            }
+        }
     }
     if let Some(ban) = ban {
         w.i64(ban.since_ms);
@@ -205,6 +234,7 @@ pub fn decode_value(bytes: &[u8]) -> Result<(Limiter, Option<Ban>), CorruptState
             tat_frac: r.u64()?,
             updated_ms: r.i64()?,
         }),
+        TAG_LEASE => Limiter::Lease(decode_lease(&mut r)?),
         _ => return Err(CorruptState("unknown algorithm tag")),
     };
     let ban = if version == FORMAT_VERSION {
@@ -215,6 +245,9 @@ pub fn decode_value(bytes: &[u8]) -> Result<(Limiter, Option<Ban>), CorruptState
             _ => return Err(CorruptState("unknown ban flags")),
         };
         let ban = Ban { since_ms, until_ms, limiter_fresh };
+        if matches!(limiter, Limiter::Lease(_)) {
+            return Err(CorruptState("a ban on leases"));
+        }
         ban.validate()?;
         Some(ban)
     } else {
@@ -254,6 +287,29 @@ fn decode_slide(r: &mut Reader<'_>) -> Result<SlideState, CorruptState> {
             SlideState::from_counters(limit, window_ms, buckets, updated_ms, &counters)
         }
     }
+}
+
+fn decode_lease(r: &mut Reader<'_>) -> Result<LeaseState, CorruptState> {
+    let limit = r.u64()?;
+    let lease_ms = r.u64()?;
+    let created_ms = r.i64()?;
+    let seq = r.u64()?;
+    let updated_ms = r.i64()?;
+    let count = usize::try_from(r.u64()?).map_err(|_| CorruptState("lease count out of range"))?;
+    // Each lease takes at least 10 bytes (expiry, length, one id byte).
+    if count > r.room_for(10) {
+        return Err(CorruptState("payload truncated"));
+    }
+    let mut leases = Vec::with_capacity(count);
+    for _ in 0..count {
+        let expires_ms = r.i64()?;
+        let len = usize::from(r.u8()?);
+        if !(1..=MAX_ID_LEN).contains(&len) {
+            return Err(CorruptState("lease id length out of range"));
+        }
+        leases.push((r.bytes(len)?.to_vec(), expires_ms));
+    }
+    Ok(LeaseState::from_parts(limit, lease_ms, created_ms, seq, updated_ms, leases))
 }
 
 fn encode_token(w: &mut Writer, b: &TokenBucket) {

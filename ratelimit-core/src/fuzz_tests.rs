@@ -35,7 +35,7 @@ fn token() -> impl Strategy<Value = Vec<u8>> {
         3 => prop::sample::select(vec![
             "COST", "cost", "DRYRUN", "AT", "STEP", "ALIGN", "BUCKETS", "NODELAY", "DELAY", "0",
             "1", "-1", "+8h", "-5h", "1000000000000", "1000000000001", "253402300799999", "1s",
-            "3650d", "3651d", "1.5", "", "\u{ff}", "TOKEN", "PERIOD", "SLIDE", "LEAKY", "2", "10",
+            "3650d", "3651d", "1.5", "", "\u{ff}", "TOKEN", "PERIOD", "SLIDE", "LEAKY", "2", "10", "ID", "WAIT",
         ])
         .prop_map(|s| s.as_bytes().to_vec()),
         1 => proptest::collection::vec(any::<u8>(), 0..8),
@@ -71,6 +71,14 @@ fn seeds() -> Vec<Vec<u8>> {
         }
         out.push(Limiter::Slide(state.unwrap()));
     }
+    // Leases: a server id, a binary id, a renewal with another lease duration.
+    let lp = crate::lease::LeaseParams::new(3, 100, 10).unwrap();
+    let mut leases = crate::lease::acquire(None, &lp, t, None, true).next.unwrap();
+    for (dt, id) in [(5, &b"b\x00\xff"[..]), (9, b"b\x00\xff")] {
+        let p = crate::lease::LeaseParams { lease_ms: 80 + dt as u64, ..lp };
+        leases = crate::lease::acquire(Some(&leases), &p, t + dt, Some(id), true).next.unwrap();
+    }
+    out.push(Limiter::Lease(leases));
     let mut encoded: Vec<Vec<u8>> = out.iter().map(encode).collect();
     // A banned limiter, and one refunded away during its ban (format version 2).
     let ban = crate::ban::Ban::start(t, 3_600_000);
@@ -143,6 +151,18 @@ proptest! {
                 }
             }
         }
+        if let Ok(acquire) = crate::request::AcquireRequest::parse(&refs, 10_000) {
+            let now = acquire.at_ms.unwrap_or(1_700_000_000_000);
+            let first = crate::lease_key::acquire_key(None, &acquire, now).unwrap();
+            if let Change::Created { limiter, .. } = first.change {
+                exercise(&limiter, now);
+                let mut packed = PackedLimiter::new(limiter);
+                prop_assert!(crate::lease_key::acquire_key(Some(&mut packed), &acquire, now).is_ok());
+            }
+        }
+        if let Ok(release) = crate::request::ReleaseRequest::parse(&refs) {
+            prop_assert!(crate::lease::valid_id(&release.id));
+        }
         if let Ok(all) = AllRequest::parse(&refs, 100_000) {
             prop_assert_eq!(all.limits.len(), all.key_count);
             let mut held: Vec<Option<&mut PackedLimiter>> = (0..all.key_count).map(|_| None).collect();
@@ -167,6 +187,9 @@ proptest! {
             let mut packed = PackedLimiter::with_ban(limiter, ban);
             let _ = peek_key(Some(&packed), now);
             let _ = refund_key(Some(&mut packed), 1, now);
+            let lp = crate::lease::LeaseParams::new(2, 50, 10).unwrap();
+            let _ = crate::lease_key::acquire_parts(Some(&mut packed), &lp, None, true, now);
+            let _ = crate::lease_key::release_id(Some(&mut packed), b"b\x00\xff", now);
         }
     }
 }

@@ -2,6 +2,7 @@
 //! the stored parameters would get) and `RL.INFO` (the stored parameters and state).
 
 use super::judge::{dry_answer, Standing};
+use super::lease;
 use super::limiter::{Algorithm, Limiter};
 use super::packed::PackedLimiter;
 
@@ -19,6 +20,11 @@ pub fn peek_key(held: Option<&PackedLimiter>, now_ms: i64) -> Option<[i64; 5]> {
                 Limiter::Slide(s) => dry_answer(s, standing, now_ms, 1),
                 Limiter::Leaky(s) => dry_answer(s, standing, now_ms, 1),
                 Limiter::Gcra(s) => dry_answer(s, standing, now_ms, 1),
+                // Leases are never banned: a `DRYRUN` acquisition without `ID`.
+                Limiter::Lease(s) => {
+                    lease::acquire(standing.counts.then_some(s), &s.params(), now_ms, None, false)
+                        .decision
+                }
             };
             decision.to_reply()
         })
@@ -32,8 +38,11 @@ pub struct Description {
     /// Parameters and state (see [`crate::state::Stored::info_fields`]), then
     /// `banned_until_ms` when a ban is stored.
     pub fields: Vec<(&'static str, i64)>,
-    /// The last change: an admitted call, a refund, or the start of a ban.
+    /// The last change: an admitted call, a refund, a release, or the start of a ban.
     pub updated_ms: i64,
+    /// Leases only: the `leases` field, `(id, expires_ms)` pairs by expiry (then id), as of
+    /// `updated_ms` (some may have lapsed since); `None` for other algorithms.
+    pub leases: Option<Vec<(Vec<u8>, i64)>>,
 }
 
 /// `RL.INFO`: the stored parameters and state, or `None` when the key holds nothing live.
@@ -45,7 +54,11 @@ pub fn describe_key(held: Option<&PackedLimiter>, now_ms: i64) -> Option<Descrip
             let mut fields = limiter.describe();
             fields.extend(ban.map(|b| ("banned_until_ms", b.until_ms)));
             let updated_ms = limiter.updated_ms().max(ban.map_or(i64::MIN, |b| b.since_ms));
-            Description { algorithm: limiter.algorithm(), fields, updated_ms }
+            let leases = match limiter {
+                Limiter::Lease(s) => Some(s.leases().map(|(id, at)| (id.to_vec(), at)).collect()),
+                _ => None,
+            };
+            Description { algorithm: limiter.algorithm(), fields, updated_ms, leases }
         })
     })
 }

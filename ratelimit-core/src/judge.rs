@@ -33,6 +33,8 @@ pub enum KeyError {
     WrongAlgorithm { held: Algorithm, wanted: Algorithm },
     /// The key holds a value of another type (its `TYPE` name).
     Foreign(String),
+    /// `RL.REFUND` on a key holding live leases: leases are given back by `RL.RELEASE`.
+    NotRefundable { held: Algorithm },
 }
 
 impl fmt::Display for KeyError {
@@ -47,6 +49,11 @@ impl fmt::Display for KeyError {
             KeyError::Foreign(held) => {
                 write!(f, "WRONGTYPE key holds a {held} value, not a rate limiter")
             }
+            KeyError::NotRefundable { held } => write!(
+                f,
+                "WRONGTYPE key holds a {} limiter, which RL.REFUND cannot refund (use RL.RELEASE)",
+                held.name()
+            ),
         }
     }
 }

@@ -17,6 +17,8 @@ pub mod gcra;
 pub mod inspect;
 pub mod judge;
 pub mod leaky;
+pub mod lease;
+pub mod lease_key;
 pub mod limiter;
 pub mod packed;
 pub mod period;

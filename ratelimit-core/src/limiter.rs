@@ -6,6 +6,7 @@ use super::arith::elapsed_ms;
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::gcra::{self, GcraParams, GcraState};
 use super::leaky::{self, LeakyBucket, LeakyParams};
+use super::lease::LeaseState;
 use super::period::{self, PeriodParams, PeriodWindow};
 use super::slide::{self, SlideParams, SlideState};
 use super::state::{live, CorruptState, Refunded, Stored};
@@ -19,6 +20,8 @@ pub enum Algorithm {
     Slide,
     Leaky,
     Gcra,
+    /// Concurrency leases (`RL.ACQUIRE`); not a [`Variant`]: it takes an id, not a cost.
+    Lease,
 }
 
 impl Algorithm {
@@ -29,6 +32,7 @@ impl Algorithm {
             Algorithm::Slide => "slide",
             Algorithm::Leaky => "leaky",
             Algorithm::Gcra => "gcra",
+            Algorithm::Lease => "lease",
         }
     }
 }
@@ -191,6 +195,7 @@ pub enum Limiter {
     Slide(SlideState),
     Leaky(LeakyBucket),
     Gcra(GcraState),
+    Lease(LeaseState),
 }
 
 impl Limiter {
@@ -201,6 +206,7 @@ impl Limiter {
             Limiter::Slide(_) => Algorithm::Slide,
             Limiter::Leaky(_) => Algorithm::Leaky,
             Limiter::Gcra(_) => Algorithm::Gcra,
+            Limiter::Lease(_) => Algorithm::Lease,
         }
     }
 
@@ -211,6 +217,7 @@ impl Limiter {
             Limiter::Slide(s) => s.validate(),
             Limiter::Leaky(s) => s.validate(),
             Limiter::Gcra(s) => s.validate(),
+            Limiter::Lease(s) => s.validate(),
         }
     }
 
@@ -221,6 +228,7 @@ impl Limiter {
             Limiter::Slide(s) => s,
             Limiter::Leaky(s) => s,
             Limiter::Gcra(s) => s,
+            Limiter::Lease(s) => s,
         }
     }
 
@@ -233,7 +241,8 @@ impl Limiter {
     }
 
     /// The reply a `DRYRUN COST 1` request with the stored parameters would get at `now_ms`
-    /// (what `RL.PEEK` shows), in the `RL.*` layout for every algorithm.
+    /// (what `RL.PEEK` shows), in the `RL.*` layout for every algorithm (for leases: a
+    /// `DRYRUN` acquisition without `ID`).
     pub fn peek(&self, now_ms: i64) -> Decision {
         fn own<V: Variant>(s: &V, now_ms: i64) -> Decision {
             V::evaluate(Some(s), &s.params(), now_ms, 1).decision
@@ -244,13 +253,15 @@ impl Limiter {
             Limiter::Slide(s) => own(s, now_ms),
             Limiter::Leaky(s) => own(s, now_ms),
             Limiter::Gcra(s) => own(s, now_ms),
+            Limiter::Lease(s) => s.peek(now_ms),
         }
     }
 
-    /// Heap bytes owned beyond the value itself (a sliding log, bucket counters).
+    /// Heap bytes owned beyond the value itself (a sliding log, bucket counters, leases).
     pub fn heap_bytes(&self) -> usize {
         match self {
             Limiter::Slide(s) => s.heap_bytes(),
+            Limiter::Lease(s) => s.heap_bytes(),
             _ => 0,
         }
     }

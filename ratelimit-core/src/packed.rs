@@ -10,7 +10,8 @@
 //! Correctness never depends on the widths: a value that does not fit (it cannot happen for
 //! states the algorithms produce, but the format must not assume it) is stored **wide** — the
 //! words then hold a pointer to a boxed [`Wide`] value. A limiter under a [`Ban`] is always
-//! stored wide, so limiters without one never grow.
+//! stored wide, so limiters without one never grow. Leases ([`crate::lease`]) are always
+//! stored wide.
 //!
 //! Access is by [`PackedLimiter::view`] (read) and [`PackedLimiter::update`] (read and
 //! write, repacked afterwards); both unpack into a temporary `Limiter`, which costs a few dozen
@@ -403,6 +404,8 @@ fn compact(limiter: &Limiter) -> Option<[u64; WORDS]> {
             w.put(ptr as usize as u64, 64)?;
             w
         }
+        // Leases own a variable-size array of ids: always stored wide.
+        Limiter::Lease(_) => return None,
     };
     Some(w.words)
 }

@@ -4,7 +4,7 @@
 //! deleted by one.
 
 use super::ban::Ban;
-use super::judge::{dry_answer, Standing};
+use super::judge::{dry_answer, KeyError, Standing};
 use super::limiter::{Limiter, Variant};
 use super::packed::PackedLimiter;
 use super::state::Refunded;
@@ -30,12 +30,33 @@ pub struct RefundVerdict {
     pub change: RefundChange,
 }
 
-/// `RL.REFUND key count` at `now_ms` on what the key holds.
+/// `RL.REFUND key count` at `now_ms` on what the key holds; a key holding live leases answers
+/// like a missing one (nil, unchanged). Prefer [`try_refund_key`], which refuses it.
 pub fn refund_key(held: Option<&mut PackedLimiter>, count: u64, now_ms: i64) -> RefundVerdict {
+    try_refund_key(held, count, now_ms)
+        .unwrap_or(RefundVerdict { reply: None, change: RefundChange::Unchanged })
+}
+
+/// `RL.REFUND key count` at `now_ms` on what the key holds, or
+/// [`KeyError::NotRefundable`] (nothing changed) when it holds live leases — they are given
+/// back by `RL.RELEASE`. Leases past their last expiry count as a missing key (nil).
+pub fn try_refund_key(
+    held: Option<&mut PackedLimiter>,
+    count: u64,
+    now_ms: i64,
+) -> Result<RefundVerdict, KeyError> {
     let Some(packed) = held else {
-        return RefundVerdict { reply: None, change: RefundChange::Unchanged };
+        return Ok(RefundVerdict { reply: None, change: RefundChange::Unchanged });
     };
     let ban = packed.ban();
+    let refusal = packed.view(|limiter| {
+        let leases = matches!(limiter, Limiter::Lease(_));
+        (leases && Standing::of(limiter, ban, now_ms).live())
+            .then(|| KeyError::NotRefundable { held: limiter.algorithm() })
+    });
+    if let Some(error) = refusal {
+        return Err(error);
+    }
     let (verdict, ban_after) = packed.update(|limiter| {
         let standing = Standing::of(limiter, ban, now_ms);
         match limiter {
@@ -44,12 +65,16 @@ pub fn refund_key(held: Option<&mut PackedLimiter>, count: u64, now_ms: i64) -> 
             Limiter::Slide(s) => refund_state(s, standing, ban, count, now_ms),
             Limiter::Leaky(s) => refund_state(s, standing, ban, count, now_ms),
             Limiter::Gcra(s) => refund_state(s, standing, ban, count, now_ms),
+            // Lapsed leases (live ones were refused above): nothing to give back.
+            Limiter::Lease(_) => {
+                (RefundVerdict { reply: None, change: RefundChange::Unchanged }, ban)
+            }
         }
     });
     if ban_after != ban {
         packed.set_ban(ban_after);
     }
-    verdict
+    Ok(verdict)
 }
 
 fn refund_state<V: Variant>(

@@ -307,6 +307,110 @@ impl AllRequest {
     }
 }
 
+/// `RL.ACQUIRE key limit lease [ID id] [WAIT timeout] [DRYRUN] [AT ms]` (arguments after the
+/// key): take a concurrency lease (see [`crate::lease`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquireRequest {
+    /// `limit` (1 … `ratelimit.lease-max`) and `lease` (1 ms … 10 years).
+    pub params: crate::lease::LeaseParams,
+    /// `ID id`: the lease's id, 1 … 64 bytes, binary safe (`None`: the server assigns one).
+    pub id: Option<Vec<u8>>,
+    /// `WAIT timeout` (ms, 0 … 10 years; `0` waits without limit): a refused call waits for a
+    /// lease to lapse or be released instead of answering at once.
+    pub wait_ms: Option<u64>,
+    /// `DRYRUN`: evaluate and reply, change nothing.
+    pub dry_run: bool,
+    /// `AT unix-ms`: the instant to evaluate at instead of the server clock.
+    pub at_ms: Option<i64>,
+}
+
+/// The options `RL.ACQUIRE` takes after `limit lease` (its own, so [`Keyword`] stays shared
+/// by the limiting commands).
+const ACQUIRE_OPTIONS: [&str; 4] = ["ID", "WAIT", "DRYRUN", "AT"];
+
+/// A lease id argument: 1 … 64 bytes.
+fn parse_lease_id(bytes: &[u8]) -> Result<Vec<u8>, ArgError> {
+    if crate::lease::valid_id(bytes) {
+        Ok(bytes.to_vec())
+    } else {
+        Err(ArgError::Invalid(format!("ID must be 1 to {} bytes", crate::lease::MAX_ID_LEN)))
+    }
+}
+
+/// A `WAIT` timeout: a duration of 0 … 10 years (0: no limit).
+fn parse_wait(bytes: &[u8]) -> Result<u64, ArgError> {
+    let ms = super::args::parse_signed_duration("WAIT", bytes)?;
+    u64::try_from(ms).ok().filter(|v| *v <= super::args::MAX_DURATION_MS).ok_or(
+        ArgError::DurationRange {
+            name: "WAIT",
+            min_ms: 0,
+            max_ms: i128::from(super::args::MAX_DURATION_MS),
+        },
+    )
+}
+
+impl AcquireRequest {
+    /// Parses `RL.ACQUIRE`'s arguments after the key. `lease_max` is the largest `limit`
+    /// (`ratelimit.lease-max`). Options are case-insensitive, in any order, each at most
+    /// once; `WAIT` cannot be combined with `AT` or `DRYRUN`.
+    pub fn parse(args: &[&[u8]], lease_max: u64) -> Result<AcquireRequest, ArgError> {
+        let [limit, lease, rest @ ..] = args else {
+            return Err(ArgError::WrongArity);
+        };
+        let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
+        let lease_ms = parse_duration("lease", lease)?;
+        let params = crate::lease::LeaseParams::new(limit, lease_ms, lease_max)?;
+        let mut request =
+            AcquireRequest { params, id: None, wait_ms: None, dry_run: false, at_ms: None };
+        let mut seen = [false; ACQUIRE_OPTIONS.len()];
+        let mut rest = rest.iter();
+        while let Some(token) = rest.next() {
+            let (index, name) = ACQUIRE_OPTIONS
+                .iter()
+                .enumerate()
+                .find(|(_, name)| token.eq_ignore_ascii_case(name.as_bytes()))
+                .ok_or_else(|| ArgError::UnknownOption(token.to_vec()))?;
+            let seen = seen.get_mut(index).ok_or(ArgError::RepeatedOption(name))?;
+            if *seen {
+                return Err(ArgError::RepeatedOption(name));
+            }
+            *seen = true;
+            let mut value = || rest.next().ok_or(ArgError::MissingValue(name));
+            match index {
+                0 => request.id = Some(parse_lease_id(value()?)?),
+                1 => request.wait_ms = Some(parse_wait(value()?)?),
+                2 => request.dry_run = true,
+                _ => request.at_ms = Some(super::args::parse_instant("AT", value()?)?),
+            }
+        }
+        if request.wait_ms.is_some() && (request.dry_run || request.at_ms.is_some()) {
+            return Err(ArgError::Invalid(
+                "syntax error: WAIT cannot be combined with AT or DRYRUN".into(),
+            ));
+        }
+        Ok(request)
+    }
+}
+
+/// `RL.RELEASE key id [AT ms]` (arguments after the key): give a lease back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseRequest {
+    /// The lease's id, 1 … 64 bytes.
+    pub id: Vec<u8>,
+    pub at_ms: Option<i64>,
+}
+
+impl ReleaseRequest {
+    pub fn parse(args: &[&[u8]]) -> Result<ReleaseRequest, ArgError> {
+        let [id, rest @ ..] = args else {
+            return Err(ArgError::WrongArity);
+        };
+        let id = parse_lease_id(id)?;
+        let options = parse_options(rest, &[Keyword::At])?;
+        Ok(ReleaseRequest { id, at_ms: options.at_ms })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
