@@ -39,6 +39,8 @@ const COMMANDS: &[&[u8]] = &[
     b"RL.SLIDE",
     b"RL.ALL",
     b"RL.REFUND",
+    b"RL.ACQUIRE",
+    b"RL.RELEASE",
     b"rl.token",
     b"Rl.Period",
 ];
@@ -96,6 +98,7 @@ const TOKENS: &[&[u8]] = &[
     b"LEAKY",
     b"BAN",
     b"WAIT",
+    b"ID",
     b"16",
     b"17",
 ];

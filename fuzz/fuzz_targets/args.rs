@@ -16,10 +16,13 @@ use ratelimit_core::codec::{decode, encode};
 use ratelimit_core::inspect::peek_key;
 use ratelimit_core::judge::{judge_all, judge_key, Change, Verdict};
 use ratelimit_core::leaky::{LeakMode, LeakyParams};
+use ratelimit_core::lease_key::{acquire_key, release_id, ReleaseChange};
 use ratelimit_core::packed::PackedLimiter;
 use ratelimit_core::period::PeriodParams;
 use ratelimit_core::refund::refund_key;
-use ratelimit_core::request::{AllRequest, Command, RefundRequest, Request};
+use ratelimit_core::request::{
+    AcquireRequest, AllRequest, Command, RefundRequest, ReleaseRequest, Request,
+};
 use ratelimit_core::slide::SlideParams;
 use ratelimit_core::token::TokenParams;
 
@@ -71,6 +74,19 @@ fuzz_target!(|data: &[u8]| {
                 packed.view(|l| assert_eq!(l.validate(), Ok(())));
             }
         }
+    }
+    // `RL.ACQUIRE` / `RL.RELEASE`: what parses is judged on a fresh key and released again.
+    if let Ok(acquire) = AcquireRequest::parse(&args, 10_000) {
+        let now = acquire.at_ms.unwrap_or(NOW_MS);
+        let verdict = acquire_key(None, &acquire, now).expect("an empty key");
+        if let (Change::Created { limiter, .. }, Some(id)) = (verdict.change, verdict.id) {
+            assert_eq!(limiter.validate(), Ok(()));
+            let mut packed = PackedLimiter::new(limiter);
+            assert_eq!(release_id(Some(&mut packed), &id, now), Ok(ReleaseChange::Deleted));
+        }
+    }
+    if let Ok(release) = ReleaseRequest::parse(&args) {
+        assert!((1..=64).contains(&release.id.len()), "{release:?}");
     }
     // `RL.ALL`'s grammar (everything after the command name).
     if let Ok(all) = AllRequest::parse(&args, SLIDE_LOG_MAX) {

@@ -16,19 +16,19 @@ use super::config::slide_log_max;
 use super::key::{Contents, Key, Mode};
 use super::reply::{self, FieldValue};
 use super::stats::{self, Outcome, Tally};
-use super::wait;
+use super::{leases, wait};
 use ratelimit_core::args::MAX_AT_MS;
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::inspect::{describe_key, peek_key};
 use ratelimit_core::judge::{judge_all, judge_key, value_expiry, Change, KeyError, Verdict};
 use ratelimit_core::packed::PackedLimiter;
-use ratelimit_core::refund::{refund_key, RefundChange};
+use ratelimit_core::refund::{try_refund_key, RefundChange};
 use ratelimit_core::request::{AllRequest, Command, RefundRequest, Request};
 
 /// Most arguments any valid call can have (each option at most once); more is refused
 /// before any parsing, so arguments fit a stack array.
-const MAX_ARGS: usize = 16;
+pub(super) const MAX_ARGS: usize = 16;
 /// Most arguments a valid `RL.ALL` can have: name, `numkeys`, 16 keys, 16 groups of at most 8
 /// (`LEAKY c r p COST n DELAY d`), `DRYRUN`, `AT ms`.
 const MAX_ALL_ARGS: usize = 2 + 16 + 16 * 8 + 3;
@@ -89,14 +89,14 @@ impl Call<'_> {
         now.clamp(0, MAX_AT_MS)
     }
 
-    fn open(&self, mode: Mode) -> Result<Key, CommandError> {
+    pub(super) fn open(&self, mode: Mode) -> Result<Key, CommandError> {
         Ok(Key::open(self.api, self.ctx, self.key()?, mode))
     }
 
     /// Announces an admitted change of the key as a keyspace event named after the command
     /// (`rl.token`, …) in the module class (`notify-keyspace-events` flag `d`). Free when
     /// notifications are off.
-    fn notify_changed(&self) {
+    pub(super) fn notify_changed(&self) {
         if let Ok(key) = self.key() {
             self.notify_changed_key(key);
         }
@@ -233,7 +233,7 @@ pub(super) fn judge_and_apply(
 
 /// Applies what judging did to the key: store a new limiter or record an in-place update,
 /// with the key's new expiry.
-fn apply(key: &mut Key, change: Change) -> Result<(), CommandError> {
+pub(super) fn apply(key: &mut Key, change: Change) -> Result<(), CommandError> {
     match change {
         Change::Unchanged => Ok(()),
         Change::Updated { expire_at_ms } => {
@@ -332,7 +332,7 @@ fn refund(call: &Call) -> Result<Outcome, CommandError> {
         Contents::Empty => None,
         Contents::Limiter(packed) => Some(packed),
     };
-    let verdict = refund_key(held, request.count, now);
+    let verdict = try_refund_key(held, request.count, now)?;
     match verdict.change {
         RefundChange::Unchanged => {}
         RefundChange::Updated { expire_at_ms } => key.changed(expire_at_ms),
@@ -392,6 +392,9 @@ fn info(call: &Call) -> Result<Outcome, CommandError> {
     };
     let mut fields = vec![("algorithm", FieldValue::Text(info.algorithm.name()))];
     fields.extend(info.fields.into_iter().map(|(k, v)| (k, FieldValue::Int(v))));
+    if let Some(leases) = &info.leases {
+        fields.push(("leases", FieldValue::Leases(leases)));
+    }
     fields.push(("updated_ms", FieldValue::Int(info.updated_ms)));
     fields.push(("ttl_ms", FieldValue::Int(ttl_ms)));
     reply::fields(call.api, call.ctx, &fields);
@@ -421,7 +424,7 @@ fn restore(call: &Call) -> Result<Outcome, CommandError> {
 }
 
 macro_rules! command {
-    ($fn_name:ident, $name:literal, $tally:expr, $handler:ident) => {
+    ($fn_name:ident, $name:literal, $tally:expr, $handler:path) => {
         pub(super) extern "C" fn $fn_name(
             ctx: *mut RedisModuleCtx,
             argv: *mut *mut RedisModuleString,
@@ -452,6 +455,8 @@ command!(rl_slide, c"rl.slide", Tally::Slide, slide);
 command!(rl_leaky, c"rl.leaky", Tally::Leaky, leaky);
 command!(cl_throttle, c"cl.throttle", Tally::Throttle, throttle);
 command!(rl_refund, c"rl.refund", Tally::Refund, refund);
+command!(rl_acquire, c"rl.acquire", Tally::Acquire, leases::acquire);
+command!(rl_release, c"rl.release", Tally::Release, leases::release);
 command!(rl_peek, c"rl.peek", Tally::Peek, peek);
 command!(rl_info, c"rl.info", Tally::Info, info);
 command!(rl_restore, c"rl.restore", Tally::Restore, restore);

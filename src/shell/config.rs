@@ -15,3 +15,16 @@ pub static SLIDE_LOG_MAX: AtomicI64 = AtomicI64::new(SLIDE_LOG_MAX_DEFAULT);
 pub fn slide_log_max() -> u64 {
     u64::try_from(SLIDE_LOG_MAX.load(Ordering::Relaxed)).unwrap_or(0)
 }
+
+/// Default of `ratelimit.lease-max`.
+pub const LEASE_MAX_DEFAULT: i64 = ratelimit_core::lease::DEFAULT_LEASE_MAX as i64;
+/// Largest value `ratelimit.lease-max` accepts.
+pub const LEASE_MAX_LIMIT: i64 = ratelimit_core::lease::MAX_LEASE_MAX as i64;
+
+/// `ratelimit.lease-max`: the largest `limit` `RL.ACQUIRE` accepts.
+pub static LEASE_MAX: AtomicI64 = AtomicI64::new(LEASE_MAX_DEFAULT);
+
+/// The current `ratelimit.lease-max`.
+pub fn lease_max() -> u64 {
+    u64::try_from(LEASE_MAX.load(Ordering::Relaxed)).unwrap_or(0)
+}

@@ -6,6 +6,7 @@ pub mod commands;
 pub mod config;
 pub mod datatype;
 pub mod key;
+pub mod leases;
 pub mod registry;
 pub mod reply;
 pub mod specs;

@@ -28,6 +28,20 @@ pub fn all(api: &Api, ctx: *mut RedisModuleCtx, head: &[i64; 6], details: &[[i64
     }
 }
 
+/// Replies with `RL.ACQUIRE`'s layout: five integers and the lease id (nil when refused).
+pub fn lease(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64; 5], id: Option<&[u8]>) {
+    unsafe { (api.reply_with_array)(ctx, 6) };
+    for v in values {
+        unsafe { (api.reply_with_long_long)(ctx, *v) };
+    }
+    match id {
+        Some(id) => unsafe {
+            (api.reply_with_string_buffer)(ctx, id.as_ptr().cast::<c_char>(), id.len());
+        },
+        None => null(api, ctx),
+    }
+}
+
 /// Replies with an error. `text` must start with its error code (`ERR`, `WRONGTYPE`);
 /// control characters become spaces so the reply stays one protocol line.
 pub fn error(api: &Api, ctx: *mut RedisModuleCtx, text: &str) {
@@ -48,6 +62,8 @@ pub fn ok(api: &Api, ctx: *mut RedisModuleCtx) {
 pub enum FieldValue<'a> {
     Int(i64),
     Text(&'a str),
+    /// A flat array `id expires_ms id expires_ms …` (a lease key's `leases`).
+    Leases(&'a [(Vec<u8>, i64)]),
 }
 
 /// Replies with a map (RESP3) that Redis flattens to an array of pairs for RESP2 clients.
@@ -63,6 +79,15 @@ pub fn fields(api: &Api, ctx: *mut RedisModuleCtx, pairs: &[(&str, FieldValue<'_
                 (api.reply_with_long_long)(ctx, *v);
             },
             FieldValue::Text(s) => text(s),
+            FieldValue::Leases(leases) => {
+                unsafe { (api.reply_with_array)(ctx, (leases.len() * 2) as c_long) };
+                for (id, expires_ms) in leases.iter() {
+                    unsafe {
+                        (api.reply_with_string_buffer)(ctx, id.as_ptr().cast::<c_char>(), id.len());
+                        (api.reply_with_long_long)(ctx, *expires_ms);
+                    }
+                }
+            }
         }
     }
 }

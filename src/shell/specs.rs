@@ -5,8 +5,8 @@
 use std::ffi::CStr;
 
 use super::commands::{
-    cl_throttle, rl_all, rl_info, rl_leaky, rl_peek, rl_period, rl_refund, rl_restore, rl_slide,
-    rl_token,
+    cl_throttle, rl_acquire, rl_all, rl_info, rl_leaky, rl_peek, rl_period, rl_refund, rl_release,
+    rl_restore, rl_slide, rl_token,
 };
 use super::registry::{ArgKind, ArgSpec, CommandSpec, KeyLayout};
 
@@ -48,10 +48,10 @@ const MODE: ArgSpec = ArgSpec::new(c"mode", ArgKind::OneOf(LEAK_MODE))
     .optional()
     .doc(c"delay mode by default: each admitted request is told how long to wait");
 
-const TOKEN_ARGS: &[ArgSpec] = &[KEY, CAPACITY, RATE, PERIOD, COST, STEP, BAN, DRYRUN, AT];
-const PERIOD_ARGS: &[ArgSpec] = &[KEY, LIMIT, PERIOD, COST, ALIGN, BAN, DRYRUN, AT];
-const SLIDE_ARGS: &[ArgSpec] = &[KEY, LIMIT, WINDOW, COST, BUCKETS, BAN, DRYRUN, AT];
-const LEAKY_ARGS: &[ArgSpec] = &[KEY, CAPACITY, RATE, PERIOD, COST, MODE, BAN, DRYRUN, AT];
+const TOKEN_ARGS: &[ArgSpec] = &[KEY, CAPACITY, RATE, PERIOD, COST, STEP, BAN, WAIT, DRYRUN, AT];
+const PERIOD_ARGS: &[ArgSpec] = &[KEY, LIMIT, PERIOD, COST, ALIGN, BAN, WAIT, DRYRUN, AT];
+const SLIDE_ARGS: &[ArgSpec] = &[KEY, LIMIT, WINDOW, COST, BUCKETS, BAN, WAIT, DRYRUN, AT];
+const LEAKY_ARGS: &[ArgSpec] = &[KEY, CAPACITY, RATE, PERIOD, COST, MODE, BAN, WAIT, DRYRUN, AT];
 const THROTTLE_ARGS: &[ArgSpec] = &[
     KEY,
     ArgSpec::new(c"max_burst", ArgKind::Integer).doc(c"burst tolerance: max_burst + 1 at once"),
@@ -84,6 +84,23 @@ const ALL_ARGS: &[ArgSpec] = &[
 ];
 const REFUND_ARGS: &[ArgSpec] =
     &[KEY, ArgSpec::new(c"count", ArgKind::Integer).doc(c"permits to give back, 1 to 10^12"), AT];
+const WAIT: ArgSpec = ArgSpec::option(c"WAIT", c"timeout", ArgKind::String)
+    .doc(c"block until admitted, in arrival order, at most this long (0: no limit)");
+const LEASE_ID: ArgSpec = ArgSpec::option(c"ID", c"id", ArgKind::String)
+    .doc(c"the lease's id, 1 to 64 bytes (renews it if held); default: a server id");
+const ACQUIRE_ARGS: &[ArgSpec] = &[
+    KEY,
+    ArgSpec::new(c"limit", ArgKind::Integer)
+        .doc(c"most leases held at once, 1 to ratelimit.lease-max"),
+    ArgSpec::new(c"lease", ArgKind::String)
+        .doc(c"how long a lease lasts unless renewed or released"),
+    LEASE_ID,
+    WAIT,
+    DRYRUN,
+    AT,
+];
+const RELEASE_ARGS: &[ArgSpec] =
+    &[KEY, ArgSpec::new(c"id", ArgKind::String).doc(c"the lease to give back"), AT];
 const KEY_ONLY: &[ArgSpec] = &[KEY];
 const RESTORE_ARGS: &[ArgSpec] = &[
     KEY,
@@ -171,6 +188,28 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: c"Give COUNT permits back to a limiter (reserve-then-settle), never beyond a fresh limiter",
         complexity: c"O(1) (O(n) in the entries given back of an exact sliding log)",
         args: REFUND_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.acquire",
+        handler: rl_acquire,
+        flags: c"write deny-oom fast",
+        arity: -4,
+        read_only: false,
+        keys: KeyLayout::One,
+        summary: c"Concurrency limit: take one of LIMIT leases that lapses after LEASE unless renewed (by ID) or released",
+        complexity: c"O(log N) in the leases held (O(N) when leases lapse or are renewed)",
+        args: ACQUIRE_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.release",
+        handler: rl_release,
+        flags: c"write fast",
+        arity: -3,
+        read_only: false,
+        keys: KeyLayout::One,
+        summary: c"Give a lease back: 1 if it was held, 0 otherwise",
+        complexity: c"O(N) in the leases held",
+        args: RELEASE_ARGS,
     },
     CommandSpec {
         name: c"rl.peek",

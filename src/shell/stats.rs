@@ -14,13 +14,15 @@ pub enum Tally {
     Throttle,
     All,
     Refund,
+    Acquire,
+    Release,
     Peek,
     Info,
     Restore,
 }
 
 impl Tally {
-    const ALL: [Tally; 10] = [
+    const ALL: [Tally; 12] = [
         Tally::Token,
         Tally::Period,
         Tally::Slide,
@@ -28,6 +30,8 @@ impl Tally {
         Tally::Throttle,
         Tally::All,
         Tally::Refund,
+        Tally::Acquire,
+        Tally::Release,
         Tally::Peek,
         Tally::Info,
         Tally::Restore,
@@ -42,6 +46,8 @@ impl Tally {
             Tally::Throttle => "throttle",
             Tally::All => "all",
             Tally::Refund => "refund",
+            Tally::Acquire => "acquire",
+            Tally::Release => "release",
             Tally::Peek => "peek",
             Tally::Info => "info",
             Tally::Restore => "restore",

@@ -20,9 +20,10 @@ use redis_module::raw::{self, RedisModuleBlockedClient, RedisModuleCtx, RedisMod
 
 use super::api::{api, bytes, Api};
 use super::commands::{judge_and_apply, Call, CommandError};
+use super::leases::acquire_and_apply;
 use super::reply;
 use super::stats::{self, Outcome, Tally};
-use ratelimit_core::request::Request;
+use ratelimit_core::request::{AcquireRequest, Request};
 use ratelimit_core::waiters::{WaitQueue, Waiter};
 
 /// A key, by database and name.
@@ -32,10 +33,65 @@ struct KeyId {
     name: Vec<u8>,
 }
 
+/// A request that waits: a limiting call, or `RL.ACQUIRE`.
+#[derive(Debug, Clone)]
+enum Pending {
+    Limit(Request),
+    Acquire(AcquireRequest),
+}
+
+/// What judging a pending request gave, and the instant used.
+struct Judged {
+    allowed: bool,
+    reply: [i64; 5],
+    /// `RL.ACQUIRE`'s lease id (nil when refused).
+    id: Option<Vec<u8>>,
+    now: i64,
+}
+
+impl Pending {
+    fn wait_ms(&self) -> Option<u64> {
+        match self {
+            Pending::Limit(r) => r.wait_ms,
+            Pending::Acquire(r) => r.wait_ms,
+        }
+    }
+
+    fn has_ban(&self) -> bool {
+        matches!(self, Pending::Limit(r) if r.ban_ms.is_some())
+    }
+
+    /// Judges (and applies, unless `dry`) the request on the call's key; a `BAN` counts only
+    /// with `with_ban` (a waiting request's refusals are not final).
+    fn judge(&self, call: &Call, dry: bool, with_ban: bool) -> Result<Judged, CommandError> {
+        match self {
+            Pending::Limit(r) => {
+                let ban_ms = r.ban_ms.filter(|_| with_ban);
+                let request = Request { dry_run: dry, ban_ms, ..r.clone() };
+                let (v, now) = judge_and_apply(call, &request)?;
+                Ok(Judged { allowed: v.allowed, reply: v.reply, id: None, now })
+            }
+            Pending::Acquire(r) => {
+                let request = AcquireRequest { dry_run: dry, ..r.clone() };
+                let (v, now) = acquire_and_apply(call, &request)?;
+                Ok(Judged { allowed: v.allowed, reply: v.reply, id: v.id, now })
+            }
+        }
+    }
+
+    /// The answer a judged request gets.
+    fn answer(&self, judged: Judged) -> Answer {
+        match self {
+            Pending::Limit(_) => Answer::Ints(judged.reply),
+            Pending::Acquire(_) => Answer::Lease(judged.reply, judged.id),
+        }
+    }
+}
+
 /// A blocked request: its client, the request, and its arguments (held until answered).
 struct Blocked {
     bc: *mut RedisModuleBlockedClient,
-    request: Request,
+    pending: Pending,
     name: &'static CStr,
     tally: Tally,
     /// The command's arguments, name first, held (`HoldString`) until the waiter is done.
@@ -72,6 +128,7 @@ fn with<R>(f: impl FnOnce(&mut Waits) -> R) -> R {
 /// What a blocked client is answered with.
 enum Answer {
     Ints([i64; 5]),
+    Lease([i64; 5], Option<Vec<u8>>),
     Error(String),
 }
 
@@ -95,40 +152,50 @@ fn key_id(call: &Call, name: *mut RedisModuleString) -> KeyId {
 /// A limiting request with `WAIT` from a client that can block: answered at once when the key
 /// has no waiters and the request is admitted, or can never be; otherwise queued.
 pub fn limit_or_block(call: &Call, request: Request) -> Result<Outcome, CommandError> {
+    answer_or_block(call, Pending::Limit(request))
+}
+
+/// `RL.ACQUIRE … WAIT timeout`, as [`limit_or_block`].
+pub fn acquire_or_block(call: &Call, request: AcquireRequest) -> Result<Outcome, CommandError> {
+    answer_or_block(call, Pending::Acquire(request))
+}
+
+fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandError> {
     let id = key_id(call, call.key()?);
-    // While waiting, a refusal is not final: it starts no ban (only a timeout does).
-    let waiting = Request { ban_ms: None, ..request.clone() };
     let queued = with(|w| w.keys.get(&id).is_some_and(|k| !k.queue.is_empty()));
-    let (verdict, now) = if queued {
-        // Never overtake: judge without taking anything, to answer errors and requests that
-        // can never be admitted at once.
-        judge_and_apply(call, &Request { dry_run: true, ..waiting.clone() })?
-    } else {
-        judge_and_apply(call, &waiting)?
-    };
-    let admitted_now = !queued && verdict.allowed;
-    if admitted_now || verdict.reply[3] < 0 {
-        reply::integers(call.api, call.ctx, &verdict.reply);
-        return Ok(if verdict.allowed { Outcome::Admitted } else { Outcome::Limited });
+    // Never overtake a waiter: with a queue, judge without taking anything (to answer errors
+    // and requests that can never be admitted at once). While waiting, a refusal is not final:
+    // it starts no ban (only a timeout does).
+    let judged = pending.judge(call, queued, false)?;
+    if (!queued && judged.allowed) || judged.reply[3] < 0 {
+        let allowed = judged.allowed;
+        match pending.answer(judged) {
+            Answer::Lease(values, lease) => {
+                reply::lease(call.api, call.ctx, &values, lease.as_deref())
+            }
+            Answer::Ints(values) => reply::integers(call.api, call.ctx, &values),
+            Answer::Error(text) => reply::error(call.api, call.ctx, &text),
+        }
+        return Ok(if allowed { Outcome::Admitted } else { Outcome::Limited });
     }
-    let retry_at = (!queued).then(|| now.saturating_add(verdict.reply[3]));
-    block(call, id, request, now, retry_at);
+    let retry_at = (!queued).then(|| judged.now.saturating_add(judged.reply[3]));
+    block(call, id, pending, judged.now, retry_at);
     Ok(Outcome::Blocked)
 }
 
-fn block(call: &Call, id: KeyId, request: Request, now: i64, retry_at: Option<i64>) {
+fn block(call: &Call, id: KeyId, pending: Pending, now: i64, retry_at: Option<i64>) {
     let api = call.api;
     let bc =
         unsafe { (api.block_client)(call.ctx, Some(reply_callback), None, Some(free_answer), 0) };
     unsafe { (api.set_disconnect_callback)(bc, Some(on_disconnect)) };
     let argv: Vec<*mut RedisModuleString> =
         call.argv.iter().map(|s| unsafe { (api.hold_string)(ptr::null_mut(), *s) }).collect();
-    let deadline_ms = request
-        .wait_ms
+    let deadline_ms = pending
+        .wait_ms()
         .filter(|w| *w > 0)
         .map(|w| now.saturating_add(i64::try_from(w).unwrap_or(i64::MAX)));
     let tally = tally_of(call.name);
-    let blocked = Blocked { bc, request, name: call.name, tally, argv };
+    let blocked = Blocked { bc, pending, name: call.name, tally, argv };
     let wake = with(|w| {
         w.next_ticket += 1;
         let ticket = w.next_ticket;
@@ -148,6 +215,7 @@ fn tally_of(name: &CStr) -> Tally {
         b"rl.token" => Tally::Token,
         b"rl.period" => Tally::Period,
         b"rl.slide" => Tally::Slide,
+        b"rl.acquire" => Tally::Acquire,
         _ => Tally::Leaky,
     }
 }
@@ -253,9 +321,9 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
             w.keys
                 .get(id)
                 .and_then(|k| k.queue.head())
-                .map(|h| (h.ticket, h.data.request.clone(), h.data.name, h.data.argv.clone()))
+                .map(|h| (h.ticket, h.data.pending.clone(), h.data.name, h.data.argv.clone()))
         });
-        let Some((ticket, request, name, argv)) = head else {
+        let Some((ticket, pending, name, argv)) = head else {
             with(|w| {
                 if w.keys.get(id).is_some_and(|k| k.queue.is_empty() && k.timer.is_none()) {
                     w.keys.remove(id);
@@ -264,11 +332,14 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
             return;
         };
         let call = Call { api, ctx, name, argv: &argv, args: &[] };
-        let waiting = Request { ban_ms: None, ..request };
-        let answer = match judge_and_apply(&call, &waiting) {
-            Ok((v, _)) if v.allowed || v.reply[3] < 0 => Some((Answer::Ints(v.reply), v.allowed)),
-            Ok((v, now)) => {
-                let retry_at = now.saturating_add(v.reply[3]);
+        let answer = match pending.judge(&call, false, false) {
+            Ok(j) if j.allowed || j.reply[3] < 0 => {
+                let allowed = j.allowed;
+                Some((pending.answer(j), allowed))
+            }
+            Ok(j) => {
+                let (now, retry) = (j.now, j.reply[3]);
+                let retry_at = now.saturating_add(retry);
                 let wake = with(|w| w.keys.get(id).and_then(|k| k.queue.wake_at(Some(retry_at))));
                 if let Some(at) = wake {
                     arm(api, ctx, id, at, now);
@@ -296,20 +367,23 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
 /// algorithm starts the ban now.
 fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>) {
     let blocked = &waiter.data;
+    let pending = &blocked.pending;
     let call = Call { api, ctx, name: blocked.name, argv: &blocked.argv, args: &[] };
-    let dry = Request { dry_run: true, ban_ms: None, ..blocked.request.clone() };
-    let answer = match judge_and_apply(&call, &dry) {
-        Ok((v, _)) if v.allowed => {
-            let [_, limit, remaining, _, reset] = v.reply;
-            Answer::Ints([0, limit, remaining, 0, reset])
+    let answer = match pending.judge(&call, true, false) {
+        Ok(j) if j.allowed => {
+            let [_, limit, remaining, _, reset] = j.reply;
+            pending.answer(Judged {
+                allowed: false,
+                reply: [0, limit, remaining, 0, reset],
+                id: None,
+                ..j
+            })
         }
-        Ok((v, _)) if blocked.request.ban_ms.is_some() => {
-            match judge_and_apply(&call, &blocked.request) {
-                Ok((banned, _)) => Answer::Ints(banned.reply),
-                Err(_) => Answer::Ints(v.reply),
-            }
-        }
-        Ok((v, _)) => Answer::Ints(v.reply),
+        Ok(j) if pending.has_ban() => match pending.judge(&call, false, true) {
+            Ok(banned) => pending.answer(banned),
+            Err(_) => pending.answer(j),
+        },
+        Ok(j) => pending.answer(j),
         Err(e) => Answer::Error(e.render(blocked.name)),
     };
     stats::wait_timed_out();
@@ -345,6 +419,7 @@ unsafe extern "C" fn reply_callback(
     let data = unsafe { (api.get_blocked_client_private_data)(ctx) }.cast::<Answer>();
     match unsafe { data.as_ref() } {
         Some(Answer::Ints(values)) => reply::integers(api, ctx, values),
+        Some(Answer::Lease(values, id)) => reply::lease(api, ctx, values, id.as_deref()),
         Some(Answer::Error(text)) => reply::error(api, ctx, text),
         None => reply::null(api, ctx),
     }
