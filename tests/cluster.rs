@@ -15,17 +15,6 @@ use std::time::{Duration, Instant};
 const KEYS: usize = 3000;
 const AT: &str = "4000000000000";
 
-fn cluster_node() -> Server {
-    Server::start_with(&[
-        "--cluster-enabled",
-        "yes",
-        "--cluster-config-file",
-        "nodes.conf",
-        "--cluster-node-timeout",
-        "3000",
-    ])
-}
-
 fn redis_cli(args: &[&str]) -> String {
     let cli = cli_bin();
     let out = Command::new(&cli).args(args).output().unwrap_or_else(|e| panic!("run {cli}: {e}"));

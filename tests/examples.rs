@@ -120,18 +120,7 @@ fn rust_token_example() {
 
 #[test]
 fn python_cluster_example() {
-    let nodes: Vec<Server> = (0..3)
-        .map(|_| {
-            Server::start_with(&[
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--cluster-node-timeout",
-                "3000",
-            ])
-        })
-        .collect();
+    let nodes: Vec<Server> = (0..3).map(|_| cluster_node()).collect();
     let addrs: Vec<String> = nodes.iter().map(Server::addr).collect();
     let mut create = Command::new(cli_bin());
     create.args(["--cluster", "create"]).args(&addrs);

@@ -176,15 +176,8 @@ fn leases_survive_reload_dump_restore_and_aof_rewrite() {
 /// it continues the sequence instead of issuing an id again.
 #[test]
 fn replicas_hold_the_same_ids_and_continue_the_sequence() {
-    let master = Server::start();
-    let port = master.port.to_string();
-    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let (master, replica) = master_and_replica();
     let mut rc = replica.conn();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while info_field(&mut rc, "replication", "master_link_status") != "up" {
-        assert!(Instant::now() < deadline, "replication link");
-        std::thread::sleep(Duration::from_millis(10));
-    }
     let mut mc = master.conn();
     let mut ids = Vec::new();
     for i in 0..20 {
@@ -198,12 +191,7 @@ fn replicas_hold_the_same_ids_and_continue_the_sequence() {
             assert_eq!(released, 1);
         }
     }
-    let offset: i64 = info_field(&mut mc, "replication", "master_repl_offset").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while info_field(&mut rc, "replication", "slave_repl_offset").parse::<i64>().unwrap() < offset {
-        assert!(Instant::now() < deadline, "replica offset");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_in_sync(&master, &replica);
     assert_eq!(stored_state(&mut mc, "pool"), stored_state(&mut rc, "pool"));
     assert_eq!(pexpiretime(&mut mc, "pool"), pexpiretime(&mut rc, "pool"));
     // Promote the replica: its next id is the master's next one, never one already issued.

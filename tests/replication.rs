@@ -3,38 +3,6 @@
 
 mod common;
 use common::*;
-use std::time::{Duration, Instant};
-
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Starts a master and a replica of it, linked and in sync.
-pub fn master_and_replica() -> (Server, Server) {
-    let master = Server::start();
-    let port = master.port.to_string();
-    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
-    let mut rc = replica.conn();
-    wait_for("replication link", || {
-        info_field(&mut rc, "replication", "master_link_status") == "up"
-    });
-    (master, replica)
-}
-
-fn wait_in_sync(master: &Server, replica: &Server) {
-    let mut mc = master.conn();
-    let mut rc = replica.conn();
-    let offset: i64 = info_field(&mut mc, "replication", "master_repl_offset").parse().unwrap();
-    // The master may add PINGs meanwhile, so the replica can pass this offset.
-    wait_for("replica offset", || {
-        let at: i64 = info_field(&mut rc, "replication", "slave_repl_offset").parse().unwrap_or(-1);
-        at >= offset
-    });
-}
 
 /// Freezes the master's key set (with active expiry off only our reads delete, and replicate
 /// `DEL`; a replica never expires keys itself), waits for the replica and asserts both
@@ -135,13 +103,8 @@ fn full_sync_carries_existing_limiters() {
     for i in 0..50 {
         ints(&mut mc, &["RL.TOKEN", &format!("k{i}"), "10", "1", "1s", "COST", "3"]);
     }
-    let port = master.port.to_string();
-    let replica =
-        Server::start_with(&["--replicaof", "127.0.0.1", &port, "--repl-diskless-load", "swapdb"]);
+    let replica = replica_of(&master, &["--repl-diskless-load", "swapdb"]);
     let mut rc = replica.conn();
-    wait_for("replication link", || {
-        info_field(&mut rc, "replication", "master_link_status") == "up"
-    });
     wait_in_sync(&master, &replica);
     let rdb_files: Vec<_> = std::fs::read_dir(&replica.dir)
         .expect("replica dir")

@@ -231,15 +231,8 @@ fn a_timed_out_request_with_ban_starts_the_ban() {
 /// of admission: the replica ends identical.
 #[test]
 fn replicas_follow_admissions_after_waiting() {
-    let master = Server::start();
-    let port = master.port.to_string();
-    let replica = Server::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let (master, replica) = master_and_replica();
     let mut rc = replica.conn();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while info_field(&mut rc, "replication", "master_link_status") != "up" {
-        assert!(Instant::now() < deadline, "replication link");
-        std::thread::sleep(Duration::from_millis(10));
-    }
     let mut mc = master.conn();
     line(&mut mc, "RL.TOKEN q 2 1 100 COST 2");
     let mut clients: Vec<Connection> = (0..5).map(|_| master.conn()).collect();
@@ -251,12 +244,7 @@ fn replicas_follow_admissions_after_waiting() {
         assert_eq!(receive(con)[0], 1);
         assert_eq!(receive(con)[0], 1);
     }
-    let offset: i64 = info_field(&mut mc, "replication", "master_repl_offset").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while info_field(&mut rc, "replication", "slave_repl_offset").parse::<i64>().unwrap() < offset {
-        assert!(Instant::now() < deadline, "replica offset");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_in_sync(&master, &replica);
     for key in ["q", "s"] {
         assert_eq!(stored_state(&mut mc, key), stored_state(&mut rc, key), "{key}");
         assert_eq!(pexpiretime(&mut mc, key), pexpiretime(&mut rc, key), "{key}");

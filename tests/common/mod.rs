@@ -332,3 +332,56 @@ pub fn crc64(bytes: &[u8]) -> u64 {
     }
     crc
 }
+
+/// Polls `ok` every 10 ms until it holds; fails the test after 20 s.
+pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A replica of `master` with extra arguments, linked (`master_link_status:up`).
+pub fn replica_of(master: &Server, extra: &[&str]) -> Server {
+    let port = master.port.to_string();
+    let mut args = vec!["--replicaof", "127.0.0.1", &port];
+    args.extend_from_slice(extra);
+    let replica = Server::start_with(&args);
+    let mut rc = replica.conn();
+    wait_for("replication link", || {
+        info_field(&mut rc, "replication", "master_link_status") == "up"
+    });
+    replica
+}
+
+/// Starts a master and a replica of it, linked and in sync.
+pub fn master_and_replica() -> (Server, Server) {
+    let master = Server::start();
+    let replica = replica_of(&master, &[]);
+    (master, replica)
+}
+
+/// Waits until the replica has processed everything the master has sent so far.
+pub fn wait_in_sync(master: &Server, replica: &Server) {
+    let mut mc = master.conn();
+    let mut rc = replica.conn();
+    let offset: i64 = info_field(&mut mc, "replication", "master_repl_offset").parse().unwrap();
+    // The master may add PINGs meanwhile, so the replica can pass this offset.
+    wait_for("replica offset", || {
+        let at: i64 = info_field(&mut rc, "replication", "slave_repl_offset").parse().unwrap_or(-1);
+        at >= offset
+    });
+}
+
+/// A node for a Redis Cluster on loopback (cluster bus on port + 10000).
+pub fn cluster_node() -> Server {
+    Server::start_with(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        "3000",
+    ])
+}
