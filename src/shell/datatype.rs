@@ -47,7 +47,7 @@ pub static LIMITER_TYPE: RedisType = RedisType::new(
         free_effort: None,
         unlink: None,
         copy: Some(copy),
-        defrag: None,
+        defrag: Some(defrag),
         mem_usage2: None,
         free_effort2: None,
         unlink2: None,
@@ -161,4 +161,27 @@ unsafe extern "C" fn copy(
         Some(p) => Box::into_raw(Box::new(p.clone())).cast(),
         None => ptr::null_mut(),
     }
+}
+
+/// Active defragmentation (`activedefrag yes`): moves the 48-byte value to a better place when
+/// the allocator suggests one. The value holds no pointer to itself, so moving its bytes is all
+/// it takes; its own buffers (a sliding log, a boxed wide value) stay where they are.
+unsafe extern "C" fn defrag(
+    ctx: *mut raw::RedisModuleDefragCtx,
+    _key: *mut RedisModuleString,
+    value: *mut *mut c_void,
+) -> c_int {
+    let Some(defrag_alloc) = (unsafe { raw::RedisModule_DefragAlloc }) else {
+        return 0;
+    };
+    if value.is_null() || unsafe { *value }.is_null() {
+        return 0;
+    }
+    // SAFETY: `*value` is a `Box<PackedLimiter>` allocated through `RedisModule_Alloc`;
+    // DefragAlloc copies it and frees the old allocation, or returns NULL if it stays.
+    let moved = unsafe { defrag_alloc(ctx, *value) };
+    if !moved.is_null() {
+        unsafe { *value = moved };
+    }
+    0
 }
