@@ -157,7 +157,8 @@ fn active_defrag_moves_limiters_and_changes_nothing() {
         eprintln!("active defragmentation unsupported by this server build: skipped");
         return;
     }
-    let _: () = redis::cmd("CONFIG").arg("SET").arg("activedefrag").arg("no").query(&mut c).unwrap();
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("activedefrag").arg("no").query(&mut c).unwrap();
     let at = "4000000000000";
     let mut pipe = redis::pipe();
     for i in 0..60_000 {
