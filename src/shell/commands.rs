@@ -127,8 +127,7 @@ impl Call<'_> {
             .iter()
             .enumerate()
             .filter(|(i, _)| wait.is_none_or(|w| *i != w + 1 && *i != w + 2));
-        let now =
-            unsafe { (self.api.create_string_from_long_long)(self.ctx, now_ms as c_longlong) };
+        let now = at_string(self.api, now_ms);
         let mut len = 0;
         for (slot, s) in
             vector.iter_mut().zip(kept.map(|(_, s)| *s).chain([self.api.at_keyword.0, now]))
@@ -137,13 +136,38 @@ impl Call<'_> {
             len += 1;
         }
         unsafe {
-            (self.api.replicate)(self.ctx, self.name.as_ptr(), c"v".as_ptr(), vector.as_ptr(), len);
-            (self.api.free_string)(self.ctx, now);
-        }
+            (self.api.replicate)(self.ctx, self.name.as_ptr(), c"v".as_ptr(), vector.as_ptr(), len)
+        };
     }
 }
 
 type Handler = fn(&Call) -> Result<Outcome, CommandError>;
+
+thread_local! {
+    /// The `AT` value of the current millisecond, as a module string kept across calls (calls
+    /// in the same ms propagate the same string; `RM_Replicate` copies what it is given).
+    static AT_NOW: std::cell::Cell<(i64, *mut RedisModuleString)> =
+        const { std::cell::Cell::new((i64::MIN, std::ptr::null_mut())) };
+}
+
+/// The string for `now_ms`, created once per ms (with no context, so no call frees it; the
+/// previous ms' string is freed when the next one is made).
+fn at_string(api: &Api, now_ms: i64) -> *mut RedisModuleString {
+    AT_NOW.with(|cell| {
+        let (ms, string) = cell.get();
+        if ms == now_ms && !string.is_null() {
+            return string;
+        }
+        let fresh = unsafe {
+            (api.create_string_from_long_long)(std::ptr::null_mut(), now_ms as c_longlong)
+        };
+        if !string.is_null() {
+            unsafe { (api.free_string)(std::ptr::null_mut(), string) };
+        }
+        cell.set((now_ms, fresh));
+        fresh
+    })
+}
 
 /// The argument vector Redis passed, as a slice (empty if malformed).
 fn arguments<'a>(argv: *mut *mut RedisModuleString, argc: c_int) -> &'a [*mut RedisModuleString] {

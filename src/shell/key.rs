@@ -142,7 +142,11 @@ impl Key {
         if self.raw.is_null() {
             return;
         }
-        unsafe { (self.api.set_abs_expire)(self.raw, expire_at_ms) };
+        // A fixed window keeps its end while calls are admitted inside it: reading the expiry
+        // is cheaper than setting it again.
+        if unsafe { (self.api.get_abs_expire)(self.raw) } != expire_at_ms {
+            unsafe { (self.api.set_abs_expire)(self.raw, expire_at_ms) };
+        }
         unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
     }
 
