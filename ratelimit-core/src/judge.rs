@@ -182,12 +182,20 @@ fn judge_held<V: Variant>(
     now_ms: i64,
     how: How,
 ) -> Result<Judged, KeyError> {
-    let standing = Standing::of(held, ban, now_ms);
-    let counts = standing.counts;
-    if counts && V::from_limiter(held).is_none() {
+    // Without a ban, this algorithm's own limiter needs no standing (the algorithm treats a
+    // state past its reset instant as missing by itself): the hot path computes nothing more.
+    let other = V::from_limiter(held).is_none();
+    let (counts, in_force) = match ban {
+        None => (!other || held.reset_at_ms() > now_ms, None),
+        Some(_) => {
+            let standing = Standing::of(held, ban, now_ms);
+            (standing.counts, standing.ban)
+        }
+    };
+    if counts && other {
         return Err(KeyError::WrongAlgorithm { held: held.algorithm(), wanted: V::ALGORITHM });
     }
-    if let Some(b) = standing.ban {
+    if let Some(b) = in_force {
         let own = V::from_limiter(held).filter(|_| counts);
         let now2 = b.now(now_ms, own.map(Stored::updated_ms));
         let alone = judge::<V>(own, params, now_ms, how.cost).decision;
