@@ -161,8 +161,11 @@ pub fn acquire_or_block(call: &Call, request: AcquireRequest) -> Result<Outcome,
 }
 
 fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandError> {
-    let id = key_id(call, call.key()?);
-    let queued = with(|w| w.keys.get(&id).is_some_and(|k| !k.queue.is_empty()));
+    // Most calls meet no waiter anywhere: then nothing is looked up (and nothing copied).
+    let queued = !with(|w| w.keys.is_empty()) && {
+        let id = key_id(call, call.key()?);
+        with(|w| w.keys.get(&id).is_some_and(|k| !k.queue.is_empty()))
+    };
     // Never overtake a waiter: with a queue, judge without taking anything (to answer errors
     // and requests that can never be admitted at once). While waiting, a refusal is not final:
     // it starts no ban (only a timeout does).
@@ -179,6 +182,7 @@ fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandErro
         return Ok(if allowed { Outcome::Admitted } else { Outcome::Limited });
     }
     let retry_at = (!queued).then(|| judged.now.saturating_add(judged.reply[3]));
+    let id = key_id(call, call.key()?);
     block(call, id, pending, judged.now, retry_at);
     Ok(Outcome::Blocked)
 }
