@@ -131,4 +131,4 @@ bench-features-instr: deps build
 ## bench-features: wall clock of the same operations, and unrelated commands' latency while
 ## 10,000 clients WAIT on 100 keys; replaces only that section of bench/RESULTS.md.
 bench-features: deps build
-	bash bench/waiters.sh
+	BENCH_ONLY=features bash bench/run.sh
