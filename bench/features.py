@@ -119,6 +119,9 @@ OPS = [
     Op("RL.ALL 4 keys", rl_all(4), checks=check_all,
        note="`RL.ALL 4 {u}:a {u}:b {u}:c {u}:d TOKEN 100 1 1h PERIOD 1000 1h TOKEN 100 1 1h "
             "PERIOD 1000 1h`", stats=["rl.all"]),
+    Op("RL.TOKEN COST 1", single("RL.TOKEN", "{key}", *TOKEN, "COST", "1"), checks=check_rl,
+       note="`RL.TOKEN k 100 1 1h COST 1` (the default cost spelled out: the same call with "
+            "two more arguments, the control for BAN and WAIT)", stats=["rl.token"]),
     Op("RL.TOKEN BAN", single("RL.TOKEN", "{key}", *TOKEN, "BAN", "1h"), checks=check_rl,
        note="`RL.TOKEN k 100 1 1h BAN 1h`", stats=["rl.token"]),
     Op("RL.TOKEN WAIT", single("RL.TOKEN", "{key}", *TOKEN, "WAIT", "5s"), checks=check_rl,
@@ -135,7 +138,8 @@ for _op in OPS:
         _op.prepare = same_prepare(_op.commands)
 BY_NAME = {op.name: op for op in OPS}
 
-# (row, reference row, how the row is held to it, bar): the targets.
+# (row, reference row(s) — a tuple is summed —, how the row is held to it, bar): the targets,
+# then comparisons without a target of their own (bar None).
 #   ratio: row ÷ reference ≤ bar;  delta: row − reference ≤ bar × reference;  absdelta:
 #   |row − reference| ≤ bar × reference (bar a fraction: 0.5 %, the spread of repetitions).
 TARGETS = [
@@ -144,15 +148,31 @@ TARGETS = [
     ("RL.TOKEN BAN", "RL.TOKEN", "absdelta", 0.005),
     ("RL.TOKEN WAIT", "RL.TOKEN", "delta", 0.005),
     ("RL.ACQUIRE + RL.RELEASE", "INCR ×2", "ratio", 2.0),
+    ("RL.ALL 2 keys", ("RL.TOKEN", "RL.PERIOD"), "ratio", None),
+    ("RL.ALL 4 keys", ("RL.TOKEN", "RL.PERIOD", "RL.TOKEN", "RL.PERIOD"), "ratio", None),
+    ("RL.TOKEN BAN", "RL.TOKEN COST 1", "absdelta", None),
+    ("RL.TOKEN WAIT", "RL.TOKEN COST 1", "delta", None),
 ]
 
 
+def ref_name(ref):
+    return ref if isinstance(ref, str) else " + ".join(ref)
+
+
+def ref_value(ref, value_of):
+    return value_of(ref) if isinstance(ref, str) else sum(value_of(r) for r in ref)
+
+
 def verdict(kind, value, ref, bar):
-    """(shown figure, pass?) of one target."""
+    """(shown figure, pass? — None without a bar) of one target."""
     if kind == "ratio":
         q = value / ref
+        if bar is None:
+            return f"{q:.2f}×", None
         return f"{q:.2f}× (≤ {bar:g}×)", q <= bar
     d = value - ref
+    if bar is None:
+        return f"{d:+,.0f} ({d / ref:+.2%})", None
     if kind == "absdelta":
         return f"{d:+,.0f} ({d / ref:+.2%}; within ±{bar:.1%})", abs(d) <= bar * ref
     return f"{d:+,.0f} ({d / ref:+.2%}; ≤ +{bar:.1%})", d <= bar * ref
