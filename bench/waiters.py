@@ -15,7 +15,8 @@ FEATURES_END, leaving the rest. Python 3 standard library only.
    module's timers keep firing. A probe (its own connection, this process) sends PING, SET,
    GET, INCR in turn, one every PROBE_INTERVAL_MS, and times each round trip; first for
    PROBE_SECONDS without waiters (the baseline), then for PROBE_SECONDS with every waiter
-   queued. The waiters are a separate process (asyncio, this file with --waiters).
+   queued, and again for PROBE_SECONDS once they have gone. The waiters are a separate
+   process (asyncio, this file with --waiters).
 
 A server of its own (module loaded, --maxclients above WAITERS, pinned like run.sh's).
 Environment (from run.sh): MODULE, RESULTS, BENCH_WORK, SERVER_CPU, CLIENT_CPU. Tuning:
@@ -213,7 +214,7 @@ def ratelimit_info(conn):
 
 
 def run_waiters(master, conn):
-    result = {"baseline": None, "loaded": None}
+    result = {"baseline": None, "loaded": None, "load": [os.getloadavg()[0]]}
     log(f"waiters: baseline probe, {PROBE_SECONDS} s …")
     result["baseline"] = latency_stats(probe(master.port, PROBE_SECONDS))
     # Every key's bucket emptied first, so that each waiter queues.
@@ -239,6 +240,7 @@ def run_waiters(master, conn):
         log(f"waiters: {before['waiting']:,} waiting, {clients:,} clients; probe, "
             f"{PROBE_SECONDS} s …")
         times = probe(master.port, PROBE_SECONDS)
+        result["load"].append(os.getloadavg()[0])
         after = ratelimit_info(conn)
         result["loaded"] = latency_stats(times)
         result["before"], result["after"], result["clients"] = before, after, clients
@@ -250,6 +252,8 @@ def run_waiters(master, conn):
             time.sleep(0.05)
         result["teardown_s"] = time.monotonic() - t0
         result["left"] = ratelimit_info(conn)["waiting"]
+        log(f"waiters: gone; probe again, {PROBE_SECONDS} s …")
+        result["after_probe"] = latency_stats(probe(master.port, PROBE_SECONDS))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -286,7 +290,8 @@ def section(samples, w, seconds, version):
                 f"second, which queues again at once):", "",
             "| phase | probes | p50 µs | p99 µs | p99.9 µs | max µs | > 1 ms | p99 < 1 ms |",
             "|---|---|---|---|---|---|---|---|"]
-    for phase, label in (("baseline", "no waiters"), ("loaded", f"{WAITERS:,} waiting")):
+    for phase, label in (("baseline", "no waiters (before)"), ("loaded", f"{WAITERS:,} waiting"),
+                         ("after_probe", "no waiters (after)")):
         s = w[phase]
         out.append(f"| {label} | {s['n']:,} | {s['p50']:.0f} | {s['p99']:.0f} | "
                    f"{s['p999']:.0f} | {s['max']:.0f} | {s['over_1ms']} | "
@@ -301,7 +306,10 @@ def section(samples, w, seconds, version):
             f"disconnected, `waiting` was {w['left']} within {w['teardown_s']:.1f} s. "
             f"Waiter process: {w['counts']}.",
             "- Server pinned to CPU 0; the probe and the waiters' process (asyncio) share "
-            "CPU 1. The round trip includes Python's own time (~20–40 µs).",
+            "CPU 1. The round trip includes Python's own time (~20–40 µs). The machine's "
+            f"1-minute load average was {w['load'][0]:.1f} before and {w['load'][1]:.1f} "
+            "while probed (2 CPUs; other jobs share them): compare the rows of this run, "
+            "not runs on different days.",
             FEATURES_END, ""]
     return "\n".join(out)
 
