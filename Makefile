@@ -120,3 +120,15 @@ bench-cell: deps build
 ## redis-cell (bench/INSTR.md); installs valgrind when missing.
 bench-instr: deps build
 	CARGO=$(CARGO) bash bench/instr.sh
+
+.PHONY: bench-features-instr bench-features
+
+## bench-features-instr: instructions per call of RL.ALL (2 and 4 keys), BAN, WAIT and a lease
+## pair beside the single command / INCRs; replaces only that section of bench/INSTR.md.
+bench-features-instr: deps build
+	CARGO=$(CARGO) BENCH_CELL=0 INSTR_ONLY=features bash bench/instr.sh
+
+## bench-features: wall clock of the same operations, and unrelated commands' latency while
+## 10,000 clients WAIT on 100 keys; replaces only that section of bench/RESULTS.md.
+bench-features: deps build
+	BENCH_ONLY=features bash bench/run.sh

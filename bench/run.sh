@@ -13,8 +13,14 @@
 #   BENCH_SLIDE_ENTRIES   tuning, see bench/bench.py
 #   CELL_MODULE   redis-cell's module for the side-by-side comparison (default: built once by
 #                 bench/redis-cell.sh into target/redis-cell/); BENCH_CELL=0 skips it
-#   BENCH_ONLY    "cell": only the redis-cell comparison, replacing its section of RESULTS
+#   BENCH_ONLY    "cell": only the redis-cell comparison, replacing its section of RESULTS;
+#                 "features": only bench/waiters.py (RL.ALL, BAN, WAIT, leases: server time, and
+#                 latency with 10,000 waiting clients), replacing its section of RESULTS
+#   WAITERS, WAIT_KEYS, PROBE_SECONDS, FEAT_OPS, FEAT_REPS   tuning, see bench/waiters.py
 set -euo pipefail
+
+# 10,000 waiting clients (bench/waiters.py) need as many descriptors, here and in the server.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$BENCH_DIR")"
@@ -43,7 +49,10 @@ fi
 
 # redis-cell, the module CL.THROTTLE comes from, for the side-by-side comparison: built once.
 CELL_SKIPPED=""
-if [[ "${BENCH_CELL:-1}" == 0 ]]; then
+if [[ "${BENCH_ONLY:-}" == features ]]; then
+  CELL_MODULE=""
+  CELL_SKIPPED="BENCH_ONLY=features"
+elif [[ "${BENCH_CELL:-1}" == 0 ]]; then
   CELL_MODULE=""
   CELL_SKIPPED="BENCH_CELL=0"
 elif [[ -z "${CELL_MODULE:-}" ]]; then
@@ -143,6 +152,14 @@ export REDIS_HOST=127.0.0.1 REDIS_PORT="$PORT" MODULE RESULTS BENCH_DIR
 export CLIENT_CPU="${client_cpu[*]}" SERVER_CPU="${server_cpu[*]}" MACHINE_NPROC="$NPROC"
 export CELL_MODULE CELL_SKIPPED BENCH_WORK="$WORK" BENCH_ONLY="${BENCH_ONLY:-}"
 # In the background + wait, so that a signal reaches the trap at once.
-"${client_cpu[@]}" python3 "$BENCH_DIR/bench.py" &
-BENCH_PID=$!
-wait "$BENCH_PID"
+if [[ "${BENCH_ONLY:-}" != features ]]; then
+  "${client_cpu[@]}" python3 "$BENCH_DIR/bench.py" &
+  BENCH_PID=$!
+  wait "$BENCH_PID"
+fi
+# The feature section (its own server), after the main table or alone.
+if [[ -z "${BENCH_ONLY:-}" || "${BENCH_ONLY:-}" == features ]]; then
+  "${client_cpu[@]}" python3 "$BENCH_DIR/waiters.py" &
+  BENCH_PID=$!
+  wait "$BENCH_PID"
+fi
