@@ -119,10 +119,11 @@ thread_local! {
     static WAITS: RefCell<Waits> = RefCell::new(Waits::default());
 }
 
-/// Runs `f` on the waits. Never called while another borrow is alive: no Redis API that can
-/// call back into this module runs inside `f`.
-fn with<R>(f: impl FnOnce(&mut Waits) -> R) -> R {
-    WAITS.with(|w| f(&mut w.borrow_mut()))
+/// Runs `f` on the waits. Never called while another borrow is alive (no Redis API that can
+/// call back into this module runs inside `f`); were it ever, `f` is skipped and the default
+/// returned rather than aborting the server.
+fn with<R: Default>(f: impl FnOnce(&mut Waits) -> R) -> R {
+    WAITS.with(|w| w.try_borrow_mut().map(|mut w| f(&mut w)).unwrap_or_default())
 }
 
 /// What a blocked client is answered with.
@@ -183,14 +184,23 @@ fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandErro
     }
     let retry_at = (!queued).then(|| judged.now.saturating_add(judged.reply[3]));
     let id = key_id(call, call.key()?);
-    block(call, id, pending, judged.now, retry_at);
-    Ok(Outcome::Blocked)
+    let (now, reply) = (judged.now, judged.reply);
+    if block(call, id, pending.clone(), now, retry_at) {
+        return Ok(Outcome::Blocked);
+    }
+    // Redis would not block this client: answer as without WAIT.
+    send(call.api, call.ctx, &pending.answer(Judged { allowed: false, reply, id: None, now }));
+    Ok(Outcome::Limited)
 }
 
-fn block(call: &Call, id: KeyId, pending: Pending, now: i64, retry_at: Option<i64>) {
+/// Blocks the calling client and queues its request; `false` if Redis would not block it.
+fn block(call: &Call, id: KeyId, pending: Pending, now: i64, retry_at: Option<i64>) -> bool {
     let api = call.api;
     let bc =
         unsafe { (api.block_client)(call.ctx, Some(reply_callback), None, Some(free_answer), 0) };
+    if bc.is_null() {
+        return false;
+    }
     unsafe { (api.set_disconnect_callback)(bc, Some(on_disconnect)) };
     let argv: Vec<*mut RedisModuleString> =
         call.argv.iter().map(|s| unsafe { (api.hold_string)(ptr::null_mut(), *s) }).collect();
@@ -212,6 +222,7 @@ fn block(call: &Call, id: KeyId, pending: Pending, now: i64, retry_at: Option<i6
     if let Some(at) = wake {
         arm(api, call.ctx, &id, at, now);
     }
+    true
 }
 
 fn tally_of(name: &CStr) -> Tally {
@@ -411,6 +422,15 @@ fn release_args(api: &Api, argv: Vec<*mut RedisModuleString>) {
     }
 }
 
+/// Writes an answer as the reply.
+fn send(api: &Api, ctx: *mut RedisModuleCtx, answer: &Answer) {
+    match answer {
+        Answer::Ints(values) => reply::integers(api, ctx, values),
+        Answer::Lease(values, id) => reply::lease(api, ctx, values, id.as_deref()),
+        Answer::Error(text) => reply::error(api, ctx, text),
+    }
+}
+
 /// Replies to an unblocked client (Redis calls it from its event loop).
 unsafe extern "C" fn reply_callback(
     ctx: *mut RedisModuleCtx,
@@ -422,9 +442,7 @@ unsafe extern "C" fn reply_callback(
     };
     let data = unsafe { (api.get_blocked_client_private_data)(ctx) }.cast::<Answer>();
     match unsafe { data.as_ref() } {
-        Some(Answer::Ints(values)) => reply::integers(api, ctx, values),
-        Some(Answer::Lease(values, id)) => reply::lease(api, ctx, values, id.as_deref()),
-        Some(Answer::Error(text)) => reply::error(api, ctx, text),
+        Some(answer) => send(api, ctx, answer),
         None => reply::null(api, ctx),
     }
     raw::REDISMODULE_OK as c_int
