@@ -173,13 +173,7 @@ fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandErro
     let judged = pending.judge(call, queued, false)?;
     if (!queued && judged.allowed) || judged.reply[3] < 0 {
         let allowed = judged.allowed;
-        match pending.answer(judged) {
-            Answer::Lease(values, lease) => {
-                reply::lease(call.api, call.ctx, &values, lease.as_deref())
-            }
-            Answer::Ints(values) => reply::integers(call.api, call.ctx, &values),
-            Answer::Error(text) => reply::error(call.api, call.ctx, &text),
-        }
+        send(call.api, call.ctx, &pending.answer(judged));
         return Ok(if allowed { Outcome::Admitted } else { Outcome::Limited });
     }
     let retry_at = (!queued).then(|| judged.now.saturating_add(judged.reply[3]));
