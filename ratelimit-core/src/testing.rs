@@ -55,7 +55,9 @@ where
                 assert_eq!(d, e.decision);
                 assert!(!changed);
                 assert_eq!(&copy, s);
-                let (d, changed) = copy.evaluate_in_place(p, now, cost, true).unwrap();
+                let Some((d, changed)) = copy.evaluate_in_place(p, now, cost, true) else {
+                    panic!("the in-place path answered the dry run but not the call");
+                };
                 assert_eq!(d, e.decision);
                 assert_eq!(changed, e.next.is_some());
                 if let Some(n) = &e.next {
