@@ -61,6 +61,48 @@ pub struct Request {
     pub wait_ms: Option<u64>,
 }
 
+/// The options each limiting command accepts (any order, each at most once).
+const TOKEN_OPTIONS: &[Keyword] =
+    &[Keyword::Cost, Keyword::Step, Keyword::Ban, Keyword::Wait, Keyword::DryRun, Keyword::At];
+const PERIOD_OPTIONS: &[Keyword] =
+    &[Keyword::Cost, Keyword::Align, Keyword::Ban, Keyword::Wait, Keyword::DryRun, Keyword::At];
+const SLIDE_OPTIONS: &[Keyword] =
+    &[Keyword::Cost, Keyword::Buckets, Keyword::Ban, Keyword::Wait, Keyword::DryRun, Keyword::At];
+const LEAKY_OPTIONS: &[Keyword] = &[
+    Keyword::Cost,
+    Keyword::NoDelay,
+    Keyword::Delay,
+    Keyword::Ban,
+    Keyword::Wait,
+    Keyword::DryRun,
+    Keyword::At,
+];
+
+/// A command's arguments after the key.
+type Args<'a, 'b> = &'a [&'b [u8]];
+
+/// `capacity rate period` (token and leaky buckets), then the options.
+fn bucket_arguments<'a, 'b>(args: Args<'a, 'b>) -> Result<(u64, u64, u64, Args<'a, 'b>), ArgError> {
+    let [capacity, rate, period, rest @ ..] = args else {
+        return Err(ArgError::WrongArity);
+    };
+    let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
+    let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
+    Ok((capacity, rate, parse_duration("period", period)?, rest))
+}
+
+/// `limit <duration>` (fixed and sliding windows; the duration named `name`), then the options.
+fn window_arguments<'a, 'b>(
+    args: Args<'a, 'b>,
+    name: &'static str,
+) -> Result<(u64, u64, Args<'a, 'b>), ArgError> {
+    let [limit, duration, rest @ ..] = args else {
+        return Err(ArgError::WrongArity);
+    };
+    let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
+    Ok((limit, parse_duration(name, duration)?, rest))
+}
+
 impl Request {
     /// Parses a limiting command's arguments after the key. `slide_log_max` is the largest
     /// `limit` an exact sliding log accepts (`ratelimit.slide-log-max`).
@@ -71,77 +113,26 @@ impl Request {
     ) -> Result<Request, ArgError> {
         match command {
             Command::Token => {
-                let [capacity, rate, period, rest @ ..] = args else {
-                    return Err(ArgError::WrongArity);
-                };
-                let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
-                let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
-                let period_ms = parse_duration("period", period)?;
-                let allowed = [
-                    Keyword::Cost,
-                    Keyword::Step,
-                    Keyword::Ban,
-                    Keyword::Wait,
-                    Keyword::DryRun,
-                    Keyword::At,
-                ];
-                let options = parse_options(rest, &allowed)?;
+                let (capacity, rate, period_ms, rest) = bucket_arguments(args)?;
+                let options = parse_options(rest, TOKEN_OPTIONS)?;
                 let params = TokenParams::new(capacity, rate, period_ms, options.step)?;
                 Ok(Request::with(Limit::Token(params), &options))
             }
             Command::Period => {
-                let [limit, period, rest @ ..] = args else {
-                    return Err(ArgError::WrongArity);
-                };
-                let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
-                let period_ms = parse_duration("period", period)?;
-                let allowed = [
-                    Keyword::Cost,
-                    Keyword::Align,
-                    Keyword::Ban,
-                    Keyword::Wait,
-                    Keyword::DryRun,
-                    Keyword::At,
-                ];
-                let options = parse_options(rest, &allowed)?;
+                let (limit, period_ms, rest) = window_arguments(args, "period")?;
+                let options = parse_options(rest, PERIOD_OPTIONS)?;
                 let params = PeriodParams::new(limit, period_ms, options.align_offset_ms)?;
                 Ok(Request::with(Limit::Period(params), &options))
             }
             Command::Slide => {
-                let [limit, window, rest @ ..] = args else {
-                    return Err(ArgError::WrongArity);
-                };
-                let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
-                let window_ms = parse_duration("window", window)?;
-                let allowed = [
-                    Keyword::Cost,
-                    Keyword::Buckets,
-                    Keyword::Ban,
-                    Keyword::Wait,
-                    Keyword::DryRun,
-                    Keyword::At,
-                ];
-                let options = parse_options(rest, &allowed)?;
+                let (limit, window_ms, rest) = window_arguments(args, "window")?;
+                let options = parse_options(rest, SLIDE_OPTIONS)?;
                 let params = SlideParams::new(limit, window_ms, options.buckets, slide_log_max)?;
                 Ok(Request::with(Limit::Slide(params), &options))
             }
             Command::Leaky => {
-                let [capacity, rate, period, rest @ ..] = args else {
-                    return Err(ArgError::WrongArity);
-                };
-                let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
-                let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
-                let period_ms = parse_duration("period", period)?;
-                let allowed = [
-                    Keyword::Cost,
-                    Keyword::NoDelay,
-                    Keyword::Delay,
-                    Keyword::Ban,
-                    Keyword::Wait,
-                    Keyword::DryRun,
-                    Keyword::At,
-                ];
-                let options = parse_options(rest, &allowed)?;
+                let (capacity, rate, period_ms, rest) = bucket_arguments(args)?;
+                let options = parse_options(rest, LEAKY_OPTIONS)?;
                 let mode = if options.no_delay {
                     LeakMode::NoDelay
                 } else {
