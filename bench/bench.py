@@ -37,6 +37,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import report
 import resp
 from resp import ReplyError
 
@@ -762,19 +763,7 @@ key's `DUMP` and `PEXPIRETIME` on master and replica compared:
 
 def splice_cell_section(section):
     """Replaces the redis-cell section of RESULTS (or appends it), leaving the rest alone."""
-    try:
-        with open(RESULTS) as f:
-            text = f.read()
-    except FileNotFoundError:
-        text = "# Benchmark results\n"
-    if CELL_BEGIN in text and CELL_END in text:
-        head, rest = text.split(CELL_BEGIN, 1)
-        tail = rest.split(CELL_END, 1)[1].lstrip("\n")
-        text = head + section.rstrip("\n") + "\n" + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    with open(RESULTS, "w") as f:
-        f.write(text)
+    report.splice_section(RESULTS, CELL_BEGIN, CELL_END, section, "# Benchmark results")
 
 
 # ---------------------------------------------------------------------------------------------

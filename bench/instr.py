@@ -41,6 +41,7 @@ import sys
 import time
 
 import features
+import report
 import servers
 from resp import ReplyError
 
@@ -160,17 +161,21 @@ def measure(cg, conn, name, admitted, limited, state):
     return total / CALLS
 
 
+def start_master(pool, workdir, module):
+    """The measured master: redis-server under callgrind, dumping before every LASTSAVE."""
+    valgrind = ["valgrind", "--tool=callgrind", "--dump-before=lastsaveCommand",
+                f"--callgrind-out-file={os.path.join(workdir, 'master')}/callgrind.out.%p"]
+    return pool.start(servers.Server("master", workdir, [module], valgrind,
+                                     ["--hz", "1", "--dynamic-hz", "no"], start_timeout=300))
+
+
 def run_server(side, module, results):
     """Every row of `side`, standalone then with a replica; results[(setup, side, name,
     state)] = [Ir per call, one per repetition]."""
     rows = [c for c in COMMANDS if c[1] == side]
     workdir = os.path.join(WORK, side.replace("redis-", ""))
-    valgrind = ["valgrind", "--tool=callgrind", "--dump-before=lastsaveCommand",
-                f"--callgrind-out-file={os.path.join(workdir, 'master')}/callgrind.out.%p"]
     with servers.Servers() as pool:
-        master = pool.start(servers.Server("master", workdir, [module], valgrind,
-                                           ["--hz", "1", "--dynamic-hz", "no"],
-                                           start_timeout=300))
+        master = start_master(pool, workdir, module)
         cg = Callgrind(master)
         conn = master.connect()
         try:
@@ -241,12 +246,8 @@ def measure_op(cg, conn, op):
 def run_features(module, results):
     """results[(setup, name)] = [Ir per operation, one per repetition]."""
     workdir = os.path.join(WORK, "features")
-    valgrind = ["valgrind", "--tool=callgrind", "--dump-before=lastsaveCommand",
-                f"--callgrind-out-file={os.path.join(workdir, 'master')}/callgrind.out.%p"]
     with servers.Servers() as pool:
-        master = pool.start(servers.Server("master", workdir, [module], valgrind,
-                                           ["--hz", "1", "--dynamic-hz", "no"],
-                                           start_timeout=300))
+        master = start_master(pool, workdir, module)
         cg = Callgrind(master)
         conn = master.connect()
         try:
@@ -325,19 +326,8 @@ def features_section(results, seconds):
 
 def splice_features(section):
     """Replaces the feature section of OUT (or appends it), leaving the rest alone."""
-    try:
-        with open(OUT) as f:
-            text = f.read()
-    except FileNotFoundError:
-        text = "# Instructions per call (callgrind)\n"
-    if FEATURES_BEGIN in text and FEATURES_END in text:
-        head, rest = text.split(FEATURES_BEGIN, 1)
-        tail = rest.split(FEATURES_END, 1)[1].lstrip("\n")
-        text = head + section.rstrip("\n") + "\n" + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    with open(OUT, "w") as f:
-        f.write(text)
+    report.splice_section(OUT, FEATURES_BEGIN, FEATURES_END, section,
+                          "# Instructions per call (callgrind)")
 
 
 def git_rev():

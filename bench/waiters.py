@@ -39,6 +39,7 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH_DIR)
 
 import features  # noqa: E402
+import report  # noqa: E402
 import servers  # noqa: E402
 from resp import Redis  # noqa: E402
 
@@ -324,19 +325,9 @@ def git_rev():
 
 
 def splice(text_section):
-    try:
-        with open(RESULTS) as f:
-            text = f.read()
-    except FileNotFoundError:
-        text = "# Benchmark results\n"
-    if FEATURES_BEGIN in text and FEATURES_END in text:
-        head, rest = text.split(FEATURES_BEGIN, 1)
-        tail = rest.split(FEATURES_END, 1)[1].lstrip("\n")
-        text = head + text_section.rstrip("\n") + "\n" + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + text_section
-    with open(RESULTS, "w") as f:
-        f.write(text)
+    """Replaces the feature section of RESULTS (or appends it), leaving the rest alone."""
+    report.splice_section(RESULTS, FEATURES_BEGIN, FEATURES_END, text_section,
+                          "# Benchmark results")
 
 
 def main():
