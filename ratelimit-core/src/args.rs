@@ -37,6 +37,19 @@ pub fn parse_int(bytes: &[u8]) -> Option<i128> {
 
 /// Parses an integer argument named `name` that must lie in `min..=max`.
 pub fn parse_count(name: &'static str, bytes: &[u8], min: u64, max: u64) -> Result<u64, ArgError> {
+    // The common case, plain digits in range, without 128-bit arithmetic: 19 digits fit a u64.
+    if !bytes.is_empty() && bytes.len() <= 19 {
+        let mut value: u64 = 0;
+        let mut digits = true;
+        for &b in bytes {
+            let digit = b.wrapping_sub(b'0');
+            digits &= digit <= 9;
+            value = value.wrapping_mul(10).wrapping_add(u64::from(digit));
+        }
+        if digits && (min..=max).contains(&value) {
+            return Ok(value);
+        }
+    }
     let range_error = ArgError::Integer { name, min: i128::from(min), max: i128::from(max) };
     let value = parse_int(bytes).ok_or_else(|| range_error.clone())?;
     u64::try_from(value).ok().filter(|v| (min..=max).contains(v)).ok_or(range_error)

@@ -143,7 +143,7 @@ proptest! {
             if let Ok(request) = Request::parse(command, &refs, 100_000) {
                 prop_assert!(request.cost <= MAX_COUNT);
                 let now = request.at_ms.unwrap_or(1_700_000_000_000);
-                let first = judge_key(None, &request, now).unwrap();
+                let first = judge_key(None::<&mut crate::packed::PackedLimiter>, &request, now).unwrap();
                 if let Change::Created { limiter, .. } = first.change {
                     exercise(&limiter, now);
                     let mut packed = PackedLimiter::new(limiter);
@@ -153,7 +153,7 @@ proptest! {
         }
         if let Ok(acquire) = crate::request::AcquireRequest::parse(&refs, 10_000) {
             let now = acquire.at_ms.unwrap_or(1_700_000_000_000);
-            let first = crate::lease_key::acquire_key(None, &acquire, now).unwrap();
+            let first = crate::lease_key::acquire_key(None::<&mut crate::packed::PackedLimiter>, &acquire, now).unwrap();
             if let Change::Created { limiter, .. } = first.change {
                 exercise(&limiter, now);
                 let mut packed = PackedLimiter::new(limiter);

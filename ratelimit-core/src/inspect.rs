@@ -1,14 +1,14 @@
 //! Reading a key without changing it: `RL.PEEK` (the answer a `DRYRUN COST 1` request with
 //! the stored parameters would get) and `RL.INFO` (the stored parameters and state).
 
+use super::held::Held;
 use super::judge::{dry_answer, Standing};
 use super::lease;
 use super::limiter::{Algorithm, Limiter};
-use super::packed::PackedLimiter;
 
 /// `RL.PEEK`: the reply a `DRYRUN COST 1` request with the stored parameters would get now
 /// (a ban in force included), or `None` when the key holds nothing live.
-pub fn peek_key(held: Option<&PackedLimiter>, now_ms: i64) -> Option<[i64; 5]> {
+pub fn peek_key<H: Held>(held: Option<&H>, now_ms: i64) -> Option<[i64; 5]> {
     let packed = held?;
     let ban = packed.ban();
     packed.view(|limiter| {
@@ -46,7 +46,7 @@ pub struct Description {
 }
 
 /// `RL.INFO`: the stored parameters and state, or `None` when the key holds nothing live.
-pub fn describe_key(held: Option<&PackedLimiter>, now_ms: i64) -> Option<Description> {
+pub fn describe_key<H: Held>(held: Option<&H>, now_ms: i64) -> Option<Description> {
     let packed = held?;
     let ban = packed.ban();
     packed.view(|limiter| {

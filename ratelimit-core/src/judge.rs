@@ -17,9 +17,9 @@ use std::fmt;
 use super::ban::Ban;
 use super::decision::Decision;
 use super::gcra::{self, GcraState};
+use super::held::Held;
 use super::leaky::LeakyBucket;
 use super::limiter::{judge, Algorithm, Limiter, Variant};
-use super::packed::PackedLimiter;
 use super::period::PeriodWindow;
 use super::request::{AllRequest, Limit, Request};
 use super::slide::SlideState;
@@ -66,7 +66,10 @@ pub enum Change {
     /// Nothing (limited, `DRYRUN`, zero cost): store, expire and propagate nothing.
     Unchanged,
     /// The held limiter was updated in place; the key now expires at `expire_at_ms`.
-    Updated { expire_at_ms: i64 },
+    /// `expiry_may_stay`: that instant may well be the key's expiry already (a fixed window
+    /// inside its window, a ban, leases), so the shell reads the expiry before setting it;
+    /// otherwise it sets it at once (setting an unchanged expiry is merely a wasted write).
+    Updated { expire_at_ms: i64, expiry_may_stay: bool },
     /// The key held nothing: store `limiter`, expiring at `expire_at_ms`.
     Created { limiter: Limiter, expire_at_ms: i64 },
 }
@@ -89,8 +92,8 @@ impl Verdict {
 
 /// Judges `request` at `now_ms` against the limiter the key holds (`None`: the key is empty),
 /// updating it in place when the request is admitted and committed.
-pub fn judge_key(
-    held: Option<&mut PackedLimiter>,
+pub fn judge_key<H: Held>(
+    held: Option<&mut H>,
     request: &Request,
     now_ms: i64,
 ) -> Result<Verdict, KeyError> {
@@ -108,19 +111,19 @@ struct How {
 }
 
 /// [`judge_key`] with the request's parts.
-fn judge_limit(
-    held: Option<&mut PackedLimiter>,
+fn judge_limit<H: Held>(
+    held: Option<&mut H>,
     limit: &Limit,
     how: How,
     now_ms: i64,
 ) -> Result<Verdict, KeyError> {
     let (decision, change) = match limit {
-        Limit::Token(p) => judge_variant::<TokenBucket>(held, p, now_ms, how)?,
-        Limit::Period(p) => judge_variant::<PeriodWindow>(held, p, now_ms, how)?,
-        Limit::Slide(p) => judge_variant::<SlideState>(held, p, now_ms, how)?,
-        Limit::Leaky(p) => judge_variant::<LeakyBucket>(held, p, now_ms, how)?,
+        Limit::Token(p) => judge_variant::<TokenBucket, H>(held, p, now_ms, how)?,
+        Limit::Period(p) => judge_variant::<PeriodWindow, H>(held, p, now_ms, how)?,
+        Limit::Slide(p) => judge_variant::<SlideState, H>(held, p, now_ms, how)?,
+        Limit::Leaky(p) => judge_variant::<LeakyBucket, H>(held, p, now_ms, how)?,
         Limit::Throttle(p) => {
-            let (decision, change) = judge_variant::<GcraState>(held, p, now_ms, how)?;
+            let (decision, change) = judge_variant::<GcraState, H>(held, p, now_ms, how)?;
             let reply = gcra::throttle_reply(&decision);
             return Ok(Verdict { allowed: decision.allowed, reply, change });
         }
@@ -128,8 +131,8 @@ fn judge_limit(
     Ok(Verdict { allowed: decision.allowed, reply: decision.to_reply(), change })
 }
 
-fn judge_variant<V: Variant>(
-    held: Option<&mut PackedLimiter>,
+fn judge_variant<V: Variant, H: Held>(
+    held: Option<&mut H>,
     params: &V::Params,
     now_ms: i64,
     how: How,
@@ -155,7 +158,10 @@ fn judge_variant<V: Variant>(
                 packed.set_ban(judged.ban);
             }
             let change = match judged.expiry {
-                Some(expire_at_ms) => Change::Updated { expire_at_ms },
+                Some(expire_at_ms) => Change::Updated {
+                    expire_at_ms,
+                    expiry_may_stay: V::ALGORITHM == Algorithm::Period || judged.ban.is_some(),
+                },
                 None => Change::Unchanged,
             };
             Ok((judged.decision, change))
@@ -282,8 +288,8 @@ impl AllVerdict {
 /// one instant, all or nothing: each key is judged exactly as its single command would judge
 /// it; only when every limit admits (and the call is not a dry run) is each key updated as
 /// that command would update it. A [`KeyError`] on any key changes nothing.
-pub fn judge_all(
-    held: &mut [Option<&mut PackedLimiter>],
+pub fn judge_all<H: Held>(
+    held: &mut [Option<&mut H>],
     all: &AllRequest,
     now_ms: i64,
 ) -> Result<AllVerdict, KeyError> {

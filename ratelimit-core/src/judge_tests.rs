@@ -2,6 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::inspect::{describe_key, peek_key};
+use crate::packed::PackedLimiter;
 use crate::request::Command;
 
 const T0: i64 = 1_700_000_000_000;
@@ -103,7 +104,7 @@ proptest! {
                     prop_assert_eq!(allowed, verdict.allowed);
                     let got_expiry = match verdict.change {
                         Change::Unchanged => None,
-                        Change::Updated { expire_at_ms } | Change::Created { expire_at_ms, .. } => {
+                        Change::Updated { expire_at_ms, .. } | Change::Created { expire_at_ms, .. } => {
                             Some(expire_at_ms)
                         }
                     };
@@ -128,7 +129,9 @@ fn another_algorithms_live_limiter_is_refused_until_it_resets() {
     assert_eq!(err.to_string(), "WRONGTYPE key holds a token limiter, not a period limiter");
     // The bucket is full again at T0 + 100: the key counts as empty.
     let verdict = run(&mut slot, &period, T0 + 100).unwrap();
-    assert!(matches!(verdict.change, Change::Updated { expire_at_ms } if expire_at_ms == T0 + 400));
+    assert!(
+        matches!(verdict.change, Change::Updated { expire_at_ms, .. } if expire_at_ms == T0 + 400)
+    );
 }
 
 #[test]
@@ -154,7 +157,7 @@ fn peek_and_describe_see_only_live_limiters() {
     assert!(info.fields.contains(&("used", 1)));
     assert_eq!(peek_key(slot.as_ref(), T0 + 300), None);
     assert_eq!(describe_key(slot.as_ref(), T0 + 300), None);
-    assert_eq!(peek_key(None, T0), None);
+    assert_eq!(peek_key(None::<&PackedLimiter>, T0), None);
 }
 
 #[test]
@@ -242,7 +245,7 @@ proptest! {
                     let (_, expiry) = reference(state, limit, now).unwrap();
                     let got_expiry = match &verdict.changes[i] {
                         Change::Unchanged => None,
-                        Change::Updated { expire_at_ms } | Change::Created { expire_at_ms, .. } => {
+                        Change::Updated { expire_at_ms, .. } | Change::Created { expire_at_ms, .. } => {
                             Some(*expire_at_ms)
                         }
                     };
@@ -392,7 +395,7 @@ proptest! {
                 prop_assert_eq!(b.until_ms - b.since_ms, i64::try_from(banning.ban_ms.unwrap()).unwrap());
                 prop_assert_eq!(verdict.reply[2], 0);
                 let expiry = match verdict.change {
-                    Change::Updated { expire_at_ms } => expire_at_ms,
+                    Change::Updated { expire_at_ms, .. } => expire_at_ms,
                     other => panic!("a ban is a change: {other:?}"),
                 };
                 let reset = slot.as_ref().unwrap().view(Limiter::reset_at_ms);

@@ -7,9 +7,11 @@
 //! same [`Change`] as the limiting commands for `RL.ACQUIRE`; [`ReleaseChange`] for
 //! `RL.RELEASE`), propagates and replies.
 
+use super::held::Held;
 use super::judge::{Change, KeyError, Standing};
 use super::lease::{self, LeaseParams, LeaseState};
 use super::limiter::{Algorithm, Limiter};
+#[cfg(test)]
 use super::packed::PackedLimiter;
 use super::request::{AcquireRequest, ReleaseRequest};
 use super::state::Stored;
@@ -40,8 +42,8 @@ impl AcquireVerdict {
 /// held leases in place when admitted and not a dry run. A key holding a live limiter of
 /// another algorithm (or a ban in force) is [`KeyError::WrongAlgorithm`], nothing changed; a
 /// key whose value counts as missing is replaced by a new lifetime's leases.
-pub fn acquire_key(
-    held: Option<&mut PackedLimiter>,
+pub fn acquire_key<H: Held>(
+    held: Option<&mut H>,
     request: &AcquireRequest,
     now_ms: i64,
 ) -> Result<AcquireVerdict, KeyError> {
@@ -49,8 +51,8 @@ pub fn acquire_key(
 }
 
 /// [`acquire_key`] with the request's parts (`commit`: not a dry run).
-pub fn acquire_parts(
-    held: Option<&mut PackedLimiter>,
+pub fn acquire_parts<H: Held>(
+    held: Option<&mut H>,
     params: &LeaseParams,
     id: Option<&[u8]>,
     commit: bool,
@@ -101,7 +103,7 @@ pub fn acquire_parts(
         packed.set_ban(None);
     }
     let change = match expiry {
-        Some(expire_at_ms) => Change::Updated { expire_at_ms },
+        Some(expire_at_ms) => Change::Updated { expire_at_ms, expiry_may_stay: true },
         None => Change::Unchanged,
     };
     Ok(AcquireVerdict {
@@ -134,8 +136,8 @@ impl ReleaseChange {
 /// `RL.RELEASE key id` at `now_ms` on what the key holds. A key holding a live limiter of
 /// another algorithm is [`KeyError::WrongAlgorithm`]; an empty key, or leases past their last
 /// expiry, hold no lease (`Unchanged`).
-pub fn release_key(
-    held: Option<&mut PackedLimiter>,
+pub fn release_key<H: Held>(
+    held: Option<&mut H>,
     request: &ReleaseRequest,
     now_ms: i64,
 ) -> Result<ReleaseChange, KeyError> {
@@ -143,8 +145,8 @@ pub fn release_key(
 }
 
 /// [`release_key`] with the request's parts.
-pub fn release_id(
-    held: Option<&mut PackedLimiter>,
+pub fn release_id<H: Held>(
+    held: Option<&mut H>,
     id: &[u8],
     now_ms: i64,
 ) -> Result<ReleaseChange, KeyError> {
@@ -201,7 +203,7 @@ mod tests {
     #[test]
     fn acquire_creates_renews_and_release_deletes() {
         let p = params(2, 1000);
-        let first = acquire_parts(None, &p, None, true, T0).unwrap();
+        let first = acquire_parts(None::<&mut PackedLimiter>, &p, None, true, T0).unwrap();
         assert_eq!(first.reply, [1, 2, 1, 0, 1000]);
         assert_eq!(first.id.as_deref(), Some(format!("{T0}-1").as_bytes()));
         let Change::Created { limiter, expire_at_ms } = first.change else { panic!() };
@@ -210,7 +212,7 @@ mod tests {
         let second = acquire_parts(Some(&mut packed), &p, Some(b"w"), true, T0 + 10).unwrap();
         assert_eq!(second.reply, [1, 2, 0, 0, 1000]);
         assert!(
-            matches!(second.change, Change::Updated { expire_at_ms } if expire_at_ms == T0 + 1010)
+            matches!(second.change, Change::Updated { expire_at_ms, .. } if expire_at_ms == T0 + 1010)
         );
         let third = acquire_parts(Some(&mut packed), &p, None, true, T0 + 20).unwrap();
         assert_eq!(third.reply, [0, 2, 0, 980, 990]);
@@ -227,7 +229,7 @@ mod tests {
             Ok(ReleaseChange::Updated { expire_at_ms: T0 + 1010 })
         );
         assert_eq!(release_id(Some(&mut packed), b"w", T0 + 30), Ok(ReleaseChange::Deleted));
-        assert_eq!(release_id(None, b"w", T0), Ok(ReleaseChange::Unchanged));
+        assert_eq!(release_id(None::<&mut PackedLimiter>, b"w", T0), Ok(ReleaseChange::Unchanged));
     }
 
     #[test]
@@ -236,7 +238,9 @@ mod tests {
         use crate::request::{Command, Request};
         let args: [&[u8]; 3] = [b"10", b"1", b"1s"];
         let token = Request::parse(Command::Token, &args, 100).unwrap();
-        let Change::Created { limiter, .. } = judge_key(None, &token, T0).unwrap().change else {
+        let Change::Created { limiter, .. } =
+            judge_key(None::<&mut PackedLimiter>, &token, T0).unwrap().change
+        else {
             panic!()
         };
         let mut packed = PackedLimiter::new(limiter);

@@ -14,6 +14,8 @@ pub mod codec;
 pub mod decision;
 pub mod error;
 pub mod gcra;
+pub mod held;
+pub mod inline;
 pub mod inspect;
 pub mod judge;
 pub mod leaky;

@@ -4,9 +4,9 @@
 //! deleted by one.
 
 use super::ban::Ban;
+use super::held::Held;
 use super::judge::{dry_answer, KeyError, Standing};
 use super::limiter::{Limiter, Variant};
-use super::packed::PackedLimiter;
 use super::state::Refunded;
 
 /// What `RL.REFUND` did to the key.
@@ -32,7 +32,7 @@ pub struct RefundVerdict {
 
 /// `RL.REFUND key count` at `now_ms` on what the key holds; a key holding live leases answers
 /// like a missing one (nil, unchanged). Prefer [`try_refund_key`], which refuses it.
-pub fn refund_key(held: Option<&mut PackedLimiter>, count: u64, now_ms: i64) -> RefundVerdict {
+pub fn refund_key<H: Held>(held: Option<&mut H>, count: u64, now_ms: i64) -> RefundVerdict {
     try_refund_key(held, count, now_ms)
         .unwrap_or(RefundVerdict { reply: None, change: RefundChange::Unchanged })
 }
@@ -40,8 +40,8 @@ pub fn refund_key(held: Option<&mut PackedLimiter>, count: u64, now_ms: i64) -> 
 /// `RL.REFUND key count` at `now_ms` on what the key holds, or
 /// [`KeyError::NotRefundable`] (nothing changed) when it holds live leases — they are given
 /// back by `RL.RELEASE`. Leases past their last expiry count as a missing key (nil).
-pub fn try_refund_key(
-    held: Option<&mut PackedLimiter>,
+pub fn try_refund_key<H: Held>(
+    held: Option<&mut H>,
     count: u64,
     now_ms: i64,
 ) -> Result<RefundVerdict, KeyError> {

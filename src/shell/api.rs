@@ -98,6 +98,30 @@ pub struct Api {
         *mut *mut c_void,
     ) -> c_int,
     pub get_context_flags: unsafe extern "C" fn(*mut RedisModuleCtx) -> c_int,
+    pub subscribe_to_server_event: unsafe extern "C" fn(
+        *mut RedisModuleCtx,
+        raw::RedisModuleEvent,
+        raw::RedisModuleEventCallback,
+    ) -> c_int,
+    pub get_server_info: unsafe extern "C" fn(
+        *mut RedisModuleCtx,
+        *const c_char,
+    ) -> *mut raw::RedisModuleServerInfoData,
+    pub free_server_info:
+        unsafe extern "C" fn(*mut RedisModuleCtx, *mut raw::RedisModuleServerInfoData),
+    pub server_info_get_field_c:
+        unsafe extern "C" fn(*mut raw::RedisModuleServerInfoData, *const c_char) -> *const c_char,
+    pub server_info_get_field_signed: unsafe extern "C" fn(
+        *mut raw::RedisModuleServerInfoData,
+        *const c_char,
+        *mut c_int,
+    ) -> c_longlong,
+    pub module_type_replace_value: unsafe extern "C" fn(
+        *mut RedisModuleKey,
+        *mut RedisModuleType,
+        *mut c_void,
+        *mut *mut c_void,
+    ) -> c_int,
     pub subscribe_to_keyspace_events:
         unsafe extern "C" fn(*mut RedisModuleCtx, c_int, raw::RedisModuleNotificationFunc) -> c_int,
     pub select_db: unsafe extern "C" fn(*mut RedisModuleCtx, c_int) -> c_int,
@@ -181,6 +205,12 @@ pub fn resolve() -> Result<&'static Api, &'static str> {
         create_timer: resolve!(RedisModule_CreateTimer),
         stop_timer: resolve!(RedisModule_StopTimer),
         get_context_flags: resolve!(RedisModule_GetContextFlags),
+        subscribe_to_server_event: resolve!(RedisModule_SubscribeToServerEvent),
+        get_server_info: resolve!(RedisModule_GetServerInfo),
+        free_server_info: resolve!(RedisModule_FreeServerInfo),
+        server_info_get_field_c: resolve!(RedisModule_ServerInfoGetFieldC),
+        server_info_get_field_signed: resolve!(RedisModule_ServerInfoGetFieldSigned),
+        module_type_replace_value: resolve!(RedisModule_ModuleTypeReplaceValue),
         subscribe_to_keyspace_events: resolve!(RedisModule_SubscribeToKeyspaceEvents),
         select_db: resolve!(RedisModule_SelectDb),
         get_selected_db: resolve!(RedisModule_GetSelectedDb),

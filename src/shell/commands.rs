@@ -16,13 +16,13 @@ use super::config::slide_log_max;
 use super::key::{Contents, Key, Mode};
 use super::reply::{self, FieldValue};
 use super::stats::{self, Outcome, Tally};
-use super::{leases, wait};
+use super::values::Slot;
+use super::{leases, propagation, wait};
 use ratelimit_core::args::MAX_AT_MS;
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::inspect::{describe_key, peek_key};
 use ratelimit_core::judge::{judge_all, judge_key, value_expiry, Change, KeyError, Verdict};
-use ratelimit_core::packed::PackedLimiter;
 use ratelimit_core::refund::{try_refund_key, RefundChange};
 use ratelimit_core::request::{AllRequest, Command, RefundRequest, Request};
 
@@ -75,6 +75,9 @@ pub struct Call<'a> {
     pub(super) name: &'static CStr,
     pub(super) argv: &'a [*mut RedisModuleString],
     pub(super) args: &'a [&'a [u8]],
+    /// Made by a client's command (so its own arguments can be propagated verbatim), not by a
+    /// timer judging a waiter.
+    pub(super) from_client: bool,
 }
 
 impl Call<'_> {
@@ -109,9 +112,9 @@ impl Call<'_> {
 
     /// Propagates this call so that replicas and the AOF evaluate it at `now_ms`: rewritten
     /// with `AT <now>` and without `WAIT` (a replica never waits), or verbatim when the caller
-    /// gave `AT` (which excludes `WAIT`).
+    /// gave `AT` (which excludes `WAIT`) or when propagation goes nowhere (`propagation.rs`).
     pub(super) fn replicate_at<const N: usize>(&self, given_at: bool, now_ms: i64) {
-        if given_at {
+        if given_at || (self.from_client && propagation::goes_nowhere(self.api, self.ctx, now_ms)) {
             unsafe { (self.api.replicate_verbatim)(self.ctx) };
             return;
         }
@@ -199,7 +202,7 @@ fn dispatch<const N: usize>(
             *slot = unsafe { bytes(api, *s) };
         }
         let args = buffer.get(..argv.len()).unwrap_or(&[]);
-        handler(&Call { api, ctx, name, argv, args })
+        handler(&Call { api, ctx, name, argv, args, from_client: true })
     };
     match result {
         Ok(outcome) => stats::record(tally, outcome),
@@ -238,12 +241,12 @@ pub(super) fn judge_and_apply(
 ) -> Result<(Verdict, i64), CommandError> {
     let mut key = call.open(Mode::Write)?;
     let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
-    let held = match key.contents() {
+    let mut held = match key.contents() {
         Contents::Foreign(held) => return Err(KeyError::Foreign(held).into()),
         Contents::Empty => None,
-        Contents::Limiter(packed) => Some(packed),
+        Contents::Limiter(slot) => Some(slot),
     };
-    let mut verdict = judge_key(held, request, now)?;
+    let mut verdict = judge_key(held.as_mut(), request, now)?;
     let changed = verdict.changed();
     apply(&mut key, std::mem::replace(&mut verdict.change, Change::Unchanged))?;
     drop(key);
@@ -260,13 +263,13 @@ pub(super) fn judge_and_apply(
 pub(super) fn apply(key: &mut Key, change: Change) -> Result<(), CommandError> {
     match change {
         Change::Unchanged => Ok(()),
-        Change::Updated { expire_at_ms } => {
-            key.changed(expire_at_ms);
+        Change::Updated { expire_at_ms, expiry_may_stay } => {
+            key.changed(expire_at_ms, expiry_may_stay);
             Ok(())
         }
-        Change::Created { limiter, expire_at_ms } => key
-            .store(PackedLimiter::new(limiter), expire_at_ms)
-            .map_err(|e| CommandError::Text(e.into())),
+        Change::Created { limiter, expire_at_ms } => {
+            key.store(limiter, None, expire_at_ms).map_err(|e| CommandError::Text(e.into()))
+        }
     }
 }
 
@@ -278,16 +281,18 @@ fn all(call: &Call) -> Result<Outcome, CommandError> {
     let names = call.argv.get(2..2 + all.key_count).ok_or(ArgError::WrongArity)?;
     let mut keys: Vec<Key> =
         names.iter().map(|name| Key::open(call.api, call.ctx, *name, Mode::Write)).collect();
-    let mut held = Vec::with_capacity(keys.len());
+    let mut slots = Vec::with_capacity(keys.len());
     for key in &mut keys {
-        held.push(match key.contents() {
+        slots.push(match key.contents() {
             Contents::Foreign(held) => return Err(KeyError::Foreign(held).into()),
             Contents::Empty => None,
-            Contents::Limiter(packed) => Some(packed),
+            Contents::Limiter(slot) => Some(slot),
         });
     }
+    let mut held: Vec<_> = slots.iter_mut().map(Option::as_mut).collect();
     let verdict = judge_all(&mut held, &all, now)?;
     drop(held);
+    drop(slots);
     let changed = verdict.changed();
     let mut touched = Vec::new();
     for ((key, change), name) in keys.iter_mut().zip(verdict.changes).zip(names) {
@@ -351,15 +356,15 @@ fn refund(call: &Call) -> Result<Outcome, CommandError> {
     let request = RefundRequest::parse(call.args.get(2..).unwrap_or(&[]))?;
     let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
     let mut key = call.open(Mode::Write)?;
-    let held = match key.contents() {
+    let mut held = match key.contents() {
         Contents::Foreign(held) => return Err(KeyError::Foreign(held).into()),
         Contents::Empty => None,
-        Contents::Limiter(packed) => Some(packed),
+        Contents::Limiter(slot) => Some(slot),
     };
-    let verdict = try_refund_key(held, request.count, now)?;
+    let verdict = try_refund_key(held.as_mut(), request.count, now)?;
     match verdict.change {
         RefundChange::Unchanged => {}
-        RefundChange::Updated { expire_at_ms } => key.changed(expire_at_ms),
+        RefundChange::Updated { expire_at_ms } => key.changed(expire_at_ms, true),
         RefundChange::Deleted => key.delete(),
     }
     drop(key);
@@ -376,10 +381,10 @@ fn refund(call: &Call) -> Result<Outcome, CommandError> {
 }
 
 /// The limiter a key opened for reading holds, if any (a live one or not: the core decides).
-fn held(key: &mut Key) -> Result<Option<&PackedLimiter>, CommandError> {
+fn held(key: &mut Key) -> Result<Option<Slot<'_>>, CommandError> {
     match key.contents() {
         Contents::Empty => Ok(None),
-        Contents::Limiter(packed) => Ok(Some(&*packed)),
+        Contents::Limiter(slot) => Ok(Some(slot)),
         Contents::Foreign(held) => Err(KeyError::Foreign(held).into()),
     }
 }
@@ -391,7 +396,7 @@ fn peek(call: &Call) -> Result<Outcome, CommandError> {
     };
     let now = call.clock_ms();
     let mut key = call.open(Mode::Read)?;
-    let reply = peek_key(held(&mut key)?, now);
+    let reply = peek_key(held(&mut key)?.as_ref(), now);
     drop(key);
     match reply {
         Some(values) => reply::integers(call.api, call.ctx, &values),
@@ -408,7 +413,7 @@ fn info(call: &Call) -> Result<Outcome, CommandError> {
     let now = call.clock_ms();
     let mut key = call.open(Mode::Read)?;
     let ttl_ms = key.expire_at_ms().map_or(-1, |at| at.saturating_sub(now).max(0));
-    let described = describe_key(held(&mut key)?, now);
+    let described = describe_key(held(&mut key)?.as_ref(), now);
     drop(key);
     let Some(info) = described else {
         reply::null(call.api, call.ctx);
@@ -438,8 +443,7 @@ fn restore(call: &Call) -> Result<Outcome, CommandError> {
     if let Contents::Foreign(held) = key.contents() {
         return Err(KeyError::Foreign(held).into());
     }
-    let value = PackedLimiter::with_ban(limiter, ban);
-    key.store(value, expire_at).map_err(|e| CommandError::Text(e.into()))?;
+    key.store(limiter, ban, expire_at).map_err(|e| CommandError::Text(e.into()))?;
     unsafe { (call.api.replicate_verbatim)(call.ctx) };
     call.notify_changed();
     drop(key);

@@ -1,6 +1,8 @@
-//! The `ratelimit` module data type: one `Box<PackedLimiter>` (48 bytes) per key, and the
-//! callbacks Redis
-//! calls for persistence (RDB, AOF rewrite), `COPY`, `MEMORY USAGE` and `DEBUG DIGEST`.
+//! The `ratelimit` module data type: one value word per key — a limiter inline in the word,
+//! or a `Box<PackedLimiter>` (48 bytes) for what has no inline form (`values.rs`) — and the
+//! callbacks Redis calls for persistence (RDB, AOF rewrite), `COPY`, `MEMORY USAGE`,
+//! `DEBUG DIGEST`, freeing and defragmentation. The files hold each key's limiter in full
+//! (the codec's format), never a table index: RDB and AOF stay per key and self-contained.
 //!
 //! Every callback goes through the pure codec (`ratelimit_core::codec`), which validates what it reads:
 //! a corrupt or unknown payload makes `rdb_load` return NULL, which Redis turns into an error
@@ -15,6 +17,7 @@ use redis_module::raw::{
 };
 
 use super::api::api;
+use super::values;
 use ratelimit_core::codec;
 use ratelimit_core::packed::PackedLimiter;
 
@@ -61,18 +64,12 @@ pub fn limiter_type() -> *mut RedisModuleType {
     LIMITER_TYPE.raw_type.try_borrow().map(|t| *t).unwrap_or(ptr::null_mut())
 }
 
-/// # Safety
-/// `value` must be a pointer this module stored: a `Box<PackedLimiter>`, or NULL.
-unsafe fn packed<'a>(value: *const c_void) -> Option<&'a PackedLimiter> {
-    unsafe { value.cast::<PackedLimiter>().as_ref() }
-}
-
 /// The value's encoding (RDB, AOF, digest), or `None` for NULL.
 ///
 /// # Safety
-/// As for [`packed`].
+/// `value` must be a value word this module stored (`values.rs`), or NULL.
 unsafe fn encoded(value: *const c_void) -> Option<Vec<u8>> {
-    unsafe { packed(value) }.map(|p| p.view(|limiter| codec::encode_value(limiter, p.ban())))
+    unsafe { values::with_value(value, codec::encode_value) }
 }
 
 unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -94,7 +91,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
     let decoded = codec::decode_value(bytes);
     unsafe { (api.free)(buffer.cast()) };
     match decoded {
-        Ok((limiter, ban)) => Box::into_raw(Box::new(PackedLimiter::with_ban(limiter, ban))).cast(),
+        Ok((limiter, ban)) => values::into_value(limiter, ban, None),
         Err(e) => {
             redis_module::logging::log_warning(format!("ratelimit: refusing a value: {e}"));
             ptr::null_mut()
@@ -130,8 +127,14 @@ unsafe extern "C" fn aof_rewrite(
     };
 }
 
+/// An inline value costs nothing beyond the word Redis keeps anyway.
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
-    let heap = unsafe { packed(value) }.map_or(0, PackedLimiter::heap_bytes);
+    if values::is_inline_value(value) {
+        return 0;
+    }
+    // SAFETY: a non-inline value word is a `Box<PackedLimiter>` or NULL.
+    let heap =
+        unsafe { value.cast::<PackedLimiter>().as_ref() }.map_or(0, PackedLimiter::heap_bytes);
     std::mem::size_of::<PackedLimiter>() + heap
 }
 
@@ -145,11 +148,11 @@ unsafe extern "C" fn digest(md: *mut RedisModuleDigest, value: *mut c_void) {
     }
 }
 
+/// May run on a background thread (`FLUSHALL ASYNC`): `values::free_value` only drops a box
+/// or releases a table reference atomically.
 unsafe extern "C" fn free(value: *mut c_void) {
-    if !value.is_null() {
-        // SAFETY: our values are `Box<PackedLimiter>` pointers, freed exactly once by Redis.
-        drop(unsafe { Box::from_raw(value.cast::<PackedLimiter>()) });
-    }
+    // SAFETY: Redis frees each value word it holds exactly once.
+    unsafe { values::free_value(value) };
 }
 
 unsafe extern "C" fn copy(
@@ -157,10 +160,8 @@ unsafe extern "C" fn copy(
     _to: *mut RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
-    match unsafe { packed(value) } {
-        Some(p) => Box::into_raw(Box::new(p.clone())).cast(),
-        None => ptr::null_mut(),
-    }
+    // SAFETY: `value` is a value word this module stored.
+    unsafe { values::copy_value(value) }
 }
 
 /// Active defragmentation (`activedefrag yes`): moves the 48-byte value to a better place when
@@ -174,7 +175,8 @@ unsafe extern "C" fn defrag(
     let Some(defrag_alloc) = (unsafe { raw::RedisModule_DefragAlloc }) else {
         return 0;
     };
-    if value.is_null() || unsafe { *value }.is_null() {
+    if value.is_null() || unsafe { *value }.is_null() || values::is_inline_value(unsafe { *value })
+    {
         return 0;
     }
     // SAFETY: `*value` is a `Box<PackedLimiter>` allocated through `RedisModule_Alloc`;

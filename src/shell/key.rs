@@ -8,6 +8,10 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString,
 
 use super::api::Api;
 use super::datatype::limiter_type;
+use super::values::{self, Slot};
+use ratelimit_core::ban::Ban;
+use ratelimit_core::held::Expanded;
+use ratelimit_core::limiter::Limiter;
 use ratelimit_core::packed::PackedLimiter;
 
 /// How a key is opened: limiting commands write, `RL.PEEK`/`RL.INFO` only read.
@@ -22,7 +26,7 @@ pub enum Contents<'k> {
     /// Nothing (missing or logically expired).
     Empty,
     /// One of our limiters.
-    Limiter(&'k mut PackedLimiter),
+    Limiter(Slot<'k>),
     /// A value of another type, by the name `TYPE` reports.
     Foreign(String),
 }
@@ -33,6 +37,10 @@ pub struct Key {
     ctx: *mut RedisModuleCtx,
     name: *mut RedisModuleString,
     raw: *mut RedisModuleKey,
+    /// The limiter of an inline value word, expanded for this command (written back by
+    /// [`Key::changed`]), and that word.
+    expanded: Option<Expanded>,
+    word: u64,
 }
 
 impl Key {
@@ -48,7 +56,7 @@ impl Key {
         };
         // A read-mode open of a missing key returns NULL; every use below checks for it.
         let raw = unsafe { (api.open_key)(ctx, name, flags as c_int) };
-        Key { api, ctx, name, raw }
+        Key { api, ctx, name, raw, expanded: None, word: 0 }
     }
 
     fn our_type() -> *mut RedisModuleType {
@@ -72,20 +80,40 @@ impl Key {
             raw::REDISMODULE_KEYTYPE_MODULE => {
                 let ours = Self::our_type();
                 if !ours.is_null() && unsafe { (self.api.module_type_get_type)(self.raw) } == ours {
-                    let value = unsafe { (self.api.module_type_get_value)(self.raw) }
-                        .cast::<PackedLimiter>();
-                    // SAFETY: values of our type are always `Box<PackedLimiter>` pointers (set in
-                    // `store`, `rdb_load`, `copy`); the reference lives no longer than `self`.
-                    return match unsafe { value.as_mut() } {
-                        Some(limiter) => Contents::Limiter(limiter),
-                        None => Contents::Empty,
-                    };
+                    let value = unsafe { (self.api.module_type_get_value)(self.raw) };
+                    return self.slot(value);
                 }
                 return Contents::Foreign(self.foreign_type_name());
             }
             _ => "unknown",
         };
         Contents::Foreign(name.to_string())
+    }
+
+    /// Our value as a slot: an inline word expanded once per key (a second look returns the
+    /// same expansion, changes included), or the box.
+    fn slot(&mut self, value: *mut std::ffi::c_void) -> Contents<'_> {
+        if values::is_inline_value(value) {
+            let word = value as usize as u64;
+            if self.word != word || self.expanded.is_none() {
+                // A word whose entry is gone cannot be (the word holds a reference to it).
+                let Some(limiter) = values::expand(word) else {
+                    return Contents::Empty;
+                };
+                self.expanded = Some(Expanded { limiter, ban: None });
+                self.word = word;
+            }
+            return match self.expanded.as_mut() {
+                Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
+                None => Contents::Empty,
+            };
+        }
+        // SAFETY: values of our type that are not inline are `Box<PackedLimiter>` pointers
+        // (`values::into_value`, `copy`); the reference lives no longer than `self`.
+        match unsafe { value.cast::<PackedLimiter>().as_mut() } {
+            Some(limiter) => Contents::Limiter(Slot::Boxed(limiter)),
+            None => Contents::Empty,
+        }
     }
 
     /// The type name another module's value reports through `TYPE` (error path only).
@@ -108,43 +136,101 @@ impl Key {
         name
     }
 
-    /// Stores `value` (replacing a limiter in place, or creating the key) and sets the key's
-    /// absolute expiry. The caller has checked that the key is empty or holds a limiter.
-    pub fn store(&mut self, value: PackedLimiter, expire_at_ms: i64) -> Result<(), &'static str> {
+    /// Stores `limiter` under `ban` (replacing a limiter, or creating the key) and sets the
+    /// key's absolute expiry. The caller has checked that the key is empty or holds a limiter.
+    pub fn store(
+        &mut self,
+        limiter: Limiter,
+        ban: Option<Ban>,
+        expire_at_ms: i64,
+    ) -> Result<(), &'static str> {
         if self.raw.is_null() {
             return Err("ERR key not open for writing");
         }
-        match self.contents() {
-            Contents::Limiter(existing) => *existing = value,
-            Contents::Empty => {
-                let ours = Self::our_type();
-                if ours.is_null() {
-                    return Err("ERR ratelimit data type not registered");
-                }
-                let boxed = Box::into_raw(Box::new(value));
-                let status =
-                    unsafe { (self.api.module_type_set_value)(self.raw, ours, boxed.cast()) };
-                if status != raw::REDISMODULE_OK as c_int {
-                    // SAFETY: Redis did not take ownership; reclaim and drop the box.
-                    drop(unsafe { Box::from_raw(boxed) });
-                    return Err("ERR could not store the limiter");
-                }
-            }
-            Contents::Foreign(_) => return Err("WRONGTYPE key holds another type"),
+        let ours = Self::our_type();
+        if ours.is_null() {
+            return Err("ERR ratelimit data type not registered");
         }
-        self.changed(expire_at_ms);
+        let replace = match self.contents() {
+            Contents::Limiter(_) => true,
+            Contents::Empty => false,
+            Contents::Foreign(_) => return Err("WRONGTYPE key holds another type"),
+        };
+        self.expanded = None;
+        let value = values::into_value(limiter, ban, None);
+        if replace {
+            self.replace_value(value);
+        } else {
+            let status = unsafe { (self.api.module_type_set_value)(self.raw, ours, value) };
+            if status != raw::REDISMODULE_OK as c_int {
+                // SAFETY: Redis did not take ownership.
+                unsafe { values::free_value(value) };
+                return Err("ERR could not store the limiter");
+            }
+        }
+        self.set_expiry(expire_at_ms, false);
         Ok(())
     }
 
+    /// Puts `value` in place of the key's value word (keeping its expiry) and frees the old
+    /// one.
+    fn replace_value(&mut self, value: *mut std::ffi::c_void) {
+        let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
+        let status = unsafe {
+            (self.api.module_type_replace_value)(self.raw, Self::our_type(), value, &mut old)
+        };
+        // SAFETY: on success Redis handed the old word back to us; on failure it kept
+        // nothing of `value`.
+        if status == raw::REDISMODULE_OK as c_int {
+            unsafe { values::free_value(old) };
+        } else {
+            unsafe { values::free_value(value) };
+        }
+    }
+
+    /// Writes the limiter changed in place back into the value word: an expanded inline
+    /// value is encoded again (inline again when it can be, else boxed); a boxed one becomes
+    /// inline when it now can (its ban over and gone).
+    fn write_back(&mut self) {
+        if let Some(expanded) = self.expanded.take() {
+            let old = self.word;
+            self.word = 0;
+            let value = values::into_value(expanded.limiter, expanded.ban, Some(old));
+            if value as usize as u64 == old {
+                // Same word: `into_value` took a second reference to the same entry.
+                unsafe { values::free_value(value) };
+            } else {
+                self.replace_value(value);
+            }
+            return;
+        }
+        let value = unsafe { (self.api.module_type_get_value)(self.raw) };
+        if values::is_inline_value(value) {
+            return;
+        }
+        // SAFETY: a non-inline value of our type is a `Box<PackedLimiter>`.
+        let inline =
+            unsafe { value.cast::<PackedLimiter>().as_ref() }.and_then(values::inline_form);
+        if let Some(word) = inline {
+            self.replace_value(word);
+        }
+    }
+
     /// Records that the value (changed in place) now resets at `expire_at_ms`: sets the
-    /// absolute expiry and signals the key as modified (WATCH, client-side caching).
-    pub fn changed(&mut self, expire_at_ms: i64) {
+    /// absolute expiry and signals the key as modified (WATCH, client-side caching). When
+    /// the expiry `may_stay` unchanged (a fixed window inside its window), it is read first:
+    /// reading is cheaper than setting it again; otherwise it is set at once.
+    pub fn changed(&mut self, expire_at_ms: i64, may_stay: bool) {
         if self.raw.is_null() {
             return;
         }
-        // A fixed window keeps its end while calls are admitted inside it: reading the expiry
-        // is cheaper than setting it again.
-        if unsafe { (self.api.get_abs_expire)(self.raw) } != expire_at_ms {
+        self.write_back();
+        self.set_expiry(expire_at_ms, may_stay);
+    }
+
+    /// Sets the absolute expiry (read first when it `may_stay`) and signals the key.
+    fn set_expiry(&mut self, expire_at_ms: i64, may_stay: bool) {
+        if !may_stay || unsafe { (self.api.get_abs_expire)(self.raw) } != expire_at_ms {
             unsafe { (self.api.set_abs_expire)(self.raw, expire_at_ms) };
         }
         unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
@@ -155,6 +241,7 @@ impl Key {
         if self.raw.is_null() {
             return;
         }
+        self.expanded = None;
         unsafe { (self.api.delete_key)(self.raw) };
         unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
     }

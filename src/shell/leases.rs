@@ -11,10 +11,10 @@ use super::config::lease_max;
 use super::key::{Contents, Key, Mode};
 use super::reply;
 use super::stats::Outcome;
+use super::values::Slot;
 use super::wait;
 use ratelimit_core::judge::KeyError;
 use ratelimit_core::lease_key::{acquire_key, release_key, AcquireVerdict, ReleaseChange};
-use ratelimit_core::packed::PackedLimiter;
 use ratelimit_core::request::{AcquireRequest, ReleaseRequest};
 
 /// `RL.ACQUIRE`.
@@ -28,11 +28,11 @@ pub fn acquire(call: &Call) -> Result<Outcome, CommandError> {
     Ok(if verdict.allowed { Outcome::Admitted } else { Outcome::Limited })
 }
 
-fn held(key: &mut Key) -> Result<Option<&mut PackedLimiter>, CommandError> {
+fn held(key: &mut Key) -> Result<Option<Slot<'_>>, CommandError> {
     match key.contents() {
         Contents::Foreign(held) => Err(KeyError::Foreign(held).into()),
         Contents::Empty => Ok(None),
-        Contents::Limiter(packed) => Ok(Some(packed)),
+        Contents::Limiter(slot) => Ok(Some(slot)),
     }
 }
 
@@ -45,7 +45,7 @@ pub(super) fn acquire_and_apply(
 ) -> Result<(AcquireVerdict, i64), CommandError> {
     let mut key = call.open(Mode::Write)?;
     let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
-    let mut verdict = acquire_key(held(&mut key)?, request, now)?;
+    let mut verdict = acquire_key(held(&mut key)?.as_mut(), request, now)?;
     let changed = verdict.changed();
     apply(
         &mut key,
@@ -89,10 +89,10 @@ pub fn release(call: &Call) -> Result<Outcome, CommandError> {
     let request = ReleaseRequest::parse(call.args.get(2..).unwrap_or(&[]))?;
     let mut key = call.open(Mode::Write)?;
     let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
-    let change = release_key(held(&mut key)?, &request, now)?;
+    let change = release_key(held(&mut key)?.as_mut(), &request, now)?;
     match change {
         ReleaseChange::Unchanged => {}
-        ReleaseChange::Updated { expire_at_ms } => key.changed(expire_at_ms),
+        ReleaseChange::Updated { expire_at_ms } => key.changed(expire_at_ms, true),
         ReleaseChange::Deleted => key.delete(),
     }
     drop(key);

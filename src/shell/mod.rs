@@ -7,10 +7,12 @@ pub mod config;
 pub mod datatype;
 pub mod key;
 pub mod leases;
+pub mod propagation;
 pub mod registry;
 pub mod reply;
 pub mod specs;
 pub mod stats;
+pub mod values;
 pub mod wait;
 
 use redis_module::{raw, Context, RedisString, Status};
@@ -40,6 +42,11 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         | raw::REDISMODULE_NOTIFY_EVICTED;
     let subscribe = api.subscribe_to_keyspace_events;
     unsafe { subscribe(ctx.ctx, events, Some(wait::on_keyspace_event)) };
+    values::init();
+    if let Err(e) = propagation::init(api, ctx.ctx) {
+        ctx.log_warning(&format!("ratelimit: {e}"));
+        return Status::Err;
+    }
     let acl_category = registry::add_acl_category(ctx.ctx);
     for spec in specs::COMMANDS {
         if let Err(e) = registry::register(ctx.ctx, spec, acl_category) {

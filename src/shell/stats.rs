@@ -153,6 +153,8 @@ pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
         ("waiting", WAITING.load(Ordering::Relaxed)),
         ("wait_admitted", i64::try_from(WAIT_ADMITTED.load(Ordering::Relaxed)).unwrap_or(i64::MAX)),
         ("wait_timeouts", i64::try_from(WAIT_TIMEOUTS.load(Ordering::Relaxed)).unwrap_or(i64::MAX)),
+        ("propagation_verbatim", i64::from(super::propagation::verbatim_now())),
+        ("inline_entries", i64::try_from(super::values::live_entries()).unwrap_or(i64::MAX)),
     ] {
         fields.push((name.to_string(), value));
     }

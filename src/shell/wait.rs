@@ -294,7 +294,7 @@ pub unsafe extern "C" fn on_keyspace_event(
     if key.is_null() || with(|w| w.keys.is_empty()) {
         return raw::REDISMODULE_OK as c_int;
     }
-    let call = Call { api, ctx, name: c"rl.wait", argv: &[], args: &[] };
+    let call = Call { api, ctx, name: c"rl.wait", argv: &[], args: &[], from_client: false };
     key_named_changed(&call, key);
     raw::REDISMODULE_OK as c_int
 }
@@ -340,7 +340,7 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
             });
             return;
         };
-        let call = Call { api, ctx, name, argv: &argv, args: &[] };
+        let call = Call { api, ctx, name, argv: &argv, args: &[], from_client: false };
         let answer = match pending.judge(&call, false, false) {
             Ok(j) if j.allowed || j.reply[3] < 0 => {
                 let allowed = j.allowed;
@@ -377,7 +377,8 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
 fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>) {
     let blocked = &waiter.data;
     let pending = &blocked.pending;
-    let call = Call { api, ctx, name: blocked.name, argv: &blocked.argv, args: &[] };
+    let call =
+        Call { api, ctx, name: blocked.name, argv: &blocked.argv, args: &[], from_client: false };
     let answer = match pending.judge(&call, true, false) {
         Ok(j) if j.allowed => {
             let [_, limit, remaining, _, reset] = j.reply;

@@ -194,6 +194,18 @@ impl SlideBuffer {
         (self.word, self.heap.as_ptr().cast_mut(), self.heap.len())
     }
 
+    /// A buffer of the inline word alone, with no heap buffer (no allocation). In exact mode
+    /// this is a log of one entry whose cost is `word` ([`crate::inline`]).
+    pub fn from_word(word: u64) -> SlideBuffer {
+        SlideBuffer { word, heap: Box::default() }
+    }
+
+    /// The inline word, when there is no heap buffer (exact mode: a log of one entry of that
+    /// cost); `None` when the buffer owns heap memory.
+    pub fn word_only(&self) -> Option<u64> {
+        self.heap.is_empty().then_some(self.word)
+    }
+
     /// Rebuilds a buffer from [`SlideBuffer::into_raw_parts`].
     ///
     /// # Safety
