@@ -227,8 +227,31 @@ fn a_timed_out_request_with_ban_starts_the_ban() {
     assert!(state.iter().any(|(k, _)| k == "banned_until_ms"), "{state:?}");
 }
 
-/// Admissions after waiting propagate as the command without `WAIT`, with `AT` = the instant
-/// of admission: the replica ends identical.
+/// The commands of an AOF file (RESP arrays of bulk strings, binary safe).
+fn aof_commands(bytes: &[u8]) -> Vec<Vec<Vec<u8>>> {
+    fn number(bytes: &[u8], at: &mut usize) -> usize {
+        let end = *at + bytes[*at..].windows(2).position(|w| w == b"\r\n").expect("a line");
+        let n = std::str::from_utf8(&bytes[*at + 1..end]).unwrap().parse().unwrap();
+        *at = end + 2;
+        n
+    }
+    let (mut at, mut commands) = (0, Vec::new());
+    while at < bytes.len() {
+        assert_eq!(bytes[at], b'*', "an array at {at}");
+        let argc = number(bytes, &mut at);
+        let mut args = Vec::new();
+        for _ in 0..argc {
+            let len = number(bytes, &mut at);
+            args.push(bytes[at..at + len].to_vec());
+            at += len + 2;
+        }
+        commands.push(args);
+    }
+    commands
+}
+
+/// Admissions after waiting propagate as the state they left (the judgement at the instant of
+/// admission, never the waiting): the replica ends identical.
 #[test]
 fn replicas_follow_admissions_after_waiting() {
     let (master, replica) = master_and_replica();
@@ -282,17 +305,21 @@ fn a_thousand_waiters_on_one_hot_key() {
     assert_eq!(answers.len(), CLIENTS);
     assert!(answers.iter().all(|admitted| *admitted == 1), "all admitted");
     assert_eq!(info_field(&mut probe, "ratelimit", "ratelimit_waiting"), "0");
-    // The AOF: every admission as `RL.TOKEN hot 1 1 1 ... AT <ms>`.
+    // The AOF: every admission as the state it left (`RL.RESTORE hot <payload>`), whose
+    // `updated_ms` is the instant it was admitted at.
     let dir = s.path("appendonlydir");
     let mut instants: Vec<i64> = Vec::new();
     for entry in std::fs::read_dir(&dir).expect("the AOF directory") {
         let path = entry.expect("an AOF file").path();
         if path.extension().is_some_and(|e| e == "aof") {
-            let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
-            let lines: Vec<&str> = text.split("\r\n").collect();
-            for (i, l) in lines.iter().enumerate() {
-                if *l == "AT" {
-                    instants.push(lines[i + 2].parse().expect("an AT instant"));
+            for command in aof_commands(&std::fs::read(&path).unwrap()) {
+                if command.first().is_some_and(|n| n.eq_ignore_ascii_case(b"rl.restore")) {
+                    let (limiter, _) = ratelimit_core::codec::decode_value(&command[2])
+                        .expect("an RL.RESTORE payload");
+                    let ratelimit_core::limiter::Limiter::Token(bucket) = limiter else {
+                        panic!("not a token bucket: {limiter:?}");
+                    };
+                    instants.push(bucket.updated_ms);
                 }
             }
         }

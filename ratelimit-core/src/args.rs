@@ -36,6 +36,7 @@ pub fn parse_int(bytes: &[u8]) -> Option<i128> {
 }
 
 /// Parses an integer argument named `name` that must lie in `min..=max`.
+#[inline]
 pub fn parse_count(name: &'static str, bytes: &[u8], min: u64, max: u64) -> Result<u64, ArgError> {
     // The common case, plain digits in range, without 128-bit arithmetic: 19 digits fit a u64.
     if !bytes.is_empty() && bytes.len() <= 19 {

@@ -34,8 +34,14 @@ const TAG_GCRA: u8 = 5;
 const TAG_LEASE: u8 = 6;
 
 /// Appends fixed-width fields to a buffer.
-#[derive(Default)]
 pub struct Writer(Vec<u8>);
+
+impl Default for Writer {
+    /// Room for any fixed-size limiter with a ban (one allocation on the hot path).
+    fn default() -> Self {
+        Writer(Vec::with_capacity(96))
+    }
+}
 
 impl Writer {
     pub fn u8(&mut self, v: u8) {

@@ -133,7 +133,11 @@ impl GcraParams {
             return Err(ArgError::Invalid("throttle parameters out of range".into()));
         }
         let params = GcraParams { max_burst, count, period_s };
-        if ceil_div(params.tolerance(), u128::from(count)) > MAX_THROTTLE_RESET_MS {
+        // ⌈τ / count⌉ ≤ τ: only a τ beyond the bound needs the division.
+        let tolerance = params.tolerance();
+        if tolerance > MAX_THROTTLE_RESET_MS
+            && ceil_div(tolerance, u128::from(count)) > MAX_THROTTLE_RESET_MS
+        {
             return Err(ArgError::Invalid(
                 "parameters give a full reset time ((max_burst + 1) × period / count) beyond \
                  any Redis expiry"

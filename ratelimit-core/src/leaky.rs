@@ -148,7 +148,8 @@ impl LeakyParams {
             }
         }
         let params = LeakyParams { capacity, rate, period_ms, mode };
-        if params.full_drain_ms() > MAX_RESET_MS {
+        // The drain time is at most capacity × period: only beyond the bound is it computed.
+        if params.capacity_units() > MAX_RESET_MS && params.full_drain_ms() > MAX_RESET_MS {
             return Err(ArgError::ResetTooLong { formula: "capacity × period / rate" });
         }
         Ok(params)

@@ -69,7 +69,9 @@ impl TokenParams {
         if !in_range {
             return Err(ArgError::Invalid("token bucket parameters out of range".into()));
         }
-        if params.full_refill_ms() > MAX_RESET_MS {
+        // The refill time is at most capacity × period: only beyond the bound is it computed.
+        let (capacity, _, period) = params.wide();
+        if capacity * period > MAX_RESET_MS && params.full_refill_ms() > MAX_RESET_MS {
             return Err(ArgError::ResetTooLong {
                 formula: if step {
                     "⌈capacity / rate⌉ × period"

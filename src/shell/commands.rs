@@ -1,10 +1,12 @@
 //! The commands: parse arguments, load the key, run the pure algorithm, store, expire,
 //! replicate, reply.
 //!
-//! Every state-changing call is propagated to replicas and the AOF rewritten with
-//! `AT <the ms it used>` (or verbatim when the caller already gave `AT`), so replicas and AOF
-//! replay reach the identical state and expiry whatever their clocks say. Limited calls, dry
-//! runs, zero-cost calls and peeks store, expire and propagate nothing.
+//! Every state-changing call is propagated so that replicas and AOF replay reach the
+//! identical state and expiry whatever their clocks say: verbatim when that is exact (the caller
+//! gave `AT`, or nothing consumes propagation: `propagation.rs`); else a single-key limiting
+//! call as the state it left (`RL.RESTORE key payload`), and the other commands rewritten with
+//! `AT <the ms it used>`. Limited calls, dry runs, zero-cost calls and peeks store, expire and
+//! propagate nothing.
 
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_longlong};
@@ -13,6 +15,7 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
 use super::api::{api, bytes, Api};
 use super::config::slide_log_max;
+use super::datatype::RESTORE_COMMAND;
 use super::key::{Contents, Key, Mode};
 use super::reply::{self, FieldValue};
 use super::stats::{self, Outcome, Tally};
@@ -21,6 +24,7 @@ use super::{leases, propagation, wait};
 use ratelimit_core::args::MAX_AT_MS;
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
+use ratelimit_core::held::Held;
 use ratelimit_core::inspect::{describe_key, peek_key};
 use ratelimit_core::judge::{judge_all, judge_key, value_expiry, Change, KeyError, Verdict};
 use ratelimit_core::refund::{try_refund_key, RefundChange};
@@ -110,11 +114,38 @@ impl Call<'_> {
         unsafe { (self.api.notify_keyspace_event)(self.ctx, class, self.name.as_ptr(), key) };
     }
 
+    /// Whether propagating this call verbatim is exact: the caller gave `AT` (which excludes
+    /// `WAIT`), or propagation goes nowhere (`propagation.rs`; a client's own call only: a
+    /// timer judging a waiter has no arguments of its own).
+    pub(super) fn verbatim_is_exact(&self, given_at: bool, now_ms: i64) -> bool {
+        given_at || (self.from_client && propagation::goes_nowhere(self.api, self.ctx, now_ms))
+    }
+
+    /// Propagates the state this call left in its key: `RL.RESTORE key payload` (the key's
+    /// limiter and ban in the codec's format; `RL.RESTORE` sets the same expiry). Cheaper for
+    /// Redis than the rewritten call (fewer, shorter arguments to build and feed to every
+    /// replica), and exact whatever the replica's clock.
+    pub(super) fn replicate_state(&self, payload: &[u8]) {
+        let Ok(key) = self.key() else {
+            return;
+        };
+        unsafe {
+            (self.api.replicate)(
+                self.ctx,
+                RESTORE_COMMAND.as_ptr(),
+                c"sb".as_ptr(),
+                key,
+                payload.as_ptr().cast::<std::os::raw::c_char>(),
+                payload.len(),
+            )
+        };
+    }
+
     /// Propagates this call so that replicas and the AOF evaluate it at `now_ms`: rewritten
     /// with `AT <now>` and without `WAIT` (a replica never waits), or verbatim when the caller
     /// gave `AT` (which excludes `WAIT`) or when propagation goes nowhere (`propagation.rs`).
     pub(super) fn replicate_at<const N: usize>(&self, given_at: bool, now_ms: i64) {
-        if given_at || (self.from_client && propagation::goes_nowhere(self.api, self.ctx, now_ms)) {
+        if self.verbatim_is_exact(given_at, now_ms) {
             unsafe { (self.api.replicate_verbatim)(self.ctx) };
             return;
         }
@@ -248,10 +279,28 @@ pub(super) fn judge_and_apply(
     };
     let mut verdict = judge_key(held.as_mut(), request, now)?;
     let changed = verdict.changed();
+    // Replicas and the AOF get the call verbatim when that is exact (its own `AT`, or no
+    // consumer at all), else the state it left (`RL.RESTORE key payload`), encoded here
+    // while the judged limiter is at hand.
+    let verbatim = changed && call.verbatim_is_exact(request.at_ms.is_some(), now);
+    let state = if changed && !verbatim {
+        match (&verdict.change, &held) {
+            (Change::Created { limiter, .. }, _) => Some(codec::encode_value(limiter, None)),
+            (_, Some(slot)) => Some(slot.view(|limiter| codec::encode_value(limiter, slot.ban()))),
+            _ => None,
+        }
+    } else {
+        None
+    };
     apply(&mut key, std::mem::replace(&mut verdict.change, Change::Unchanged))?;
     drop(key);
     if changed {
-        call.replicate_at::<{ MAX_ARGS + 1 }>(request.at_ms.is_some(), now);
+        match state {
+            Some(payload) => call.replicate_state(&payload),
+            None => unsafe {
+                (call.api.replicate_verbatim)(call.ctx);
+            },
+        }
         call.notify_changed();
         wait::key_changed(call);
     }
