@@ -51,9 +51,9 @@ pub fn parse_count(name: &'static str, bytes: &[u8], min: u64, max: u64) -> Resu
             return Ok(value);
         }
     }
-    let range_error = ArgError::Integer { name, min: i128::from(min), max: i128::from(max) };
-    let value = parse_int(bytes).ok_or_else(|| range_error.clone())?;
-    u64::try_from(value).ok().filter(|v| (min..=max).contains(v)).ok_or(range_error)
+    let range_error = || ArgError::Integer { name, min: i128::from(min), max: i128::from(max) };
+    let value = parse_int(bytes).ok_or_else(range_error)?;
+    u64::try_from(value).ok().filter(|v| (min..=max).contains(v)).ok_or_else(range_error)
 }
 
 /// Parses a signed duration `[+|-]<integer>[ms|s|m|h|d]` (unit case-insensitive, bare = ms)
@@ -82,30 +82,58 @@ pub fn parse_signed_duration(name: &'static str, bytes: &[u8]) -> Result<i128, A
     value.checked_mul(i128::from(multiplier)).ok_or_else(invalid)
 }
 
+/// The common case of a duration, in 64-bit arithmetic: 1 to 15 plain digits and a unit
+/// (`None` for anything else, which [`parse_signed_duration`] then judges).
+#[inline]
+fn plain_duration(bytes: &[u8]) -> Option<u64> {
+    let digits = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 15 {
+        return None;
+    }
+    let (number, unit) = bytes.split_at(digits);
+    let multiplier = match unit {
+        b"" => 1,
+        [m, s] if m.eq_ignore_ascii_case(&b'm') && s.eq_ignore_ascii_case(&b's') => 1,
+        [u] => match u.to_ascii_lowercase() {
+            b's' => SECOND_MS,
+            b'm' => MINUTE_MS,
+            b'h' => HOUR_MS,
+            b'd' => DAY_MS,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let value = number.iter().fold(0u64, |acc, d| acc * 10 + u64::from(d - b'0'));
+    value.checked_mul(multiplier)
+}
+
 /// Parses a period or window: a duration of 1 ms … 10 years.
 pub fn parse_duration(name: &'static str, bytes: &[u8]) -> Result<u64, ArgError> {
+    if let Some(ms) = plain_duration(bytes).filter(|v| (1..=MAX_DURATION_MS).contains(v)) {
+        return Ok(ms);
+    }
     let ms = parse_signed_duration(name, bytes)?;
-    u64::try_from(ms)
-        .ok()
-        .filter(|v| (1..=MAX_DURATION_MS).contains(v))
-        .ok_or(ArgError::DurationRange { name, min_ms: 1, max_ms: i128::from(MAX_DURATION_MS) })
+    u64::try_from(ms).ok().filter(|v| (1..=MAX_DURATION_MS).contains(v)).ok_or_else(|| {
+        ArgError::DurationRange { name, min_ms: 1, max_ms: i128::from(MAX_DURATION_MS) }
+    })
 }
 
 /// Parses a timeout: a duration of 0 ms … 10 years (0: no limit).
 pub fn parse_timeout(name: &'static str, bytes: &[u8]) -> Result<u64, ArgError> {
+    if let Some(ms) = plain_duration(bytes).filter(|v| *v <= MAX_DURATION_MS) {
+        return Ok(ms);
+    }
     let ms = parse_signed_duration(name, bytes)?;
-    u64::try_from(ms).ok().filter(|v| *v <= MAX_DURATION_MS).ok_or(ArgError::DurationRange {
-        name,
-        min_ms: 0,
-        max_ms: i128::from(MAX_DURATION_MS),
+    u64::try_from(ms).ok().filter(|v| *v <= MAX_DURATION_MS).ok_or_else(|| {
+        ArgError::DurationRange { name, min_ms: 0, max_ms: i128::from(MAX_DURATION_MS) }
     })
 }
 
 /// Parses an `AT` instant: unix ms in `0..=MAX_AT_MS`.
 pub fn parse_instant(name: &'static str, bytes: &[u8]) -> Result<i64, ArgError> {
-    let error = ArgError::Integer { name, min: 0, max: i128::from(MAX_AT_MS) };
-    let value = parse_int(bytes).ok_or_else(|| error.clone())?;
-    i64::try_from(value).ok().filter(|v| (0..=MAX_AT_MS).contains(v)).ok_or(error)
+    let error = || ArgError::Integer { name, min: 0, max: i128::from(MAX_AT_MS) };
+    let value = parse_int(bytes).ok_or_else(error)?;
+    i64::try_from(value).ok().filter(|v| (0..=MAX_AT_MS).contains(v)).ok_or_else(error)
 }
 
 /// The option keywords a command may accept after its positional arguments.
@@ -223,7 +251,7 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
             return Err(ArgError::RepeatedOption(keyword.name()));
         }
         seen |= bit;
-        let mut value = || rest.next().ok_or(ArgError::MissingValue(keyword.name()));
+        let mut value = || rest.next().ok_or_else(|| ArgError::MissingValue(keyword.name()));
         match keyword {
             Keyword::Cost => options.cost = parse_count("COST", value()?, 0, MAX_COUNT)?,
             Keyword::DryRun => options.dry_run = true,
@@ -408,6 +436,24 @@ mod tests {
                 let _ = parse_count("capacity", a, 1, MAX_COUNT);
                 let _ = parse_instant("AT", a);
             }
+        }
+
+        /// The 64-bit fast paths answer exactly as the general parsers (plain digits, signs,
+        /// units in any case, 16+ digits, junk).
+        #[test]
+        fn fast_paths_agree_with_the_general_parsers(
+            digits in "[+-]?[0-9]{0,22}",
+            unit in "(|ms|MS|mS|s|S|m|M|h|H|d|D|x|sm|msx)",
+            min in 0u64..3,
+        ) {
+            let text = format!("{digits}{unit}");
+            let bytes = text.as_bytes();
+            let general = parse_signed_duration("period", bytes).ok().and_then(|ms| u64::try_from(ms).ok());
+            let expected_duration = general.filter(|v| (1..=MAX_DURATION_MS).contains(v));
+            prop_assert_eq!(parse_duration("period", bytes).ok(), expected_duration);
+            prop_assert_eq!(parse_timeout("t", bytes).ok(), general.filter(|v| *v <= MAX_DURATION_MS));
+            let count = parse_int(bytes).and_then(|v| u64::try_from(v).ok()).filter(|v| (min..=MAX_COUNT).contains(v));
+            prop_assert_eq!(parse_count("c", bytes, min, MAX_COUNT).ok(), count);
         }
 
         #[test]
