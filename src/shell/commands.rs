@@ -87,7 +87,7 @@ pub struct Call<'a> {
 impl Call<'_> {
     /// The key argument (index 1; arity guarantees it exists).
     pub(super) fn key(&self) -> Result<*mut RedisModuleString, CommandError> {
-        self.argv.get(1).copied().ok_or_else(|| CommandError::Arg(ArgError::WrongArity))
+        self.argv.get(1).copied().ok_or(CommandError::Arg(ArgError::WrongArity))
     }
 
     /// The server clock in unix ms, read once per call, clamped to the range `AT` accepts.
