@@ -98,11 +98,15 @@ fn sliding_log_entries_cost_at_most_16_bytes() {
     s.assert_alive();
 }
 
-/// Per key, a limiter costs at most 80 bytes more than `INCR` + `PEXPIRE` (the floor the README
-/// benchmarks compare with): Redis' object (16) and module value (16) wrappers plus our 48-byte packed
-/// value. Measured as `used_memory` deltas over the same key names in one server.
+/// Per key, the five common limiters (a one-entry sliding log included) cost at most 32 bytes
+/// more than `INCR` + `PEXPIRE` (the floor the README benchmarks compare with): Redis' module
+/// value wrapper (16) and the rest of a 16-byte size class — the limiter itself lives in the
+/// value word (about 149 bytes per key on Redis 7.0, bar 150). The other fixed-size forms cost
+/// at most 16 bytes more (a `STEP` bucket's 16-byte box: bar 165.7, redis-cell's figure); a
+/// bucket ring its 48-byte box and ring. Measured as `used_memory` deltas over the same key
+/// names in one server (on Valkey, whose keys cost less, the same differences hold).
 #[test]
-fn per_key_memory_is_within_80_bytes_of_incr() {
+fn per_key_memory_is_within_32_bytes_of_incr() {
     const N: usize = 50_000;
     let s = Server::start();
     let mut c = s.conn();
@@ -127,17 +131,19 @@ fn per_key_memory_is_within_80_bytes_of_incr() {
     };
     let incr = per_key(&mut c, &["INCR", "{}", ";", "PEXPIRE", "{}", "3600000"]);
     let mut report = vec![format!("INCR+PEXPIRE {incr:.1}")];
-    for (name, template) in [
-        ("RL.TOKEN", vec!["RL.TOKEN", "{}", "100", "10", "1h"]),
-        ("RL.PERIOD", vec!["RL.PERIOD", "{}", "100", "1h"]),
-        ("RL.SLIDE", vec!["RL.SLIDE", "{}", "100", "1h"]),
-        ("RL.SLIDE BUCKETS", vec!["RL.SLIDE", "{}", "100", "1h", "BUCKETS", "4"]),
-        ("RL.LEAKY", vec!["RL.LEAKY", "{}", "100", "10", "1h"]),
-        ("CL.THROTTLE", vec!["CL.THROTTLE", "{}", "99", "10", "3600"]),
+    for (name, template, limit) in [
+        ("RL.TOKEN", vec!["RL.TOKEN", "{}", "100", "10", "1h"], 32.0),
+        ("RL.PERIOD", vec!["RL.PERIOD", "{}", "100", "1h"], 32.0),
+        ("RL.SLIDE", vec!["RL.SLIDE", "{}", "100", "1h"], 32.0),
+        ("RL.LEAKY", vec!["RL.LEAKY", "{}", "100", "10", "1h"], 32.0),
+        ("CL.THROTTLE", vec!["CL.THROTTLE", "{}", "99", "10", "3600"], 32.0),
+        ("RL.TOKEN STEP", vec!["RL.TOKEN", "{}", "100", "10", "1h", "STEP"], 48.0),
+        ("RL.PERIOD ALIGN", vec!["RL.PERIOD", "{}", "100", "1h", "ALIGN"], 32.0),
+        ("RL.LEAKY NODELAY", vec!["RL.LEAKY", "{}", "100", "10", "1h", "NODELAY"], 32.0),
+        ("RL.SLIDE BUCKETS", vec!["RL.SLIDE", "{}", "100", "1h", "BUCKETS", "4"], 80.0 + 64.0),
     ] {
         let bytes = per_key(&mut c, &template);
         report.push(format!("{name} {bytes:.1}"));
-        let limit = if name == "RL.SLIDE BUCKETS" { 80.0 + 64.0 } else { 80.0 };
         assert!(bytes - incr <= limit, "{name}: {bytes:.1} bytes vs INCR {incr:.1}");
     }
     eprintln!("bytes per key: {}", report.join(", "));

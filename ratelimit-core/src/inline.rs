@@ -31,6 +31,7 @@
 //! | algorithm | f0 | f1 | time offset (from the base) |
 //! |---|---|---|---|
 //! | token, smooth refill | `tokens` ≤ capacity | `fraction` < period | `updated_ms` |
+//! | token, step refill (extra field: `origin_ms`) | `tokens` ≤ capacity | — | `updated_ms` |
 //! | period (`end = start + period`) | `used` ≤ limit | `updated − start` < period | `window_start_ms` |
 //! | leaky | `level` ≤ capacity | `fraction` < period | `updated_ms` |
 //! | gcra | `tat_frac` < count | `tat − updated` ≤ ⌈(max_burst+1)·period/count⌉ ms | `updated_ms` |
@@ -44,7 +45,16 @@
 //! the first instant). When a key's instants leave its entry's span, the next encode moves it
 //! to the shape's current entry, or to a new one (a new time base) that becomes current; old
 //! entries live on while keys still refer to them. Decoding is exact: `expand(encode(x)) == x`
-//! field for field, parameters included.
+//! field for field, parameters included (with the extra field, where the shape has one).
+//!
+//! Some shapes also need one **extra field**: a raw 64-bit value the caller stores beside the
+//! word ([`Encoded::extra`]; the shell keeps the two in one 16-byte allocation), given back to
+//! [`InlineTable::expand`]. Only a step-refill token bucket has one, its `origin_ms` (as the
+//! two's-complement `origin_ms as u64`: exact for any value, however far in the past;
+//! its word has no f1, so `RL.TOKEN k 100 1 1h STEP` keeps 40 time bits).
+//! [`InlineTable::needs_extra`] tells which words need it, and `expand` refuses a word whose
+//! extra field is missing (or present for a shape without one). The extra field does not affect the
+//! word's entry or its reference count.
 //!
 //! # Reference counts and threading
 //!
@@ -124,6 +134,12 @@ enum Shape {
         rate: u64,
         period_ms: u64,
     },
+    /// A token bucket with step refill; its `origin_ms` is the extra field.
+    TokenStep {
+        capacity: u64,
+        rate: u64,
+        period_ms: u64,
+    },
     Period {
         limit: u64,
         period_ms: u64,
@@ -160,6 +176,11 @@ struct Layout {
 }
 
 impl Shape {
+    /// Whether a state of this shape has an extra field beside its word.
+    fn has_extra(&self) -> bool {
+        matches!(self, Shape::TokenStep { .. })
+    }
+
     /// The field widths of this shape, or `None` if it has no inline form.
     fn layout(&self) -> Option<Layout> {
         let (max0, max1) = match *self {
@@ -181,6 +202,7 @@ impl Shape {
                 let ahead = tau.div_ceil(u128::from(count));
                 (count_max, u64::try_from(ahead).ok()?)
             }
+            Shape::TokenStep { capacity, .. } => (capacity, 0),
             Shape::Slide { limit, .. } => (limit, 0),
         };
         let (w0, w1) = (bits(max0), bits(max1));
@@ -189,13 +211,15 @@ impl Shape {
     }
 }
 
-/// A state taken apart: its shape, its two small fields and its time-base instant.
+/// A state taken apart: its shape, its two small fields, its time-base instant, and its extra
+/// field (for the shapes that have one: see [`Shape::has_extra`]).
 #[derive(Debug, Clone, Copy)]
 struct Fields {
     shape: Shape,
     f0: u64,
     f1: u64,
     t: i64,
+    extra: Option<u64>,
 }
 
 /// The shape and fields of a limiter with an inline form (see the module docs), or `None`.
@@ -203,11 +227,24 @@ struct Fields {
 fn fields(limiter: &Limiter) -> Option<Fields> {
     match limiter {
         Limiter::Token(b) => {
-            let Refill::Smooth { fraction } = b.refill else {
-                return None;
-            };
-            let shape = Shape::Token { capacity: b.capacity, rate: b.rate, period_ms: b.period_ms };
-            Some(Fields { shape, f0: b.tokens, f1: fraction, t: b.updated_ms })
+            let (capacity, rate, period_ms) = (b.capacity, b.rate, b.period_ms);
+            Some(match b.refill {
+                Refill::Smooth { fraction } => Fields {
+                    shape: Shape::Token { capacity, rate, period_ms },
+                    f0: b.tokens,
+                    f1: fraction,
+                    t: b.updated_ms,
+                    extra: None,
+                },
+                // The raw two's complement: `as i64` gives it back exactly.
+                Refill::Step { origin_ms } => Fields {
+                    shape: Shape::TokenStep { capacity, rate, period_ms },
+                    f0: b.tokens,
+                    f1: 0,
+                    t: b.updated_ms,
+                    extra: Some(origin_ms as u64),
+                },
+            })
         }
         Limiter::Period(p) => {
             let period = i64::try_from(p.period_ms).ok()?;
@@ -220,7 +257,7 @@ fn fields(limiter: &Limiter) -> Option<Fields> {
                 period_ms: p.period_ms,
                 align_offset_ms: p.align_offset_ms,
             };
-            Some(Fields { shape, f0: p.used, f1: into, t: p.window_start_ms })
+            Some(Fields { shape, f0: p.used, f1: into, t: p.window_start_ms, extra: None })
         }
         Limiter::Leaky(b) => {
             let shape = Shape::Leaky {
@@ -229,13 +266,13 @@ fn fields(limiter: &Limiter) -> Option<Fields> {
                 period_ms: b.period_ms,
                 delay: b.delay,
             };
-            Some(Fields { shape, f0: b.level, f1: b.fraction, t: b.updated_ms })
+            Some(Fields { shape, f0: b.level, f1: b.fraction, t: b.updated_ms, extra: None })
         }
         Limiter::Gcra(g) => {
             let ahead = u64::try_from(g.tat_ms.checked_sub(g.updated_ms)?).ok()?;
             let shape =
                 Shape::Gcra { max_burst: g.max_burst, count: g.count, period_s: g.period_s };
-            Some(Fields { shape, f0: g.tat_frac, f1: ahead, t: g.updated_ms })
+            Some(Fields { shape, f0: g.tat_frac, f1: ahead, t: g.updated_ms, extra: None })
         }
         Limiter::Slide(s) => {
             if s.mode != SlideMode::Exact {
@@ -243,7 +280,7 @@ fn fields(limiter: &Limiter) -> Option<Fields> {
             }
             let cost = s.buffer.word_only()?;
             let shape = Shape::Slide { limit: s.limit, window_ms: s.window_ms };
-            Some(Fields { shape, f0: cost, f1: 0, t: s.updated_ms })
+            Some(Fields { shape, f0: cost, f1: 0, t: s.updated_ms, extra: None })
         }
         Limiter::Lease(_) => None,
     }
@@ -288,6 +325,16 @@ impl Entry {
 /// The inline word of a payload in entry `index` (< 2^INDEX_BITS).
 fn inline_word(index: usize, payload: u64) -> u64 {
     INLINE_TAG | (index as u64 & INDEX_MASK) << 1 | payload << PAYLOAD_SHIFT
+}
+
+/// What [`InlineTable::encode`] gives back: the value word, and for shapes that need it one
+/// extra 64-bit field the caller stores beside the word (a step bucket's `origin_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Encoded {
+    /// The inline word (holds one reference to its entry).
+    pub word: u64,
+    /// The extra field: `Some` exactly when [`InlineTable::needs_extra`] holds for `word`.
+    pub extra: Option<u64>,
 }
 
 /// Decrements the count of a word's entry: never below 0, and not at all once pinned.
@@ -343,21 +390,28 @@ impl InlineTable {
     /// (the caller releases any old word separately). `hint`: the key's previous inline word,
     /// whose entry is tried first (the common case: same parameters, times still in range);
     /// then the shape's current entry; then a new entry (a new time base). `None` when the
-    /// limiter has no inline form or the table is full.
-    pub fn encode(&mut self, limiter: &Limiter, hint: Option<u64>) -> Option<u64> {
+    /// limiter has no inline form or the table is full. The extra field, if the shape has one,
+    /// comes with the word ([`Encoded::extra`]); it plays no part in the entry or its count.
+    pub fn encode(&mut self, limiter: &Limiter, hint: Option<u64>) -> Option<Encoded> {
         let f = fields(limiter)?;
+        let word = self.encode_fields(&f, hint)?;
+        Some(Encoded { word, extra: f.extra })
+    }
+
+    /// The word of `f` (see [`InlineTable::encode`]).
+    fn encode_fields(&mut self, f: &Fields, hint: Option<u64>) -> Option<u64> {
         let hinted = hint.and_then(index_of);
-        if let Some(word) = hinted.and_then(|i| self.take(i, &f)) {
+        if let Some(word) = hinted.and_then(|i| self.take(i, f)) {
             return Some(word);
         }
         if let Some(&i) = self.current.get(&f.shape) {
             if Some(i) != hinted {
-                if let Some(word) = self.take(i, &f) {
+                if let Some(word) = self.take(i, f) {
                     return Some(word);
                 }
             }
         }
-        self.create(&f)
+        self.create(f)
     }
 
     /// The word of `f` in entry `index` with a new reference, if the entry has its shape and
@@ -420,12 +474,18 @@ impl InlineTable {
         None
     }
 
-    /// The limiter an inline word holds: `None` for a word that is not inline, or whose entry
-    /// is gone (never created, or no reference left) or whose fields are out of range.
-    pub fn expand(&self, word: u64) -> Option<Limiter> {
+    /// The limiter an inline word holds, with the extra field stored beside it (`None` for
+    /// shapes without one). `None` for a word that is not inline, or whose entry is gone (never
+    /// created, or no reference left) or whose fields are out of range; and when `extra` does
+    /// not match the shape: a step bucket's word without its extra field, or another shape's
+    /// word with one, is refused (not ignored), as a sign that the caller mixed up its values.
+    pub fn expand(&self, word: u64, extra: Option<u64>) -> Option<Limiter> {
         let index = index_of(word)?;
         let entry = self.entries.get(index)?;
         if self.refs.get(index)?.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        if entry.shape.has_extra() != extra.is_some() {
             return None;
         }
         let (f0, f1, t) = entry.unpack(word >> PAYLOAD_SHIFT)?;
@@ -438,6 +498,15 @@ impl InlineTable {
                 period_ms,
                 tokens: f0,
                 refill: Refill::Smooth { fraction: f1 },
+                updated_ms: t,
+            }),
+            Shape::TokenStep { capacity, rate, period_ms } => Limiter::Token(TokenBucket {
+                capacity,
+                rate,
+                period_ms,
+                tokens: f0,
+                // The raw two's complement `encode` wrote: exact for any i64.
+                refill: Refill::Step { origin_ms: extra? as i64 },
                 updated_ms: t,
             }),
             Shape::Period { limit, period_ms, align_offset_ms } => Limiter::Period(PeriodWindow {
@@ -474,6 +543,14 @@ impl InlineTable {
                 buffer: SlideBuffer::from_word(f0),
             }),
         })
+    }
+
+    /// Whether the entry of this inline word needs the extra field (a step bucket's
+    /// `origin_ms`): `false` for a word that is not inline or whose slot was never used. This
+    /// reads the entry as it stands, so ask on the main thread while the word still holds its
+    /// reference (before releasing it): an entry at count 0 may be reclaimed for another shape.
+    pub fn needs_extra(&self, word: u64) -> bool {
+        index_of(word).and_then(|i| self.entries.get(i)).is_some_and(|e| e.shape.has_extra())
     }
 
     /// Adds a reference to a word's entry (`COPY` of a key duplicates the word). Ignores words

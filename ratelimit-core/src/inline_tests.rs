@@ -22,11 +22,33 @@ fn count(table: &InlineTable, word: u64) -> u32 {
     table.refs[index(word)].load(Ordering::SeqCst)
 }
 
-/// `word` expands to exactly `want`: every field, and for a sliding log the buffer itself
-/// (`SlideState`'s equality compares entries, not buffers).
-fn check_word(table: &InlineTable, word: u64, want: &Limiter) -> Result<(), TestCaseError> {
+/// The word of an encode that must succeed.
+fn word_of(e: Option<Encoded>) -> u64 {
+    e.expect("stored inline").word
+}
+
+/// Whether `l` is a step-refill token bucket (the one shape with an extra field).
+fn is_step(l: &Limiter) -> bool {
+    matches!(l, Limiter::Token(b) if matches!(b.refill, Refill::Step { .. }))
+}
+
+/// `e` expands to exactly `want`: every field, and for a sliding log the buffer itself
+/// (`SlideState`'s equality compares entries, not buffers). The extra field is there exactly
+/// for step buckets (their `origin_ms`, raw) and expanding needs it.
+fn check_word(table: &InlineTable, e: Encoded, want: &Limiter) -> Result<(), TestCaseError> {
+    let word = e.word;
     prop_assert!(is_inline(word));
-    let got = table.expand(word);
+    prop_assert_eq!(e.extra.is_some(), is_step(want));
+    prop_assert_eq!(table.needs_extra(word), e.extra.is_some());
+    if let Limiter::Token(b) = want {
+        if let Refill::Step { origin_ms } = b.refill {
+            prop_assert_eq!(e.extra, Some(origin_ms as u64));
+        }
+    }
+    // The wrong extra (missing, or one the shape has none for) is refused.
+    let wrong = if e.extra.is_some() { None } else { Some(0) };
+    prop_assert_eq!(table.expand(word, wrong), None);
+    let got = table.expand(word, e.extra);
     prop_assert_eq!(got.as_ref(), Some(want));
     if let (Some(Limiter::Slide(a)), Limiter::Slide(b)) = (&got, want) {
         prop_assert_eq!(a.buffer.raw_parts().0, b.buffer.raw_parts().0);
@@ -37,7 +59,7 @@ fn check_word(table: &InlineTable, word: u64, want: &Limiter) -> Result<(), Test
 }
 
 /// Encodes into a fresh table; `Some` results must expand exactly.
-fn fresh_word(l: &Limiter) -> Result<Option<u64>, TestCaseError> {
+fn fresh_word(l: &Limiter) -> Result<Option<Encoded>, TestCaseError> {
     let mut table = InlineTable::new(1);
     let word = table.encode(l, None);
     if let Some(w) = word {
@@ -70,7 +92,16 @@ fn start() -> impl Strategy<Value = i64> {
 /// The states a key goes through under `ops`, as the shell stores them (`judge`, then `next`;
 /// refunds of a live state).
 fn drive<V: Variant + Clone>(sets: &[V::Params], start: i64, ops: &[Op]) -> Vec<Limiter> {
-    let mut state: Option<V> = None;
+    drive_from::<V>(None, sets, start, ops)
+}
+
+/// [`drive`] from a stored `state` (at or before `start`).
+fn drive_from<V: Variant + Clone>(
+    mut state: Option<V>,
+    sets: &[V::Params],
+    start: i64,
+    ops: &[Op],
+) -> Vec<Limiter> {
     let mut now = start;
     let mut out = Vec::new();
     for &(i, gap, cost, refund) in ops {
@@ -105,25 +136,25 @@ fn one_key(states: &[Limiter]) -> Result<(), TestCaseError> {
     let mut held: Option<u64> = None;
     for l in states {
         let fresh = fresh_word(l)?;
-        let word = table.encode(l, held);
-        prop_assert_eq!(word.is_some(), fresh.is_some(), "{:?}", l);
+        let encoded = table.encode(l, held);
+        prop_assert_eq!(encoded.is_some(), fresh.is_some(), "{:?}", l);
         if let Some(old) = held {
             releaser.release(old);
         }
-        held = word;
-        if let Some(w) = word {
-            check_word(&table, w, l)?;
-            prop_assert_eq!(count(&table, w), 1);
+        held = encoded.map(|e| e.word);
+        if let Some(e) = encoded {
+            check_word(&table, e, l)?;
+            prop_assert_eq!(count(&table, e.word), 1);
         }
         prop_assert_eq!(table.live_entries(), usize::from(held.is_some()));
     }
     Ok(())
 }
 
-/// A stored key: its state and its inline word (`None`: boxed).
+/// A stored key: its state and its inline word with its extra field (`None`: boxed).
 struct Key {
     state: Option<Limiter>,
-    word: Option<u64>,
+    word: Option<Encoded>,
 }
 
 /// Several keys sharing a small table (so it fills up and slots are reclaimed): after every
@@ -154,9 +185,9 @@ fn many_keys<V: Variant + Clone>(
         };
         let Some(next) = next else { continue };
         let next = next.map(V::into_limiter);
-        let word = next.as_ref().and_then(|l| table.encode(l, key.word));
+        let word = next.as_ref().and_then(|l| table.encode(l, key.word.map(|e| e.word)));
         if let Some(old) = key.word {
-            releaser.release(old);
+            releaser.release(old.word);
         }
         key.word = word;
         key.state = next;
@@ -165,13 +196,13 @@ fn many_keys<V: Variant + Clone>(
                 check_word(&table, w, l)?;
             }
         }
-        let inline = keys.iter().filter_map(|k| k.word).map(index);
+        let inline = keys.iter().filter_map(|k| k.word).map(|e| index(e.word));
         let distinct: std::collections::HashSet<usize> = inline.collect();
         prop_assert_eq!(table.live_entries(), distinct.len());
     }
     for key in &keys {
-        if let Some(w) = key.word {
-            releaser.release(w);
+        if let Some(e) = key.word {
+            releaser.release(e.word);
         }
     }
     prop_assert_eq!(table.live_entries(), 0);
@@ -184,6 +215,28 @@ fn token_params() -> impl Strategy<Value = TokenParams> {
     let period = prop_oneof![1u64..=40, prop::sample::select(vec![1000, 60_000, HOUR])];
     (capacity, rate, period, prop::bool::weighted(0.2))
         .prop_filter_map("valid", |(c, r, p, s)| TokenParams::new(c, r, p, s).ok())
+}
+
+/// Token parameters mostly with step refill, so that a key's calls switch between step and
+/// smooth refill and between periods.
+fn step_token_params() -> impl Strategy<Value = TokenParams> {
+    let capacity = prop_oneof![1u64..=12, 1u64..=1000, Just(100)];
+    let rate = prop_oneof![1u64..=5, 1u64..=1000];
+    let period = prop_oneof![1u64..=40, prop::sample::select(vec![1000, 60_000, HOUR])];
+    (capacity, rate, period, prop::bool::weighted(0.7))
+        .prop_filter_map("valid", |(c, r, p, s)| TokenParams::new(c, r, p, s).ok())
+}
+
+/// A busy step bucket at `now` whose grid started long ago (it never refilled to full since).
+fn busy_step_bucket(p: &TokenParams, now: i64, back_ms: i64, tokens: u64) -> token::TokenBucket {
+    token::TokenBucket {
+        capacity: p.capacity,
+        rate: p.rate,
+        period_ms: p.period_ms,
+        tokens: tokens % (p.capacity + 1),
+        refill: Refill::Step { origin_ms: now - back_ms },
+        updated_ms: now,
+    }
 }
 
 fn period_params() -> impl Strategy<Value = PeriodParams> {
@@ -241,6 +294,45 @@ proptest! {
         one_key(&drive::<token::TokenBucket>(&sets, t, &ops))?;
     }
 
+    /// Step buckets (with changes to smooth refill and to other periods) at realistic instants:
+    /// exact, with `origin_ms` in the extra field.
+    #[test]
+    fn step_token_states_round_trip(
+        sets in proptest::collection::vec(step_token_params(), 3),
+        t in NOW..NOW + 1_000_000_000,
+        ops in ops(),
+    ) {
+        let states = drive::<token::TokenBucket>(&sets, t, &ops);
+        one_key(&states)?;
+        // Every state of these shapes is inline.
+        for l in &states {
+            prop_assert!(fresh_word(l)?.is_some(), "{:?}", l);
+        }
+    }
+
+    /// Busy step buckets whose grid origin is far in the past (up to 30 days and more before
+    /// their update), driven on by random calls.
+    #[test]
+    fn step_origins_far_in_the_past_round_trip(
+        sets in proptest::collection::vec(step_token_params(), 3),
+        t in NOW..NOW + 1_000_000_000,
+        back in prop_oneof![Just(30 * 24 * HOUR as i64), 0..400 * 24 * HOUR as i64],
+        tokens in any::<u64>(),
+        ops in ops(),
+    ) {
+        let first = sets.iter().copied().find(|p| p.step);
+        let Some(p) = first else { return Ok(()) };
+        let start = busy_step_bucket(&p, t, back, tokens);
+        prop_assert!(start.validate().is_ok());
+        let mut states = vec![Limiter::Token(start)];
+        states.extend(drive_from(Some(start), &sets, t, &ops));
+        one_key(&states)?;
+        // Every state of the key is inline, whatever its origin.
+        for l in &states {
+            prop_assert!(fresh_word(l)?.is_some(), "{:?}", l);
+        }
+    }
+
     #[test]
     fn period_states_round_trip(sets in proptest::collection::vec(period_params(), 3), t in start(), ops in ops()) {
         one_key(&drive::<period::PeriodWindow>(&sets, t, &ops))?;
@@ -266,6 +358,7 @@ proptest! {
     #[test]
     fn keys_sharing_a_small_table_stay_exact(
         token in proptest::collection::vec(token_params(), 3),
+        step in proptest::collection::vec(step_token_params(), 3),
         period in proptest::collection::vec(period_params(), 3),
         gcra in proptest::collection::vec(gcra_params(), 3),
         slide in proptest::collection::vec(slide_params(), 3),
@@ -273,6 +366,7 @@ proptest! {
         ops in keyed_ops(),
     ) {
         many_keys::<token::TokenBucket>(&token, t, &ops)?;
+        many_keys::<token::TokenBucket>(&step, t, &ops)?;
         many_keys::<period::PeriodWindow>(&period, t, &ops)?;
         many_keys::<gcra::GcraState>(&gcra, t, &ops)?;
         many_keys::<slide::SlideState>(&slide, t, &ops)?;
@@ -307,6 +401,20 @@ fn valid_state() -> impl Strategy<Value = Limiter> {
                 period_ms,
                 tokens: tokens % (capacity + 1),
                 refill: Refill::Smooth { fraction: fraction % period_ms },
+                updated_ms,
+            })
+        },
+    );
+    let step = (counts(), counts(), periods(), any::<u64>(), any::<u64>(), instant()).prop_map(
+        |(capacity, rate, period_ms, tokens, back, updated_ms)| {
+            Limiter::Token(token::TokenBucket {
+                capacity,
+                rate,
+                period_ms,
+                tokens: tokens % (capacity + 1),
+                refill: Refill::Step {
+                    origin_ms: updated_ms - (back % (updated_ms as u64 + 1)) as i64,
+                },
                 updated_ms,
             })
         },
@@ -360,7 +468,7 @@ fn valid_state() -> impl Strategy<Value = Limiter> {
             })
         },
     );
-    prop_oneof![token, period, leaky, gcra, slide]
+    prop_oneof![token, step, period, leaky, gcra, slide]
 }
 
 /// States with arbitrary fields, invariants or not.
@@ -451,20 +559,29 @@ proptest! {
     fn wild_fields_round_trip_or_stay_boxed(l in wild_state(), hint in any::<u64>()) {
         fresh_word(&l)?;
         let mut table = InlineTable::new(2);
-        if let Some(w) = table.encode(&l, Some(hint)) {
-            check_word(&table, w, &l)?;
+        if let Some(e) = table.encode(&l, Some(hint)) {
+            check_word(&table, e, &l)?;
         }
     }
 
     /// Any word at all: expanding never panics (and a word of a slot never used is nothing).
     #[test]
-    fn expanding_any_word_is_safe(states in proptest::collection::vec(valid_state(), 0..4), word in any::<u64>()) {
+    fn expanding_any_word_is_safe(
+        states in proptest::collection::vec(valid_state(), 0..4),
+        word in any::<u64>(),
+        extra in any::<Option<u64>>(),
+    ) {
         let mut table = InlineTable::new(8);
         for l in &states {
             let _ = table.encode(l, None);
         }
-        let expanded = table.expand(word);
+        let expanded = table.expand(word, extra);
+        let needs = table.needs_extra(word);
         if index_of(word).is_none_or(|i| i >= table.entries.len()) {
+            prop_assert!(expanded.is_none());
+            prop_assert!(!needs);
+        }
+        if needs != extra.is_some() {
             prop_assert!(expanded.is_none());
         }
         table.retain(word);
@@ -477,7 +594,7 @@ proptest! {
         let mut table = InlineTable::new(64);
         let mut seen: Vec<(usize, Shape)> = Vec::new();
         for l in &states {
-            if let Some(w) = table.encode(l, seen.last().map(|s| inline_word(s.0, 0))) {
+            if let Some(Encoded { word: w, .. }) = table.encode(l, seen.last().map(|s| inline_word(s.0, 0))) {
                 let shape = fields(l).map(|f| f.shape);
                 prop_assert!(shape.is_some());
                 for (i, s) in &seen {
@@ -502,25 +619,31 @@ fn assert_all_inline(states: &[Limiter]) -> Result<(), TestCaseError> {
     let mut held = None;
     for l in states {
         prop_assert!(fresh_word(l)?.is_some(), "{:?}", l);
-        let word = table.encode(l, held);
-        prop_assert!(word.is_some(), "{:?}", l);
+        let encoded = table.encode(l, held);
+        prop_assert!(encoded.is_some(), "{:?}", l);
         if let Some(old) = held {
             releaser.release(old);
         }
-        held = word;
-        if let Some(w) = word {
-            check_word(&table, w, l)?;
+        held = encoded.map(|e| e.word);
+        if let Some(e) = encoded {
+            check_word(&table, e, l)?;
         }
     }
     Ok(())
 }
 
-/// `RL.* k` with the benchmark's parameters and the common `10/1s`, `1000/1m`.
+/// `RL.* k` with the benchmark's parameters and the common `10/1s`, `1000/1m`; token buckets
+/// with smooth and with step refill (`RL.TOKEN k 100 1 1h STEP`).
 fn bench_token() -> Vec<TokenParams> {
-    [(100, 1, HOUR), (10, 10, 1000), (1000, 1000, 60_000), (10, 1, 1000), (1000, 1, 60_000)]
-        .into_iter()
-        .map(|(c, r, p)| TokenParams::new(c, r, p, false).unwrap())
-        .collect()
+    let sets =
+        [(100, 1, HOUR), (10, 10, 1000), (1000, 1000, 60_000), (10, 1, 1000), (1000, 1, 60_000)];
+    let mut out = Vec::new();
+    for step in [false, true] {
+        for (c, r, p) in sets {
+            out.push(TokenParams::new(c, r, p, step).unwrap());
+        }
+    }
+    out
 }
 
 fn bench_leaky() -> Vec<LeakyParams> {
@@ -628,20 +751,20 @@ fn is_inline_is_the_low_bit() {
 fn a_hint_in_range_keeps_its_entry() {
     let mut table = InlineTable::new(16);
     let releaser = table.releaser();
-    let first = table.encode(&token_at(100, NOW, 1), None).unwrap();
+    let first = word_of(table.encode(&token_at(100, NOW, 1), None));
     let mut held = first;
     for dt in [1, 1000, 60_000, 150_000] {
         let l = token_at(100, NOW + dt, 1);
-        let w = table.encode(&l, Some(held)).unwrap();
+        let w = word_of(table.encode(&l, Some(held)));
         assert_eq!(index(w), index(first), "after {dt} ms");
-        assert_eq!(table.expand(w), Some(l));
+        assert_eq!(table.expand(w, None), Some(l));
         releaser.release(held);
         held = w;
     }
     assert_eq!(table.live_entries(), 1);
     assert_eq!(count(&table, held), 1);
     // Slightly older states of other keys fit the same entry.
-    let older = table.encode(&token_at(100, NOW - 10_000, 1), None).unwrap();
+    let older = word_of(table.encode(&token_at(100, NOW - 10_000, 1), None));
     assert_eq!(index(older), index(first));
     assert_eq!(count(&table, held), 2);
 }
@@ -650,35 +773,35 @@ fn a_hint_in_range_keeps_its_entry() {
 fn times_beyond_the_range_make_a_new_current_entry() {
     let mut table = InlineTable::new(16);
     let releaser = table.releaser();
-    let old = table.encode(&token_at(100, NOW, 1), None).unwrap();
+    let old = word_of(table.encode(&token_at(100, NOW, 1), None));
     let later = NOW + 10 * HOUR as i64;
-    let moved = table.encode(&token_at(100, later, 1), Some(old)).unwrap();
+    let moved = word_of(table.encode(&token_at(100, later, 1), Some(old)));
     assert_ne!(index(moved), index(old));
     releaser.release(old);
     assert_eq!(table.live_entries(), 1);
     // The new entry is now the shape's current one: another key goes there.
-    let other = table.encode(&token_at(100, later + 5, 2), None).unwrap();
+    let other = word_of(table.encode(&token_at(100, later + 5, 2), None));
     assert_eq!(index(other), index(moved));
     // Another key still near the old time gets a new entry (the old one is free but not
     // current any more), never the wrong base.
     let back = token_at(100, NOW + 1, 1);
-    let w = table.encode(&back, None).unwrap();
-    assert_eq!(table.expand(w), Some(back));
+    let w = word_of(table.encode(&back, None));
+    assert_eq!(table.expand(w, None), Some(back));
 }
 
 #[test]
 fn a_released_slot_is_reused_when_the_table_is_full() {
     let mut table = InlineTable::new(2);
     let releaser = table.releaser();
-    let a = table.encode(&token_at(10, NOW, 1), None).unwrap();
-    let b = table.encode(&token_at(20, NOW, 1), None).unwrap();
+    let a = word_of(table.encode(&token_at(10, NOW, 1), None));
+    let b = word_of(table.encode(&token_at(20, NOW, 1), None));
     assert_eq!(table.encode(&token_at(30, NOW, 1), None), None);
     releaser.release(a);
     let c_state = token_at(30, NOW, 1);
-    let c = table.encode(&c_state, None).unwrap();
+    let c = word_of(table.encode(&c_state, None));
     assert_eq!(index(c), index(a));
-    assert_eq!(table.expand(c), Some(c_state));
-    assert_eq!(table.expand(b), Some(token_at(20, NOW, 1)));
+    assert_eq!(table.expand(c, None), Some(c_state));
+    assert_eq!(table.expand(b, None), Some(token_at(20, NOW, 1)));
     // The reclaimed entry is no longer its shape's current one: `a`'s shape finds no room.
     assert!(!table.current.contains_key(&fields(&token_at(10, NOW, 1)).unwrap().shape));
     assert_eq!(table.encode(&token_at(10, NOW, 1), None), None);
@@ -691,14 +814,14 @@ fn a_full_table_gives_up_within_64_probes() {
     let mut table = InlineTable::new(capacity);
     let releaser = table.releaser();
     let words: Vec<u64> =
-        (1..=capacity as u64).map(|c| table.encode(&token_at(c, NOW, 1), None).unwrap()).collect();
+        (1..=capacity as u64).map(|c| word_of(table.encode(&token_at(c, NOW, 1), None))).collect();
     assert_eq!(table.live_entries(), capacity);
     let new_shape = |n: u64| token_at(5000 + n, NOW, 1);
     assert_eq!(table.encode(&new_shape(0), None), None);
     assert_eq!(table.cursor, RECLAIM_PROBES);
     // A free slot ahead of the cursor, within the next 64 probes, is found.
     releaser.release(words[100]);
-    let w = table.encode(&new_shape(1), None).unwrap();
+    let w = word_of(table.encode(&new_shape(1), None));
     assert_eq!(index(w), 100);
     assert_eq!(table.cursor, 101);
     // One behind the cursor is not (yet): at most 64 probes per encode.
@@ -713,7 +836,7 @@ fn a_full_table_gives_up_within_64_probes() {
             break w;
         }
     };
-    assert_eq!(index(found), 10);
+    assert_eq!(index(found.word), 10);
     assert!(tries <= capacity / RECLAIM_PROBES + 1);
 }
 
@@ -730,7 +853,7 @@ fn capacity_is_clamped() {
 fn bogus_releases_change_nothing() {
     let mut table = InlineTable::new(8);
     let releaser = table.releaser();
-    let w = table.encode(&token_at(10, NOW, 1), None).unwrap();
+    let w = word_of(table.encode(&token_at(10, NOW, 1), None));
     for bogus in [0, 8, 0x7f00_dead_bee8, !1u64] {
         releaser.release(bogus);
         table.retain(bogus);
@@ -740,7 +863,7 @@ fn bogus_releases_change_nothing() {
         let word = INLINE_TAG | i << 1;
         releaser.release(word);
         table.retain(word);
-        assert_eq!(table.expand(word), None);
+        assert_eq!(table.expand(word, None), None);
     }
     assert_eq!(count(&table, w), 1);
     releaser.release(w);
@@ -750,7 +873,7 @@ fn bogus_releases_change_nothing() {
     assert_eq!(count(&table, w), 0, "no wrap below 0");
     assert_eq!(table.live_entries(), 0);
     // A gone entry neither expands nor comes back by `retain`.
-    assert_eq!(table.expand(w), None);
+    assert_eq!(table.expand(w, None), None);
     table.retain(w);
     assert_eq!(count(&table, w), 0);
 }
@@ -760,7 +883,7 @@ fn retain_and_release_are_symmetric() {
     let mut table = InlineTable::new(8);
     let releaser = table.releaser();
     let l = token_at(10, NOW, 3);
-    let w = table.encode(&l, None).unwrap();
+    let w = word_of(table.encode(&l, None));
     for _ in 0..3 {
         table.retain(w);
     }
@@ -768,12 +891,12 @@ fn retain_and_release_are_symmetric() {
     for left in (1..4).rev() {
         releaser.release(w);
         assert_eq!(count(&table, w), left);
-        assert_eq!(table.expand(w), Some(l.clone()));
+        assert_eq!(table.expand(w, None), Some(l.clone()));
     }
     releaser.release(w);
     assert_eq!(table.live_entries(), 0);
     // A saturated count pins its entry.
-    let w = table.encode(&l, None).unwrap();
+    let w = word_of(table.encode(&l, None));
     table.refs[index(w)].store(PINNED - 1, Ordering::SeqCst);
     table.retain(w);
     table.retain(w);
@@ -785,8 +908,8 @@ fn retain_and_release_are_symmetric() {
 #[test]
 fn releases_from_other_threads() {
     let mut table = InlineTable::new(8);
-    let a = table.encode(&token_at(10, NOW, 1), None).unwrap();
-    let b = table.encode(&token_at(20, NOW, 1), None).unwrap();
+    let a = word_of(table.encode(&token_at(10, NOW, 1), None));
+    let b = word_of(table.encode(&token_at(20, NOW, 1), None));
     for _ in 0..999 {
         table.retain(a);
         table.retain(b);
@@ -814,15 +937,93 @@ fn releases_from_other_threads() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Step buckets and the extra field
+
+fn step_at(t: i64, cost: u64) -> token::TokenBucket {
+    let p = TokenParams::new(100, 1, HOUR, true).unwrap();
+    token::evaluate(None, &p, t, cost).next.unwrap()
+}
+
+#[test]
+fn the_bench_step_bucket_is_inline_with_its_origin_beside() {
+    // `RL.TOKEN k 100 1 1h STEP`, first call and a call 30 days on (the key never refilled).
+    let mut table = InlineTable::new(8);
+    let first = step_at(NOW, 1);
+    let e = table.encode(&Limiter::Token(first), None).unwrap();
+    assert_eq!(e.extra, Some(NOW as u64));
+    assert!(table.needs_extra(e.word));
+    assert_eq!(table.expand(e.word, e.extra), Some(Limiter::Token(first)));
+    let later = NOW + 30 * 24 * HOUR as i64 + 17;
+    let busy = token::TokenBucket { tokens: 3, updated_ms: later, ..first };
+    let f = table.encode(&Limiter::Token(busy), Some(e.word)).unwrap();
+    assert_eq!(f.extra, Some(NOW as u64));
+    assert_eq!(table.expand(f.word, f.extra), Some(Limiter::Token(busy)));
+    // 100 tokens take 7 bits: 40 bits of time offset, so the hinted entry still covers it.
+    assert_eq!(index(f.word), index(e.word));
+    assert_eq!(count(&table, e.word), 2);
+}
+
+#[test]
+fn a_step_word_needs_its_extra_field() {
+    let mut table = InlineTable::new(8);
+    let l = Limiter::Token(step_at(NOW, 5));
+    let e = table.encode(&l, None).unwrap();
+    assert_eq!(table.expand(e.word, None), None);
+    assert_eq!(table.expand(e.word, e.extra), Some(l));
+    // Another origin gives another (exact) bucket: the word does not check it.
+    let other = Some((NOW - 1) as u64);
+    let Some(Limiter::Token(b)) = table.expand(e.word, other) else { panic!("a token bucket") };
+    assert_eq!(b.refill, Refill::Step { origin_ms: NOW - 1 });
+}
+
+#[test]
+fn smooth_shapes_have_no_extra_field_and_refuse_one() {
+    let mut table = InlineTable::new(8);
+    let l = token_at(100, NOW, 1);
+    let e = table.encode(&l, None).unwrap();
+    assert_eq!(e.extra, None);
+    assert!(!table.needs_extra(e.word));
+    assert_eq!(table.expand(e.word, None), Some(l));
+    assert_eq!(table.expand(e.word, Some(0)), None);
+    // Words that are not inline, or of slots never used, need nothing.
+    for word in [0, 8, INLINE_TAG | 5 << 1] {
+        assert!(!table.needs_extra(word));
+    }
+}
+
+#[test]
+fn any_origin_round_trips_exactly() {
+    let mut table = InlineTable::new(8);
+    let base = step_at(NOW, 1);
+    for origin_ms in [i64::MIN, -1, 0, 1, NOW - 30 * 24 * HOUR as i64, NOW, NOW + 1, i64::MAX] {
+        let l = Limiter::Token(token::TokenBucket { refill: Refill::Step { origin_ms }, ..base });
+        let e = table.encode(&l, None).unwrap();
+        assert_eq!(e.extra, Some(origin_ms as u64));
+        assert_eq!(table.expand(e.word, e.extra), Some(l));
+    }
+    // The origin is not part of the shape: all of them share one entry.
+    assert_eq!(table.live_entries(), 1);
+}
+
+#[test]
+fn step_and_smooth_buckets_of_the_same_parameters_are_different_shapes() {
+    let mut table = InlineTable::new(8);
+    let step = table.encode(&Limiter::Token(step_at(NOW, 1)), None).unwrap();
+    let smooth = table.encode(&token_at(100, NOW, 1), Some(step.word)).unwrap();
+    assert_ne!(index(step.word), index(smooth.word));
+    assert_eq!(smooth.extra, None);
+    // The smooth word, given the step bucket's origin, is refused, and the reverse.
+    assert_eq!(table.expand(smooth.word, step.extra), None);
+    assert_eq!(table.expand(step.word, smooth.extra), None);
+}
+
+// ---------------------------------------------------------------------------------------------
 // No inline form
 
 #[test]
 fn states_without_an_inline_form() {
     let mut table = InlineTable::new(64);
     let mut none = |l: Limiter| assert_eq!(table.encode(&l, None), None, "{l:?}");
-
-    let step = TokenParams::new(10, 1, 1000, true).unwrap();
-    none(Limiter::Token(token::evaluate(None, &step, NOW, 1).next.unwrap()));
 
     let buckets = SlideParams::new(10, 1000, Some(10), 100).unwrap();
     none(Limiter::Slide(slide::evaluate(None, &buckets, NOW, 1).next.unwrap()));

@@ -19,7 +19,6 @@ use redis_module::raw::{
 use super::api::api;
 use super::values;
 use ratelimit_core::codec;
-use ratelimit_core::packed::PackedLimiter;
 
 /// The RDB encoding version registered with Redis: 2 since bans (version 1 values, written
 /// before, still load). The payload inside carries its own format version too (`codec`).
@@ -127,15 +126,10 @@ unsafe extern "C" fn aof_rewrite(
     };
 }
 
-/// An inline value costs nothing beyond the word Redis keeps anyway.
+/// An inline value costs nothing beyond the word Redis keeps anyway; a box its size.
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
-    if values::is_inline_value(value) {
-        return 0;
-    }
-    // SAFETY: a non-inline value word is a `Box<PackedLimiter>` or NULL.
-    let heap =
-        unsafe { value.cast::<PackedLimiter>().as_ref() }.map_or(0, PackedLimiter::heap_bytes);
-    std::mem::size_of::<PackedLimiter>() + heap
+    // SAFETY: `value` is a value word this module stored.
+    unsafe { values::heap_bytes(value) }
 }
 
 unsafe extern "C" fn digest(md: *mut RedisModuleDigest, value: *mut c_void) {
@@ -164,9 +158,10 @@ unsafe extern "C" fn copy(
     unsafe { values::copy_value(value) }
 }
 
-/// Active defragmentation (`activedefrag yes`): moves the 48-byte value to a better place when
-/// the allocator suggests one. The value holds no pointer to itself, so moving its bytes is all
-/// it takes; its own buffers (a sliding log, a boxed wide value) stay where they are.
+/// Active defragmentation (`activedefrag yes`): moves a value's box (48-byte packed, or
+/// 16-byte pair) to a better place when the allocator suggests one. A box holds no pointer to
+/// itself, so moving its bytes is all it takes; its own buffers (a sliding log, a boxed wide
+/// value) stay where they are. Inline values have nothing to move.
 unsafe extern "C" fn defrag(
     ctx: *mut raw::RedisModuleDefragCtx,
     _key: *mut RedisModuleString,
@@ -175,15 +170,11 @@ unsafe extern "C" fn defrag(
     let Some(defrag_alloc) = (unsafe { raw::RedisModule_DefragAlloc }) else {
         return 0;
     };
-    if value.is_null() || unsafe { *value }.is_null() || values::is_inline_value(unsafe { *value })
-    {
+    if value.is_null() {
         return 0;
     }
-    // SAFETY: `*value` is a `Box<PackedLimiter>` allocated through `RedisModule_Alloc`;
-    // DefragAlloc copies it and frees the old allocation, or returns NULL if it stays.
-    let moved = unsafe { defrag_alloc(ctx, *value) };
-    if !moved.is_null() {
-        unsafe { *value = moved };
-    }
+    // SAFETY: `*value` is the key's live value word; DefragAlloc copies a box allocated through
+    // `RedisModule_Alloc` and frees the old allocation, or returns NULL if it stays.
+    unsafe { values::defrag_value(value, |ptr| defrag_alloc(ctx, ptr)) };
     0
 }

@@ -8,11 +8,10 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString,
 
 use super::api::Api;
 use super::datatype::limiter_type;
-use super::values::{self, Slot};
+use super::values::{self, Slot, Value};
 use ratelimit_core::ban::Ban;
 use ratelimit_core::held::Expanded;
 use ratelimit_core::limiter::Limiter;
-use ratelimit_core::packed::PackedLimiter;
 
 /// How a key is opened: limiting commands write, `RL.PEEK`/`RL.INFO` only read.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -40,7 +39,7 @@ pub struct Key {
     /// The limiter of an inline value word, expanded for this command (written back by
     /// [`Key::changed`]), and that word.
     expanded: Option<Expanded>,
-    word: u64,
+    value: *mut std::ffi::c_void,
 }
 
 impl Key {
@@ -56,7 +55,7 @@ impl Key {
         };
         // A read-mode open of a missing key returns NULL; every use below checks for it.
         let raw = unsafe { (api.open_key)(ctx, name, flags as c_int) };
-        Key { api, ctx, name, raw, expanded: None, word: 0 }
+        Key { api, ctx, name, raw, expanded: None, value: std::ptr::null_mut() }
     }
 
     fn our_type() -> *mut RedisModuleType {
@@ -93,26 +92,30 @@ impl Key {
     /// Our value as a slot: an inline word expanded once per key (a second look returns the
     /// same expansion, changes included), or the box.
     fn slot(&mut self, value: *mut std::ffi::c_void) -> Contents<'_> {
-        if values::is_inline_value(value) {
-            let word = value as usize as u64;
-            if self.word != word || self.expanded.is_none() {
-                // A word whose entry is gone cannot be (the word holds a reference to it).
-                let Some(limiter) = values::expand(word) else {
-                    return Contents::Empty;
-                };
-                self.expanded = Some(Expanded { limiter, ban: None });
-                self.word = word;
+        match Value::of(value) {
+            Value::Packed(packed) => {
+                // SAFETY: a live `Box<PackedLimiter>` (`values.rs`); the reference lives no
+                // longer than `self`.
+                match unsafe { packed.as_mut() } {
+                    Some(limiter) => Contents::Limiter(Slot::Boxed(limiter)),
+                    None => Contents::Empty,
+                }
             }
-            return match self.expanded.as_mut() {
-                Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
-                None => Contents::Empty,
-            };
-        }
-        // SAFETY: values of our type that are not inline are `Box<PackedLimiter>` pointers
-        // (`values::into_value`, `copy`); the reference lives no longer than `self`.
-        match unsafe { value.cast::<PackedLimiter>().as_mut() } {
-            Some(limiter) => Contents::Limiter(Slot::Boxed(limiter)),
-            None => Contents::Empty,
+            Value::Null => Contents::Empty,
+            inline => {
+                if self.value != value || self.expanded.is_none() {
+                    // A word whose entry is gone cannot be (the word holds a reference to it).
+                    let Some(limiter) = values::expand(inline) else {
+                        return Contents::Empty;
+                    };
+                    self.expanded = Some(Expanded { limiter, ban: None });
+                    self.value = value;
+                }
+                match self.expanded.as_mut() {
+                    Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
+                    None => Contents::Empty,
+                }
+            }
         }
     }
 
@@ -193,26 +196,20 @@ impl Key {
     /// inline when it now can (its ban over and gone).
     fn write_back(&mut self) {
         if let Some(expanded) = self.expanded.take() {
-            let old = self.word;
-            self.word = 0;
-            let value = values::into_value(expanded.limiter, expanded.ban, Some(old));
-            if value as usize as u64 == old {
-                // Same word: `into_value` took a second reference to the same entry.
-                unsafe { values::free_value(value) };
-            } else {
+            let old = std::mem::replace(&mut self.value, std::ptr::null_mut());
+            // SAFETY: `old` is the key's live value word (read in `slot`, unchanged since).
+            if let Some(value) = unsafe { values::rewrite(old, expanded.limiter, expanded.ban) } {
                 self.replace_value(value);
             }
             return;
         }
         let value = unsafe { (self.api.module_type_get_value)(self.raw) };
-        if values::is_inline_value(value) {
+        let Value::Packed(packed) = Value::of(value) else {
             return;
-        }
-        // SAFETY: a non-inline value of our type is a `Box<PackedLimiter>`.
-        let inline =
-            unsafe { value.cast::<PackedLimiter>().as_ref() }.and_then(values::inline_form);
-        if let Some(word) = inline {
-            self.replace_value(word);
+        };
+        // SAFETY: a live `Box<PackedLimiter>`.
+        if let Some(inline) = unsafe { packed.as_ref() }.and_then(values::inline_form) {
+            self.replace_value(inline);
         }
     }
 

@@ -49,9 +49,65 @@ fn with_table<R>(f: impl FnOnce(&mut InlineTable) -> Option<R>) -> Option<R> {
     with_table_slot(|slot| slot.as_mut().and_then(f))
 }
 
-/// The limiter an inline word holds.
-pub fn expand(word: u64) -> Option<Limiter> {
-    with_table(|t| t.expand(word))
+/// What a value word is.
+#[derive(Clone, Copy)]
+pub enum Value {
+    /// A limiter inline in the word.
+    Inline(u64),
+    /// A 16-byte box holding an inline word and the extra field its shape needs (a `STEP`
+    /// bucket's grid origin); the pointer carries [`PAIR_TAG`].
+    Pair(*mut [u64; 2]),
+    /// A boxed [`PackedLimiter`].
+    Packed(*mut PackedLimiter),
+    Null,
+}
+
+/// The tag of a pair pointer (boxes are 8-aligned, so bits 0–2 of a pointer are free; bit 0
+/// marks inline words).
+const PAIR_TAG: usize = 2;
+
+impl Value {
+    /// Reads a value word.
+    pub fn of(value: *const c_void) -> Value {
+        let bits = value as usize;
+        if value.is_null() {
+            Value::Null
+        } else if is_inline(bits as u64) {
+            Value::Inline(bits as u64)
+        } else if bits & PAIR_TAG != 0 {
+            Value::Pair((bits & !PAIR_TAG) as *mut [u64; 2])
+        } else {
+            Value::Packed(value.cast_mut().cast())
+        }
+    }
+
+    /// The inline word (the entry reference) of an inline or pair value.
+    pub fn inline_word(self) -> Option<u64> {
+        match self {
+            Value::Inline(word) => Some(word),
+            // SAFETY: a pair pointer is a live `Box<[u64; 2]>` while its key holds it.
+            Value::Pair(pair) => unsafe { pair.as_ref() }.map(|p| p[0]),
+            _ => None,
+        }
+    }
+}
+
+fn pair_value(word: u64, extra: u64) -> *mut c_void {
+    let pair = Box::into_raw(Box::new([word, extra]));
+    (pair as usize | PAIR_TAG) as *mut c_void
+}
+
+/// The limiter an inline or pair value holds (`None` for a boxed one, or a bad word).
+pub fn expand(value: Value) -> Option<Limiter> {
+    match value {
+        Value::Inline(word) => with_table(|t| t.expand(word, None)),
+        // SAFETY: as in `Value::inline_word`.
+        Value::Pair(pair) => {
+            let [word, extra] = *unsafe { pair.as_ref() }?;
+            with_table(|t| t.expand(word, Some(extra)))
+        }
+        _ => None,
+    }
 }
 
 /// Table entries in use (`INFO ratelimit`).
@@ -60,59 +116,117 @@ pub fn live_entries() -> usize {
 }
 
 /// A value word for `limiter` under `ban`: inline when it has an inline form (reusing the
-/// entry of `hint`, the key's previous inline word, when it can), else a new box. The caller
-/// gives up any previous value separately ([`free_value`]).
+/// entry of `hint`, the key's previous inline word, when it can), a pair when its shape needs
+/// the extra field, else a packed box. The caller gives up any previous value separately
+/// ([`free_value`]).
 pub fn into_value(limiter: Limiter, ban: Option<Ban>, hint: Option<u64>) -> *mut c_void {
     if ban.is_none() {
-        if let Some(word) = with_table(|t| t.encode(&limiter, hint)) {
-            return word as usize as *mut c_void;
+        if let Some(encoded) = with_table(|t| t.encode(&limiter, hint)) {
+            return match encoded.extra {
+                None => encoded.word as usize as *mut c_void,
+                Some(extra) => pair_value(encoded.word, extra),
+            };
         }
     }
     Box::into_raw(Box::new(PackedLimiter::with_ban(limiter, ban))).cast()
 }
 
-/// The inline word a boxed limiter can become (no ban, an inline form), if any.
+/// Writes a changed limiter back over the value word `old` in place when it can (the same
+/// inline word again, or a pair whose box is reused): `None`. Otherwise the new value word
+/// the caller puts in place of `old` (freeing `old`).
+///
+/// # Safety
+/// `old` must be the live value word of the key being written.
+pub unsafe fn rewrite(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> Option<*mut c_void> {
+    let before = Value::of(old);
+    let hint = before.inline_word();
+    let encoded = if ban.is_none() { with_table(|t| t.encode(&limiter, hint)) } else { None };
+    match (encoded, before) {
+        (Some(e), Value::Inline(word)) if e.extra.is_none() && e.word == word => {
+            // The same word: `encode` took a second reference to the same entry.
+            release(word);
+            None
+        }
+        (Some(e), Value::Pair(pair)) if e.extra.is_some() => {
+            // SAFETY: the key's live pair box; its old word's reference is given up.
+            let slot = unsafe { &mut *pair };
+            release(slot[0]);
+            *slot = [e.word, e.extra.unwrap_or_default()];
+            None
+        }
+        (Some(e), _) => Some(match e.extra {
+            None => e.word as usize as *mut c_void,
+            Some(extra) => pair_value(e.word, extra),
+        }),
+        (None, _) => Some(Box::into_raw(Box::new(PackedLimiter::with_ban(limiter, ban))).cast()),
+    }
+}
+
+/// The inline (or pair) value a boxed limiter can become (no ban, an inline form), if any.
 pub fn inline_form(packed: &PackedLimiter) -> Option<*mut c_void> {
     if packed.ban().is_some() {
         return None;
     }
-    let word = packed.view(|limiter| with_table(|t| t.encode(limiter, None)))?;
-    Some(word as usize as *mut c_void)
+    let encoded = packed.view(|limiter| with_table(|t| t.encode(limiter, None)))?;
+    Some(match encoded.extra {
+        None => encoded.word as usize as *mut c_void,
+        Some(extra) => pair_value(encoded.word, extra),
+    })
 }
 
-/// Frees a value word: releases an inline word's reference or drops the box.
-///
-/// # Safety
-/// `value` must be a value word this module made (`into_value`, `inline_form`, `copy`), not
-/// used afterwards. May run on any thread.
-pub unsafe fn free_value(value: *mut c_void) {
-    let word = value as usize as u64;
-    if is_inline(word) {
-        if let Some(releaser) = RELEASER.get() {
-            releaser.release(word);
-        }
-    } else if !value.is_null() {
-        // SAFETY: a non-inline value word is a `Box<PackedLimiter>` (the caller's contract).
-        drop(unsafe { Box::from_raw(value.cast::<PackedLimiter>()) });
+fn release(word: u64) {
+    if let Some(releaser) = RELEASER.get() {
+        releaser.release(word);
     }
 }
 
-/// A second reference to the same value (`COPY`): the same inline word, or a new box.
+/// Frees a value word: releases its entry reference, drops its box.
+///
+/// # Safety
+/// `value` must be a value word this module made (`into_value`, `rewrite`, `inline_form`,
+/// `copy_value`), not used afterwards. May run on any thread.
+pub unsafe fn free_value(value: *mut c_void) {
+    match Value::of(value) {
+        Value::Inline(word) => release(word),
+        Value::Pair(pair) => {
+            // SAFETY: a pair pointer is a `Box<[u64; 2]>` (the caller's contract).
+            let [word, _] = *unsafe { Box::from_raw(pair) };
+            release(word);
+        }
+        // SAFETY: as above, a `Box<PackedLimiter>`.
+        Value::Packed(packed) => drop(unsafe { Box::from_raw(packed) }),
+        Value::Null => {}
+    }
+}
+
+/// A second reference to the same value (`COPY`): the same inline word, a new pair box, or a
+/// new packed box.
 ///
 /// # Safety
 /// As for [`free_value`], except that `value` stays valid.
 pub unsafe fn copy_value(value: *const c_void) -> *mut c_void {
-    let word = value as usize as u64;
-    if is_inline(word) {
-        let retained = with_table(|t| {
+    let retain = |word: u64| {
+        with_table(|t| {
             t.retain(word);
             Some(())
-        });
-        return if retained.is_some() { value.cast_mut() } else { std::ptr::null_mut() };
-    }
-    match unsafe { value.cast::<PackedLimiter>().as_ref() } {
-        Some(p) => Box::into_raw(Box::new(p.clone())).cast(),
-        None => std::ptr::null_mut(),
+        })
+    };
+    match Value::of(value) {
+        Value::Inline(word) => match retain(word) {
+            Some(()) => value.cast_mut(),
+            None => std::ptr::null_mut(),
+        },
+        // SAFETY: a live pair box.
+        Value::Pair(pair) => match unsafe { pair.as_ref() }.copied() {
+            Some([word, extra]) if retain(word).is_some() => pair_value(word, extra),
+            _ => std::ptr::null_mut(),
+        },
+        // SAFETY: a live packed box.
+        Value::Packed(packed) => match unsafe { packed.as_ref() } {
+            Some(p) => Box::into_raw(Box::new(p.clone())).cast(),
+            None => std::ptr::null_mut(),
+        },
+        Value::Null => std::ptr::null_mut(),
     }
 }
 
@@ -124,18 +238,54 @@ pub unsafe fn with_value<R>(
     value: *const c_void,
     f: impl FnOnce(&Limiter, Option<Ban>) -> R,
 ) -> Option<R> {
-    let word = value as usize as u64;
-    if is_inline(word) {
-        let limiter = expand(word)?;
-        return Some(f(&limiter, None));
+    match Value::of(value) {
+        // SAFETY: a live packed box.
+        Value::Packed(packed) => {
+            let packed = unsafe { packed.as_ref() }?;
+            Some(packed.view(|limiter| f(limiter, packed.ban())))
+        }
+        other => expand(other).map(|limiter| f(&limiter, None)),
     }
-    let packed = unsafe { value.cast::<PackedLimiter>().as_ref() }?;
-    Some(packed.view(|limiter| f(limiter, packed.ban())))
 }
 
-/// Whether a value word is inline.
-pub fn is_inline_value(value: *const c_void) -> bool {
-    is_inline(value as usize as u64)
+/// Bytes a value word owns beyond the word itself (`MEMORY USAGE`).
+///
+/// # Safety
+/// As for [`copy_value`].
+pub unsafe fn heap_bytes(value: *const c_void) -> usize {
+    match Value::of(value) {
+        Value::Inline(_) | Value::Null => 0,
+        Value::Pair(_) => std::mem::size_of::<[u64; 2]>(),
+        // SAFETY: a live packed box.
+        Value::Packed(packed) => unsafe { packed.as_ref() }
+            .map_or(0, |p| std::mem::size_of::<PackedLimiter>() + p.heap_bytes()),
+    }
+}
+
+/// Moves a value's box to where the allocator suggests (`activedefrag`), keeping its tag;
+/// inline words have nothing to move.
+///
+/// # Safety
+/// `value` must point to a key's live value word; `alloc` is `RedisModule_DefragAlloc`.
+pub unsafe fn defrag_value(
+    value: *mut *mut c_void,
+    alloc: impl FnOnce(*mut c_void) -> *mut c_void,
+) {
+    match Value::of(unsafe { *value }) {
+        Value::Pair(pair) => {
+            let moved = alloc(pair.cast());
+            if !moved.is_null() {
+                unsafe { *value = (moved as usize | PAIR_TAG) as *mut c_void };
+            }
+        }
+        Value::Packed(packed) => {
+            let moved = alloc(packed.cast());
+            if !moved.is_null() {
+                unsafe { *value = moved };
+            }
+        }
+        Value::Inline(_) | Value::Null => {}
+    }
 }
 
 /// A limiter as a key holds it for one command: its box, or its inline word expanded.
