@@ -172,7 +172,7 @@ FORMS = [
     ("RL.LEAKY … DELAY 10", ["RL.LEAKY", "{key}", "100", "1", "1h", "DELAY", "10"], True),
     ("CL.THROTTLE 9 1 60", ["CL.THROTTLE", "{key}", "9", "1", "60"], True),
     ("RL.PERIOD 1000000 1d", ["RL.PERIOD", "{key}", "1000000", "1d"], True),
-    ("RL.TOKEN 1000000 1000000 1d", ["RL.TOKEN", "{key}", "1000000", "1000000", "1d"], True),
+    ("RL.TOKEN 1000000 1000 1d", ["RL.TOKEN", "{key}", "1000000", "1000", "1d"], True),
     ("RL.SLIDE … BUCKETS 10 (a ring)", ["RL.SLIDE", "{key}", "100", "1h", "BUCKETS", "10"],
      False),
     ("RL.ACQUIRE (one lease)", ["RL.ACQUIRE", "{key}", "10", "1h"], False),

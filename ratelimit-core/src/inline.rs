@@ -38,7 +38,8 @@
 //! | slide, exact, one log entry | its cost ≤ limit | — | `updated_ms` |
 //!
 //! f0 and f1 take the bits their maxima need; the time offset takes the rest of the 47 bits,
-//! and a shape leaving it fewer than 12 bits (4 s) is not stored inline. Offsets are unsigned:
+//! and a shape leaving it fewer than 12 bits (4 s) keeps f1 in the extra field (below), or,
+//! if f0 alone leaves fewer, is not stored inline. Offsets are unsigned:
 //! an entry covers instants `base ≤ t < base + 2^time_bits`. A new entry's base is a quarter of
 //! that span before the instant it is created for, so states of other keys slightly older than
 //! it fit too (`RL.TOKEN k 100 1 1h` keeps 18 bits: about 262 s per entry, 65 s of it before
@@ -49,9 +50,13 @@
 //!
 //! Some shapes also need one **extra field**: a raw 64-bit value the caller stores beside the
 //! word ([`Encoded::extra`]; the shell keeps the two in one 16-byte allocation), given back to
-//! [`InlineTable::expand`]. Only a step-refill token bucket has one, its `origin_ms` (as the
+//! [`InlineTable::expand`]. A step-refill token bucket has one, its `origin_ms` (as the
 //! two's-complement `origin_ms as u64`: exact for any value, however far in the past;
-//! its word has no f1, so `RL.TOKEN k 100 1 1h STEP` keeps 40 time bits).
+//! its word has no f1, so `RL.TOKEN k 100 1 1h STEP` keeps 40 time bits). So does a shape
+//! whose f0 and f1 together leave fewer than 12 time bits but f0 alone does not — a daily quota
+//! of a million (`RL.PERIOD k 1000000 1d`: 20 bits of count and 27 of `updated − start`): its
+//! f1 moves to the extra field and the word keeps f0 and the time offset
+//! (`Layout::f1_extra`).
 //! [`InlineTable::needs_extra`] tells which words need it, and `expand` refuses a word whose
 //! extra field is missing (or present for a shape without one). The extra field does not affect the
 //! word's entry or its reference count.
@@ -173,6 +178,10 @@ struct Layout {
     /// Largest valid f0 and f1 (the widths may allow more).
     max0: u64,
     max1: u64,
+    /// f1 lives in the extra field, not in the word (`w1` is then 0): the shape's f0 and f1
+    /// together leave fewer than `MIN_TIME_BITS` for the time offset (a daily window of a
+    /// million, say), but f0 alone does not.
+    f1_extra: bool,
 }
 
 impl Shape {
@@ -206,8 +215,15 @@ impl Shape {
             Shape::Slide { limit, .. } => (limit, 0),
         };
         let (w0, w1) = (bits(max0), bits(max1));
-        let time = PAYLOAD_BITS.checked_sub(w0 + w1).filter(|t| *t >= MIN_TIME_BITS)?;
-        Some(Layout { w0, w1, time, max0, max1 })
+        if let Some(time) = PAYLOAD_BITS.checked_sub(w0 + w1).filter(|t| *t >= MIN_TIME_BITS) {
+            return Some(Layout { w0, w1, time, max0, max1, f1_extra: false });
+        }
+        // Too wide for one word: f1 goes beside it (a step bucket already has its extra).
+        if self.has_extra() {
+            return None;
+        }
+        let time = PAYLOAD_BITS.checked_sub(w0).filter(|t| *t >= MIN_TIME_BITS)?;
+        Some(Layout { w0, w1: 0, time, max0, max1, f1_extra: true })
     }
 }
 
@@ -295,6 +311,20 @@ struct Entry {
 }
 
 impl Entry {
+    /// Whether words of this entry come with an extra field.
+    fn has_extra(&self) -> bool {
+        self.layout.f1_extra || self.shape.has_extra()
+    }
+
+    /// The extra field of `f` in this entry.
+    fn extra(&self, f: &Fields) -> Option<u64> {
+        if self.layout.f1_extra {
+            Some(f.f1)
+        } else {
+            f.extra
+        }
+    }
+
     /// The payload of `f` (of this entry's shape), if its fields fit.
     fn pack(&self, f: &Fields) -> Option<u64> {
         let l = &self.layout;
@@ -305,14 +335,16 @@ impl Entry {
         if offset >> l.time != 0 {
             return None;
         }
-        Some(f.f0 | f.f1 << l.w0 | offset << (l.w0 + l.w1))
+        let f1 = if l.f1_extra { 0 } else { f.f1 };
+        Some(f.f0 | f1 << l.w0 | offset << (l.w0 + l.w1))
     }
 
-    /// The fields `(f0, f1, t)` of a payload, if they are ones [`Entry::pack`] writes.
-    fn unpack(&self, payload: u64) -> Option<(u64, u64, i64)> {
+    /// The fields `(f0, f1, t)` of a payload (f1 from `extra` when it lives there), if they
+    /// are ones [`Entry::pack`] writes.
+    fn unpack(&self, payload: u64, extra: Option<u64>) -> Option<(u64, u64, i64)> {
         let l = &self.layout;
         let f0 = payload & mask(l.w0);
-        let f1 = (payload >> l.w0) & mask(l.w1);
+        let f1 = if l.f1_extra { extra? } else { (payload >> l.w0) & mask(l.w1) };
         if f0 > l.max0 || f1 > l.max1 {
             return None;
         }
@@ -395,7 +427,8 @@ impl InlineTable {
     pub fn encode(&mut self, limiter: &Limiter, hint: Option<u64>) -> Option<Encoded> {
         let f = fields(limiter)?;
         let word = self.encode_fields(&f, hint)?;
-        Some(Encoded { word, extra: f.extra })
+        let entry = index_of(word).and_then(|i| self.entries.get(i))?;
+        Some(Encoded { word, extra: entry.extra(&f) })
     }
 
     /// The word of `f` (see [`InlineTable::encode`]).
@@ -485,10 +518,10 @@ impl InlineTable {
         if self.refs.get(index)?.load(Ordering::Acquire) == 0 {
             return None;
         }
-        if entry.shape.has_extra() != extra.is_some() {
+        if entry.has_extra() != extra.is_some() {
             return None;
         }
-        let (f0, f1, t) = entry.unpack(word >> PAYLOAD_SHIFT)?;
+        let (f0, f1, t) = entry.unpack(word >> PAYLOAD_SHIFT, extra)?;
         // f1 ≤ max1 < 2^PAYLOAD_BITS: fits an i64.
         let f1_ms = f1 as i64;
         Some(match entry.shape {
@@ -550,7 +583,7 @@ impl InlineTable {
     /// reads the entry as it stands, so ask on the main thread while the word still holds its
     /// reference (before releasing it): an entry at count 0 may be reclaimed for another shape.
     pub fn needs_extra(&self, word: u64) -> bool {
-        index_of(word).and_then(|i| self.entries.get(i)).is_some_and(|e| e.shape.has_extra())
+        index_of(word).and_then(|i| self.entries.get(i)).is_some_and(Entry::has_extra)
     }
 
     /// Adds a reference to a word's entry (`COPY` of a key duplicates the word). Ignores words
