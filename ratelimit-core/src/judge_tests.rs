@@ -482,7 +482,7 @@ fn run_inline(
             Some(encoded) => Value::Inline(encoded),
             None => Value::Boxed(PackedLimiter::with_ban(e.limiter, e.ban)),
         };
-    let verdict = match value.take() {
+    match value.take() {
         None => {
             let verdict = judge_key(None::<&mut Expanded>, request, now);
             if let Ok(Verdict { change: Change::Created { limiter, .. }, .. }) = &verdict {
@@ -504,8 +504,7 @@ fn run_inline(
             *value = Some(Value::Boxed(packed));
             verdict
         }
-    };
-    verdict
+    }
 }
 
 proptest! {
