@@ -28,6 +28,9 @@ src="$OUT/src"
 rm -rf "$src"
 mkdir -p "$src"
 tar xzf "$TARBALL" -C "$src" --strip-components=1
+# Unpacked under our workspace's directory: an empty [workspace] table makes it a workspace of
+# its own (its code is otherwise built as archived).
+grep -q '^\[workspace\]' "$src/Cargo.toml" || printf '\n[workspace]\n' >>"$src/Cargo.toml"
 # Its own target directory, next to the cached module; its code is built as archived.
 export CARGO_TARGET_DIR="$OUT/target"
 (
