@@ -56,7 +56,15 @@ fn entries_are_shared_counted_and_given_back() {
     assert_eq!(entries(&mut c), 0);
     // FLUSHALL ASYNC frees the values on a background thread.
     let commands: Vec<Vec<String>> = (0..20_000)
-        .map(|i| vec!["RL.TOKEN".into(), format!("k{i}"), format!("{}", 1 + i % 50), "1".into(), "1h".into()])
+        .map(|i| {
+            vec![
+                "RL.TOKEN".into(),
+                format!("k{i}"),
+                format!("{}", 1 + i % 50),
+                "1".into(),
+                "1h".into(),
+            ]
+        })
         .collect();
     pipelined(&mut c, &commands);
     assert_eq!(entries(&mut c), 50);
