@@ -52,7 +52,7 @@ fn entries_are_shared_counted_and_given_back() {
     assert_eq!(entries(&mut c), 5, "c still refers to the token entry");
     let _: () = redis::cmd("DEL").arg("c").query(&mut c).unwrap();
     assert_eq!(entries(&mut c), 4);
-    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(&mut c).unwrap();
     assert_eq!(entries(&mut c), 0);
     // FLUSHALL ASYNC frees the values on a background thread.
     let commands: Vec<Vec<String>> = (0..20_000)
@@ -182,7 +182,7 @@ fn a_full_table_falls_back_to_boxes() {
         let ms = 1000 + i as i64;
         assert_eq!(reply, [1, 5, 3, 0, ms], "{key}");
     }
-    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(&mut c).unwrap();
     assert_eq!(entries(&mut c), 0);
     line(&mut c, "RL.PERIOD fresh 3 1h");
     assert_eq!(entries(&mut c), 1);

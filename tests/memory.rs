@@ -111,7 +111,7 @@ fn per_key_memory_is_within_32_bytes_of_incr() {
     let s = Server::start();
     let mut c = s.conn();
     let per_key = |c: &mut Connection, template: &[&str]| -> f64 {
-        let _: () = redis::cmd("FLUSHALL").query(c).unwrap();
+        let _: () = redis::cmd("FLUSHALL").arg("SYNC").query(c).unwrap();
         let before = used_memory(c);
         for start in (0..N).step_by(BATCH) {
             let mut pipe = redis::pipe();
