@@ -238,6 +238,9 @@ impl Default for Options {
 /// accepted. Range checks that depend on other parameters (an `ALIGN` offset shorter than
 /// the period, `DELAY` at most the capacity) are left to the algorithm's parameter checks.
 pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, ArgError> {
+    if args.is_empty() {
+        return Ok(Options::default());
+    }
     let mut options = Options::default();
     // Keywords seen so far, one bit each (no allocation on the hot path).
     let mut seen: u16 = 0;

@@ -4,16 +4,32 @@
 //! products of two or three of them fit in `u128` (≈3.4·10^38) without overflow.
 
 /// `⌈a / b⌉` for `b > 0`; `b == 0` yields `u128::MAX` instead of panicking.
+#[inline]
 pub fn ceil_div(a: u128, b: u128) -> u128 {
     if b == 0 {
         return u128::MAX;
     }
-    a / b + u128::from(!a.is_multiple_of(b))
+    let (quotient, remainder) = div_rem(a, b);
+    quotient + u128::from(remainder != 0)
 }
 
 /// `⌊a / b⌋` for `b > 0`; `b == 0` yields `u128::MAX` instead of panicking.
+#[inline]
 pub fn floor_div(a: u128, b: u128) -> u128 {
-    a.checked_div(b).unwrap_or(u128::MAX)
+    if b == 0 {
+        return u128::MAX;
+    }
+    div_rem(a, b).0
+}
+
+/// Quotient and remainder (`b > 0`; `b == 0` counts as 1), in one 64-bit division when both
+/// fit (the common case: a 128-bit division is a library call several times as long).
+#[inline]
+pub fn div_rem(a: u128, b: u128) -> (u128, u128) {
+    match (u64::try_from(a), u64::try_from(b)) {
+        (Ok(a), Ok(b)) if b != 0 => (u128::from(a / b), u128::from(a % b)),
+        _ => (a / b.max(1), a % b.max(1)),
+    }
 }
 
 /// Milliseconds elapsed from `earlier` to `later`, 0 if `later` is not after `earlier`.
@@ -44,6 +60,18 @@ mod tests {
         assert_eq!(floor_div(13, 7), 1);
         assert_eq!(ceil_div(1, 0), u128::MAX);
         assert_eq!(floor_div(1, 0), u128::MAX);
+    }
+
+    #[test]
+    fn divisions_agree_with_128_bit_ones() {
+        let values =
+            [0u128, 1, 2, 7, 1 << 32, u128::from(u64::MAX), 1 << 64, (1 << 64) + 3, u128::MAX];
+        for a in values {
+            for b in values.into_iter().filter(|b| *b != 0) {
+                assert_eq!(floor_div(a, b), a / b, "{a} / {b}");
+                assert_eq!(ceil_div(a, b), a / b + u128::from(a % b != 0), "{a} / {b}");
+            }
+        }
     }
 
     #[test]

@@ -82,7 +82,7 @@
 //!    (rewritten with `AT`, not verbatim) and `DRYRUN`/`AT` are handled by the command shell.
 
 use super::args::{parse_count, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT};
-use super::arith::{add_ms, ceil_div, saturate_u64};
+use super::arith::{add_ms, ceil_div, div_rem, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
 use super::state::{info_int, live, CorruptState, Refunded, Stored};
@@ -187,8 +187,8 @@ impl GcraState {
         }
         let scale = params.scale().max(1);
         Refunded::To(GcraState {
-            tat_ms: add_ms(now, debt / scale),
-            tat_frac: saturate_u64(debt % scale),
+            tat_ms: add_ms(now, div_rem(debt, scale).0),
+            tat_frac: saturate_u64(div_rem(debt, scale).1),
             updated_ms: now,
             ..*self
         })
@@ -300,7 +300,7 @@ pub fn evaluate(
     let decision = Decision {
         allowed,
         limit: params.limit(),
-        remaining: saturate_u64(tolerance.saturating_sub(after) / interval.max(1)),
+        remaining: saturate_u64(div_rem(tolerance.saturating_sub(after), interval).0),
         retry_after_ms,
         reset_after_ms: saturate_i64(ceil_div(after, scale)),
     };
@@ -308,8 +308,8 @@ pub fn evaluate(
         max_burst: params.max_burst,
         count: params.count,
         period_s: params.period_s,
-        tat_ms: add_ms(now, after / scale.max(1)),
-        tat_frac: saturate_u64(after % scale.max(1)),
+        tat_ms: add_ms(now, div_rem(after, scale).0),
+        tat_frac: saturate_u64(div_rem(after, scale).1),
         updated_ms: now,
     });
     Evaluation { decision, next }

@@ -431,6 +431,26 @@ impl InlineTable {
         Some(Encoded { word, extra: entry.extra(&f) })
     }
 
+    /// Encodes `limiter` again for the key whose word is `old` (which holds one reference):
+    /// `(encoded, true)` when it fits `old`'s own entry — `old`'s reference then passes to the
+    /// new word, no count changes (the common case: one key updated in place); else
+    /// `(encoded, false)` as [`InlineTable::encode`] with `old` as the hint, and the caller
+    /// releases `old`.
+    pub fn reencode(&mut self, limiter: &Limiter, old: u64) -> Option<(Encoded, bool)> {
+        let f = fields(limiter)?;
+        let same = index_of(old).and_then(|i| {
+            let entry = self.entries.get(i).filter(|e| e.shape == f.shape)?;
+            let word = inline_word(i, entry.pack(&f)?);
+            Some(Encoded { word, extra: entry.extra(&f) })
+        });
+        if let Some(encoded) = same {
+            return Some((encoded, true));
+        }
+        let word = self.encode_fields(&f, Some(old))?;
+        let entry = index_of(word).and_then(|i| self.entries.get(i))?;
+        Some((Encoded { word, extra: entry.extra(&f) }, false))
+    }
+
     /// The word of `f` (see [`InlineTable::encode`]).
     fn encode_fields(&mut self, f: &Fields, hint: Option<u64>) -> Option<u64> {
         let hinted = hint.and_then(index_of);

@@ -16,7 +16,7 @@
 //! bucket is next used.
 
 use super::args::{MAX_COUNT, MAX_DURATION_MS, MAX_RESET_MS};
-use super::arith::{ceil_div, elapsed_ms, floor_div, saturate_u64};
+use super::arith::{ceil_div, div_rem, elapsed_ms, floor_div, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
 use super::state::{info_int, live, CorruptState, Refunded, Stored};
@@ -147,7 +147,7 @@ impl Level {
 
     /// Periods completed since the grid origin at `t` (step refill).
     fn periods_at(&self, t: i64) -> u128 {
-        elapsed_ms(self.origin_ms, t) / u128::from(self.params.period_ms)
+        div_rem(elapsed_ms(self.origin_ms, t), u128::from(self.params.period_ms)).0
     }
 
     /// Refills from `at_ms` to `t` (≥ `at_ms`) under this level's own parameters.
@@ -168,7 +168,7 @@ impl Level {
     /// capacity (no top-up), and a step grid restarts at this instant when the period changes.
     fn convert(self, params: TokenParams) -> Self {
         let old = self.params;
-        let whole_tokens = self.level / old.scale();
+        let whole_tokens = div_rem(self.level, old.scale()).0;
         let (level, origin_ms) = match (old.step, params.step) {
             (false, false) => (
                 floor_div(self.level * u128::from(params.period_ms), u128::from(old.period_ms)),
@@ -203,13 +203,13 @@ impl Level {
         let refill = if self.params.step {
             Refill::Step { origin_ms: self.origin_ms }
         } else {
-            Refill::Smooth { fraction: saturate_u64(self.level % scale) }
+            Refill::Smooth { fraction: saturate_u64(div_rem(self.level, scale).1) }
         };
         TokenBucket {
             capacity: self.params.capacity,
             rate: self.params.rate,
             period_ms: self.params.period_ms,
-            tokens: saturate_u64(self.level / scale),
+            tokens: saturate_u64(div_rem(self.level, scale).0),
             refill,
             updated_ms: self.at_ms,
         }
@@ -336,7 +336,7 @@ pub fn evaluate(
     let decision = Decision {
         allowed,
         limit: params.capacity,
-        remaining: saturate_u64(after.level / scale),
+        remaining: saturate_u64(div_rem(after.level, scale).0),
         retry_after_ms,
         reset_after_ms: saturate_i64(after.time_until(after.capacity_level())),
     };

@@ -78,6 +78,7 @@ pub struct Call<'a> {
     pub(super) ctx: *mut RedisModuleCtx,
     pub(super) name: &'static CStr,
     pub(super) argv: &'a [*mut RedisModuleString],
+    /// The arguments as bytes (the command's name, index 0, left empty).
     pub(super) args: &'a [&'a [u8]],
     /// Made by a client's command (so its own arguments can be propagated verbatim), not by a
     /// timer judging a waiter.
@@ -87,7 +88,10 @@ pub struct Call<'a> {
 impl Call<'_> {
     /// The key argument (index 1; arity guarantees it exists).
     pub(super) fn key(&self) -> Result<*mut RedisModuleString, CommandError> {
-        self.argv.get(1).copied().ok_or(CommandError::Arg(ArgError::WrongArity))
+        match self.argv.get(1) {
+            Some(key) => Ok(*key),
+            None => Err(CommandError::Arg(ArgError::WrongArity)),
+        }
     }
 
     /// The server clock in unix ms, read once per call, clamped to the range `AT` accepts.
@@ -228,9 +232,12 @@ fn dispatch<const N: usize>(
     let result = if argv.len() > N {
         Err(CommandError::Arg(ArgError::Invalid("syntax error: too many arguments".into())))
     } else {
+        // The command's name (argument 0) is known: it stays empty.
         let mut buffer: [&[u8]; N] = [&[]; N];
-        for (slot, s) in buffer.iter_mut().zip(argv) {
-            *slot = unsafe { bytes(api, *s) };
+        if let (Some(slots), Some(strings)) = (buffer.get_mut(1..), argv.get(1..)) {
+            for (slot, s) in slots.iter_mut().zip(strings) {
+                *slot = unsafe { bytes(api, *s) };
+            }
         }
         let args = buffer.get(..argv.len()).unwrap_or(&[]);
         handler(&Call { api, ctx, name, argv, args, from_client: true })

@@ -8,7 +8,7 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString,
 
 use super::api::Api;
 use super::datatype::limiter_type;
-use super::values::{self, Slot, Value};
+use super::values::{self, Rewrite, Slot, Value};
 use ratelimit_core::ban::Ban;
 use ratelimit_core::held::Expanded;
 use ratelimit_core::limiter::Limiter;
@@ -67,6 +67,12 @@ impl Key {
         if self.raw.is_null() {
             return Contents::Empty;
         }
+        // Ours, the common case, first: one call says so.
+        let ours = Self::our_type();
+        if !ours.is_null() && unsafe { (self.api.module_type_get_type)(self.raw) } == ours {
+            let value = unsafe { (self.api.module_type_get_value)(self.raw) };
+            return self.slot(value);
+        }
         let key_type = unsafe { (self.api.key_type)(self.raw) };
         let name = match key_type as isize {
             raw::REDISMODULE_KEYTYPE_EMPTY => return Contents::Empty,
@@ -76,14 +82,8 @@ impl Key {
             raw::REDISMODULE_KEYTYPE_SET => "set",
             raw::REDISMODULE_KEYTYPE_ZSET => "zset",
             raw::REDISMODULE_KEYTYPE_STREAM => "stream",
-            raw::REDISMODULE_KEYTYPE_MODULE => {
-                let ours = Self::our_type();
-                if !ours.is_null() && unsafe { (self.api.module_type_get_type)(self.raw) } == ours {
-                    let value = unsafe { (self.api.module_type_get_value)(self.raw) };
-                    return self.slot(value);
-                }
-                return Contents::Foreign(self.foreign_type_name());
-            }
+            // Another module's type (ours was recognised above).
+            raw::REDISMODULE_KEYTYPE_MODULE => return Contents::Foreign(self.foreign_type_name()),
             _ => "unknown",
         };
         Contents::Foreign(name.to_string())
@@ -191,6 +191,15 @@ impl Key {
         }
     }
 
+    /// Puts the inline word `word` in place of the key's old one, which needs no freeing (its
+    /// entry reference passed to `word`).
+    fn move_value(&mut self, word: *mut std::ffi::c_void) {
+        let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
+        // Should it fail, the key keeps its old word and reference (`word` has none of its
+        // own): nothing to free either way.
+        unsafe { (self.api.module_type_replace_value)(self.raw, Self::our_type(), word, &mut old) };
+    }
+
     /// Writes the limiter changed in place back into the value word: an expanded inline
     /// value is encoded again (inline again when it can be, else boxed); a boxed one becomes
     /// inline when it now can (its ban over and gone).
@@ -198,8 +207,10 @@ impl Key {
         if let Some(expanded) = self.expanded.take() {
             let old = std::mem::replace(&mut self.value, std::ptr::null_mut());
             // SAFETY: `old` is the key's live value word (read in `slot`, unchanged since).
-            if let Some(value) = unsafe { values::rewrite(old, expanded.limiter, expanded.ban) } {
-                self.replace_value(value);
+            match unsafe { values::rewrite(old, expanded.limiter, expanded.ban) } {
+                Rewrite::InPlace => {}
+                Rewrite::Replace(value) => self.replace_value(value),
+                Rewrite::Move(word) => self.move_value(word),
             }
             return;
         }

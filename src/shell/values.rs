@@ -131,34 +131,56 @@ pub fn into_value(limiter: Limiter, ban: Option<Ban>, hint: Option<u64>) -> *mut
     Box::into_raw(Box::new(PackedLimiter::with_ban(limiter, ban))).cast()
 }
 
-/// Writes a changed limiter back over the value word `old` in place when it can (the same
-/// inline word again, or a pair whose box is reused): `None`. Otherwise the new value word
-/// the caller puts in place of `old` (freeing `old`).
+/// What writing a changed limiter back needs the key to do.
+pub enum Rewrite {
+    /// Nothing: the value word is unchanged, or its pair box was rewritten in place.
+    InPlace,
+    /// Put this value word in place of the old one, and free the old one.
+    Replace(*mut c_void),
+    /// Put this inline word in place of the old one, which must NOT be freed: its entry
+    /// reference passed to the new word (the same entry, a moved instant — the common case).
+    Move(*mut c_void),
+}
+
+/// Writes a changed limiter back over the key's value word `old`, reusing `old`'s entry
+/// reference (and its pair box) when the limiter still fits `old`'s entry.
 ///
 /// # Safety
 /// `old` must be the live value word of the key being written.
-pub unsafe fn rewrite(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> Option<*mut c_void> {
+pub unsafe fn rewrite(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> Rewrite {
     let before = Value::of(old);
-    let hint = before.inline_word();
-    let encoded = if ban.is_none() { with_table(|t| t.encode(&limiter, hint)) } else { None };
-    match (encoded, before) {
-        (Some(e), Value::Inline(word)) if e.extra.is_none() && e.word == word => {
-            // The same word: `encode` took a second reference to the same entry.
-            release(word);
-            None
+    let reencoded = match (ban, before.inline_word()) {
+        (None, Some(word)) => with_table(|t| t.reencode(&limiter, word)),
+        _ => None,
+    };
+    let Some((encoded, kept)) = reencoded else {
+        // No inline form now (a ban, or the state outgrew the word): a box.
+        return Rewrite::Replace(into_value(limiter, ban, None));
+    };
+    let value = |e: ratelimit_core::inline::Encoded| match e.extra {
+        None => e.word as usize as *mut c_void,
+        Some(extra) => pair_value(e.word, extra),
+    };
+    if !kept {
+        // A new reference, to another entry; freeing `old` releases its own.
+        return Rewrite::Replace(value(encoded));
+    }
+    match (before, encoded.extra) {
+        (Value::Inline(word), None) if word == encoded.word => Rewrite::InPlace,
+        (Value::Inline(_), None) => Rewrite::Move(value(encoded)),
+        (Value::Pair(pair), Some(extra)) => {
+            // SAFETY: the key's live pair box, rewritten in place; its reference carries over.
+            unsafe { *pair = [encoded.word, extra] };
+            Rewrite::InPlace
         }
-        (Some(e), Value::Pair(pair)) if e.extra.is_some() => {
-            // SAFETY: the key's live pair box; its old word's reference is given up.
-            let slot = unsafe { &mut *pair };
-            release(slot[0]);
-            *slot = [e.word, e.extra.unwrap_or_default()];
-            None
+        // The same entry cannot change whether it has an extra field.
+        _ => {
+            with_table(|t| {
+                t.retain(encoded.word);
+                Some(())
+            });
+            Rewrite::Replace(value(encoded))
         }
-        (Some(e), _) => Some(match e.extra {
-            None => e.word as usize as *mut c_void,
-            Some(extra) => pair_value(e.word, extra),
-        }),
-        (None, _) => Some(Box::into_raw(Box::new(PackedLimiter::with_ban(limiter, ban))).cast()),
     }
 }
 

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use redis_module::raw::{self, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
 
@@ -123,7 +124,23 @@ thread_local! {
 /// call back into this module runs inside `f`); were it ever, `f` is skipped and the default
 /// returned rather than aborting the server.
 fn with<R: Default>(f: impl FnOnce(&mut Waits) -> R) -> R {
-    WAITS.with(|w| w.try_borrow_mut().map(|mut w| f(&mut w)).unwrap_or_default())
+    WAITS.with(|w| {
+        w.try_borrow_mut()
+            .map(|mut w| {
+                let result = f(&mut w);
+                KEYS_WAITED_ON.store(w.keys.len(), Ordering::Relaxed);
+                result
+            })
+            .unwrap_or_default()
+    })
+}
+
+/// How many keys have waiters or a timer (`Waits::keys.len()` after the last change): the
+/// common case, none, is one load for every admitted call.
+static KEYS_WAITED_ON: AtomicUsize = AtomicUsize::new(0);
+
+fn no_waits() -> bool {
+    KEYS_WAITED_ON.load(Ordering::Relaxed) == 0
 }
 
 /// What a blocked client is answered with.
@@ -163,7 +180,7 @@ pub fn acquire_or_block(call: &Call, request: AcquireRequest) -> Result<Outcome,
 
 fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandError> {
     // Most calls meet no waiter anywhere: then nothing is looked up (and nothing copied).
-    let queued = !with(|w| w.keys.is_empty()) && {
+    let queued = !no_waits() && {
         let id = key_id(call, call.key()?);
         with(|w| w.keys.get(&id).is_some_and(|k| !k.queue.is_empty()))
     };
@@ -263,7 +280,11 @@ fn arm(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, at: i64, now: i64) {
 }
 
 /// The call's key may have gained room: judge its head waiter at once.
+#[inline]
 pub fn key_changed(call: &Call) {
+    if no_waits() {
+        return;
+    }
     if let Ok(name) = call.key() {
         key_named_changed(call, name);
     }
@@ -271,7 +292,7 @@ pub fn key_changed(call: &Call) {
 
 /// As [`key_changed`], for a key given by name.
 pub fn key_named_changed(call: &Call, name: *mut RedisModuleString) {
-    if with(|w| w.keys.is_empty()) {
+    if no_waits() {
         return;
     }
     let id = key_id(call, name);
@@ -291,7 +312,7 @@ pub unsafe extern "C" fn on_keyspace_event(
     let Some(api) = api() else {
         return raw::REDISMODULE_OK as c_int;
     };
-    if key.is_null() || with(|w| w.keys.is_empty()) {
+    if key.is_null() || no_waits() {
         return raw::REDISMODULE_OK as c_int;
     }
     let call = Call { api, ctx, name: c"rl.wait", argv: &[], args: &[], from_client: false };
