@@ -788,7 +788,8 @@ key's `DUMP` and `PEXPIRETIME` on master and replica compared:
   theoretical arrival time in ns) with `SET … PX`, ours a module value.
 - Replication: redis-cell replicates every call verbatim (`RedisModule_ReplicateVerbatim`),
   limited ones included, and the replica evaluates it again with its own clock; ours
-  replicates admitted calls only, with the master's time appended (`AT <ms>`).
+  replicates admitted calls only, as the state they left (`RL.RESTORE key <payload>`),
+  or verbatim while nothing consumes propagation (no replica, no backlog, no AOF).
 
 {chr(10).join(raw)}
 {CELL_END}
