@@ -66,7 +66,7 @@ fuzz_target!(|data: &[u8]| {
             let reservation = Request { cost: 3, ..parsed };
             let now = refund.at_ms.unwrap_or(NOW_MS);
             if let Ok(Verdict { change: Change::Created { limiter, .. }, .. }) =
-                judge_key(None, &reservation, now)
+                judge_key(None::<&mut PackedLimiter>, &reservation, now)
             {
                 let mut packed = PackedLimiter::new(limiter);
                 let verdict = refund_key(Some(&mut packed), refund.count, now);
@@ -78,7 +78,7 @@ fuzz_target!(|data: &[u8]| {
     // `RL.ACQUIRE` / `RL.RELEASE`: what parses is judged on a fresh key and released again.
     if let Ok(acquire) = AcquireRequest::parse(&args, 10_000) {
         let now = acquire.at_ms.unwrap_or(NOW_MS);
-        let verdict = acquire_key(None, &acquire, now).expect("an empty key");
+        let verdict = acquire_key(None::<&mut PackedLimiter>, &acquire, now).expect("an empty key");
         if let (Change::Created { limiter, .. }, Some(id)) = (verdict.change, verdict.id) {
             assert_eq!(limiter.validate(), Ok(()));
             let mut packed = PackedLimiter::new(limiter);
@@ -126,7 +126,9 @@ fn run(request: &Request) {
     assert!(request.cost <= MAX_COUNT, "{request:?}");
     assert!(request.at_ms.is_none_or(|t| (0..=MAX_AT_MS).contains(&t)), "{request:?}");
     let now = request.at_ms.unwrap_or(NOW_MS);
-    let Ok(first) = judge_key(None, request, now) else { panic!("an empty key refused") };
+    let Ok(first) = judge_key(None::<&mut PackedLimiter>, request, now) else {
+        panic!("an empty key refused")
+    };
     let Change::Created { limiter, .. } = first.change else { return };
     assert_eq!(limiter.validate(), Ok(()));
     assert_eq!(decode(&encode(&limiter)).as_ref(), Ok(&limiter));
