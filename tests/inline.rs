@@ -93,15 +93,23 @@ fn copies_moves_and_reloads_keep_limiters_exact() {
         format!("RL.SLIDE s 5 1h COST 2 AT {at}"),
         format!("RL.LEAKY l 5 1 1h DELAY 2 AT {at}"),
         format!("CL.THROTTLE g 9 1 60 3 AT {at}"),
+        // Pairs: a step bucket's grid origin, a daily quota's second field beside the word.
+        format!("RL.TOKEN st 10 1 1h STEP COST 3 AT {at}"),
+        format!("RL.PERIOD q 1000000 1d COST 5 AT {at}"),
     ] {
         line(&mut c, &command);
     }
-    let keys = ["t", "p", "s", "l", "g"];
+    // A second call rewrites each value in place (a pair's box included).
+    let later = (at.parse::<i64>().unwrap() + 7).to_string();
+    assert_eq!(line(&mut c, &format!("RL.TOKEN st 10 1 1h STEP AT {later}"))[..3], [1, 10, 6]);
+    let quota = line(&mut c, &format!("RL.PERIOD q 1000000 1d COST 2 AT {later}"));
+    assert_eq!(quota[..3], [1, 1_000_000, 999_993]);
+    let keys = ["t", "p", "s", "l", "g", "st", "q"];
     let before: Vec<_> = keys.iter().map(|k| stored_state(&mut c, k)).collect();
     for k in keys {
         let _: () = redis::cmd("COPY").arg(k).arg(format!("{k}:copy")).query(&mut c).unwrap();
     }
-    assert_eq!(entries(&mut c), 5, "copies share their entries");
+    assert_eq!(entries(&mut c), 7, "copies share their entries");
     let _: () = redis::cmd("DEL").arg("t").query(&mut c).unwrap();
     assert_eq!(stored_state(&mut c, "t:copy"), before[0], "the copy outlives the original");
     let _: () = redis::cmd("RENAME").arg("t:copy").arg("t").query(&mut c).unwrap();
@@ -124,8 +132,10 @@ fn copies_moves_and_reloads_keep_limiters_exact() {
     for (k, state) in keys.iter().zip(&before) {
         assert_eq!(&stored_state(&mut c, k), state, "{k}");
     }
-    // Five shapes (the one-entry log included) plus nothing else.
-    assert_eq!(entries(&mut c), 5);
+    // Seven shapes (the one-entry log and the two pairs included) plus nothing else.
+    assert_eq!(entries(&mut c), 7);
+    let st = stored_state(&mut c, "st");
+    assert!(st.contains(&("origin_ms".to_string(), at.to_string())), "{st:?}");
     s.assert_alive();
 }
 
