@@ -425,10 +425,7 @@ impl InlineTable {
     /// limiter has no inline form or the table is full. The extra field, if the shape has one,
     /// comes with the word ([`Encoded::extra`]); it plays no part in the entry or its count.
     pub fn encode(&mut self, limiter: &Limiter, hint: Option<u64>) -> Option<Encoded> {
-        let f = fields(limiter)?;
-        let word = self.encode_fields(&f, hint)?;
-        let entry = index_of(word).and_then(|i| self.entries.get(i))?;
-        Some(Encoded { word, extra: entry.extra(&f) })
+        self.encode_with(&fields(limiter)?, hint)
     }
 
     /// Encodes `limiter` again for the key whose word is `old` (which holds one reference):
@@ -446,9 +443,14 @@ impl InlineTable {
         if let Some(encoded) = same {
             return Some((encoded, true));
         }
-        let word = self.encode_fields(&f, Some(old))?;
+        Some((self.encode_with(&f, Some(old))?, false))
+    }
+
+    /// The word of `f` with its extra field (see [`InlineTable::encode`]).
+    fn encode_with(&mut self, f: &Fields, hint: Option<u64>) -> Option<Encoded> {
+        let word = self.encode_fields(f, hint)?;
         let entry = index_of(word).and_then(|i| self.entries.get(i))?;
-        Some((Encoded { word, extra: entry.extra(&f) }, false))
+        Some(Encoded { word, extra: entry.extra(f) })
     }
 
     /// The word of `f` (see [`InlineTable::encode`]).

@@ -90,7 +90,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
     let decoded = codec::decode_value(bytes);
     unsafe { (api.free)(buffer.cast()) };
     match decoded {
-        Ok((limiter, ban)) => values::into_value(limiter, ban, None),
+        Ok((limiter, ban)) => values::into_value(limiter, ban),
         Err(e) => {
             redis_module::logging::log_warning(format!("ratelimit: refusing a value: {e}"));
             ptr::null_mut()

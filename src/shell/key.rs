@@ -160,7 +160,7 @@ impl Key {
             Contents::Foreign(_) => return Err("WRONGTYPE key holds another type"),
         };
         self.expanded = None;
-        let value = values::into_value(limiter, ban, None);
+        let value = values::into_value(limiter, ban);
         if replace {
             self.replace_value(value);
         } else {

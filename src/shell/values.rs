@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use ratelimit_core::ban::Ban;
 use ratelimit_core::held::{Expanded, Held};
-use ratelimit_core::inline::{is_inline, InlineTable, Releaser, INDEX_BITS};
+use ratelimit_core::inline::{is_inline, Encoded, InlineTable, Releaser, INDEX_BITS};
 use ratelimit_core::limiter::Limiter;
 use ratelimit_core::packed::PackedLimiter;
 
@@ -97,6 +97,15 @@ fn pair_value(word: u64, extra: u64) -> *mut c_void {
     (pair as usize | PAIR_TAG) as *mut c_void
 }
 
+/// The value word of an encoded limiter: the inline word itself, or a pair box when the shape
+/// has an extra field.
+fn encoded_value(e: Encoded) -> *mut c_void {
+    match e.extra {
+        None => e.word as usize as *mut c_void,
+        Some(extra) => pair_value(e.word, extra),
+    }
+}
+
 /// The limiter an inline or pair value holds (`None` for a boxed one, or a bad word).
 pub fn expand(value: Value) -> Option<Limiter> {
     match value {
@@ -115,17 +124,13 @@ pub fn live_entries() -> usize {
     with_table(|t| Some(t.live_entries())).unwrap_or(0)
 }
 
-/// A value word for `limiter` under `ban`: inline when it has an inline form (reusing the
-/// entry of `hint`, the key's previous inline word, when it can), a pair when its shape needs
-/// the extra field, else a packed box. The caller gives up any previous value separately
-/// ([`free_value`]).
-pub fn into_value(limiter: Limiter, ban: Option<Ban>, hint: Option<u64>) -> *mut c_void {
+/// A value word for `limiter` under `ban`: inline when it has an inline form, a pair when its
+/// shape needs the extra field, else a packed box. The caller gives up any previous value
+/// separately ([`free_value`]).
+pub fn into_value(limiter: Limiter, ban: Option<Ban>) -> *mut c_void {
     if ban.is_none() {
-        if let Some(encoded) = with_table(|t| t.encode(&limiter, hint)) {
-            return match encoded.extra {
-                None => encoded.word as usize as *mut c_void,
-                Some(extra) => pair_value(encoded.word, extra),
-            };
+        if let Some(encoded) = with_table(|t| t.encode(&limiter, None)) {
+            return encoded_value(encoded);
         }
     }
     Box::into_raw(Box::new(PackedLimiter::with_ban(limiter, ban))).cast()
@@ -155,19 +160,15 @@ pub unsafe fn rewrite(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> R
     };
     let Some((encoded, kept)) = reencoded else {
         // No inline form now (a ban, or the state outgrew the word): a box.
-        return Rewrite::Replace(into_value(limiter, ban, None));
-    };
-    let value = |e: ratelimit_core::inline::Encoded| match e.extra {
-        None => e.word as usize as *mut c_void,
-        Some(extra) => pair_value(e.word, extra),
+        return Rewrite::Replace(into_value(limiter, ban));
     };
     if !kept {
         // A new reference, to another entry; freeing `old` releases its own.
-        return Rewrite::Replace(value(encoded));
+        return Rewrite::Replace(encoded_value(encoded));
     }
     match (before, encoded.extra) {
         (Value::Inline(word), None) if word == encoded.word => Rewrite::InPlace,
-        (Value::Inline(_), None) => Rewrite::Move(value(encoded)),
+        (Value::Inline(_), None) => Rewrite::Move(encoded_value(encoded)),
         (Value::Pair(pair), Some(extra)) => {
             // SAFETY: the key's live pair box, rewritten in place; its reference carries over.
             unsafe { *pair = [encoded.word, extra] };
@@ -179,7 +180,7 @@ pub unsafe fn rewrite(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> R
                 t.retain(encoded.word);
                 Some(())
             });
-            Rewrite::Replace(value(encoded))
+            Rewrite::Replace(encoded_value(encoded))
         }
     }
 }
@@ -190,10 +191,7 @@ pub fn inline_form(packed: &PackedLimiter) -> Option<*mut c_void> {
         return None;
     }
     let encoded = packed.view(|limiter| with_table(|t| t.encode(limiter, None)))?;
-    Some(match encoded.extra {
-        None => encoded.word as usize as *mut c_void,
-        Some(extra) => pair_value(encoded.word, extra),
-    })
+    Some(encoded_value(encoded))
 }
 
 fn release(word: u64) {
