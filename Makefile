@@ -16,7 +16,17 @@ FUZZ_SECONDS ?= 20
 PYENV      := target/pyenv
 PY         := $(PYENV)/bin/python3
 
-.PHONY: deps examples build run test lint unit integration fuzz bench compat chart clean
+.PHONY: deps examples build run test lint unit integration fuzz bench compat chart clean \
+	clients-test clients-compat bench-clients
+
+# The client packages (clients/node, clients/python) each own a makefile fragment that appends
+# its targets to CLIENT_TESTS (run by make test), CLIENT_COMPAT (run by make compat: the host
+# libraries' own test suites) and CLIENT_BENCH (make bench-clients).
+CLIENT_TESTS  :=
+CLIENT_COMPAT :=
+CLIENT_BENCH  :=
+-include clients/node/node.mk
+-include clients/python/python.mk
 
 ## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)
 ## when missing.
@@ -60,7 +70,10 @@ run: deps build
 	redis-server redis.conf
 
 ## test: everything CI checks
-test: deps examples lint unit integration fuzz
+test: deps examples lint unit integration fuzz clients-test
+
+## clients-test: the client packages' own tests, each against a server it starts on a free port
+clients-test: $(CLIENT_TESTS)
 
 lint:
 	$(CARGO) fmt --all --check
@@ -91,6 +104,14 @@ bench: deps build
 ## Skips (exit 0) when ../shared/servers is absent.
 compat: deps examples
 	CARGO=$(CARGO) bash scripts/compat.sh
+	$(MAKE) clients-compat
+
+## clients-compat: the host libraries' own test suites (../shared/peers) through each package
+clients-compat: $(CLIENT_COMPAT)
+
+## bench-clients: the client packages against the host libraries' stock Lua backends
+## (bench/CLIENTS.md, one section per package)
+bench-clients: $(CLIENT_BENCH)
 
 ## chart: drive every algorithm through the same bursty traffic on the release module and draw
 ## docs/algorithms.png (matplotlib in target/pyenv)
