@@ -4,7 +4,7 @@
 //! key's first-come-first-served queue (`ratelimit_core::waiters`). One module timer per key
 //! fires at the head's retry instant or the earliest deadline, whichever is first; a change
 //! that may give room (an admitted call, `RL.REFUND`, `DEL`, expiry) fires it at once. The
-//! timer judges the head again exactly as the command would (`commands::judge_and_apply`,
+//! timer judges the head again exactly as the command would (`limiting::judge_and_apply`,
 //! which propagates the admission as the command without `WAIT`, with `AT` = the instant of
 //! admission), answers it and moves on to the next head; it answers timed-out waiters with a
 //! refused reply. Waiters live in this process' memory: they are answered or dropped, never
@@ -20,8 +20,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use redis_module::raw::{self, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
 
 use super::api::{api, bytes, Api};
-use super::commands::{judge_and_apply, Call, CommandError};
+use super::call::{Call, CommandError};
 use super::leases::acquire_and_apply;
+use super::limiting::judge_and_apply;
 use super::reply;
 use super::stats::{self, Outcome, Tally};
 use ratelimit_core::request::{AcquireRequest, Request};
@@ -69,12 +70,14 @@ impl Pending {
             Pending::Limit(r) => {
                 let ban_ms = r.ban_ms.filter(|_| with_ban);
                 let request = Request { dry_run: dry, ban_ms, ..r.clone() };
-                let (v, now) = judge_and_apply(call, &request)?;
+                let judged = judge_and_apply(call, &request)?;
+                let (v, now) = (judged.verdict, judged.now);
                 Ok(Judged { allowed: v.allowed, reply: v.reply, id: None, now })
             }
             Pending::Acquire(r) => {
                 let request = AcquireRequest { dry_run: dry, ..r.clone() };
-                let (v, now) = acquire_and_apply(call, &request)?;
+                let judged = acquire_and_apply(call, &request)?;
+                let (v, now) = (judged.verdict, judged.now);
                 Ok(Judged { allowed: v.allowed, reply: v.reply, id: v.id, now })
             }
         }

@@ -1,0 +1,126 @@
+//! The limiting room: a limiting request judged on its key (or keys) at one instant, the change
+//! applied, propagated and announced — everything but the reply and the waiters, which the
+//! command table (`commands.rs`) and the waiting room (`wait.rs`) handle above this room.
+//! `RL.TOKEN`, `RL.PERIOD`, `RL.SLIDE`, `RL.LEAKY`, `CL.THROTTLE` (`judge_and_apply`),
+//! `RL.ALL` (`judge_all_and_apply`) and `RL.REFUND` (`refund_and_apply`).
+
+use redis_module::raw::RedisModuleString;
+
+use super::call::{apply, held, Call, CommandError, Judged};
+use super::key::{Contents, Key, Mode};
+use ratelimit_core::codec;
+use ratelimit_core::error::ArgError;
+use ratelimit_core::held::Held;
+use ratelimit_core::judge::{judge_all, judge_key, AllVerdict, Change, KeyError, Verdict};
+use ratelimit_core::refund::{try_refund_key, RefundChange};
+use ratelimit_core::request::{AllRequest, RefundRequest, Request};
+
+/// Most arguments a valid `RL.ALL` can have: name, `numkeys`, 16 keys, 16 groups of at most 8
+/// (`LEAKY c r p COST n DELAY d`), `DRYRUN`, `AT ms`.
+pub const MAX_ALL_ARGS: usize = 2 + 16 + 16 * 8 + 3;
+
+/// Opens the call's key, judges the request (core) at its `AT` or the server clock, applies
+/// the change and propagates it.
+///
+/// The clock is read after the key is opened: opening may delete a key whose expiry Redis
+/// has seen pass, and the instant judged must never be earlier than that (or the deleted
+/// limiter would count as fresh a moment too soon — which matters to a timer that judges
+/// waiters one after another).
+pub fn judge_and_apply(call: &Call, request: &Request) -> Result<Judged<Verdict>, CommandError> {
+    let mut key = call.open(Mode::Write)?;
+    let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
+    let mut held = held(&mut key)?;
+    let mut verdict = judge_key(held.as_mut(), request, now)?;
+    let changed = verdict.changed();
+    // Replicas and the AOF get the call verbatim when that is exact (its own `AT`, or no
+    // consumer at all), else the state it left (`RL.RESTORE key payload`), encoded here
+    // while the judged limiter is at hand.
+    let verbatim = changed && call.verbatim_is_exact(request.at_ms.is_some(), now);
+    let state = if changed && !verbatim {
+        match (&verdict.change, &held) {
+            (Change::Created { limiter, .. }, _) => Some(codec::encode_value(limiter, None)),
+            (_, Some(slot)) => Some(slot.view(|limiter| codec::encode_value(limiter, slot.ban()))),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    apply(&mut key, std::mem::replace(&mut verdict.change, Change::Unchanged))?;
+    drop(key);
+    if changed {
+        match state {
+            Some(payload) => call.replicate_state(&payload),
+            None => unsafe {
+                (call.api.replicate_verbatim)(call.ctx);
+            },
+        }
+        call.notify_changed();
+    }
+    Ok(Judged { verdict, now, changed })
+}
+
+/// `RL.ALL`: every key judged at one instant (core), all keys updated or none, one
+/// propagation. Returns the verdict and the keys it changed.
+pub fn judge_all_and_apply<'a>(
+    call: &Call<'a>,
+    all: &AllRequest,
+) -> Result<(AllVerdict, Vec<*mut RedisModuleString>), CommandError> {
+    let now = all.at_ms.unwrap_or_else(|| call.clock_ms());
+    let names = call.argv.get(2..2 + all.key_count).ok_or(ArgError::WrongArity)?;
+    let mut keys: Vec<Key> =
+        names.iter().map(|name| Key::open(call.api, call.ctx, *name, Mode::Write)).collect();
+    let mut slots = Vec::with_capacity(keys.len());
+    for key in &mut keys {
+        slots.push(match key.contents() {
+            Contents::Foreign(held) => return Err(KeyError::Foreign(held).into()),
+            Contents::Empty => None,
+            Contents::Limiter(slot) => Some(slot),
+        });
+    }
+    let mut held: Vec<_> = slots.iter_mut().map(Option::as_mut).collect();
+    let mut verdict = judge_all(&mut held, all, now)?;
+    drop(held);
+    drop(slots);
+    let changed = verdict.changed();
+    let mut touched = Vec::new();
+    for ((key, change), name) in
+        keys.iter_mut().zip(std::mem::take(&mut verdict.changes)).zip(names)
+    {
+        if !matches!(change, Change::Unchanged) {
+            touched.push(*name);
+        }
+        apply(key, change)?;
+    }
+    drop(keys);
+    for name in &touched {
+        call.notify_changed_key(*name);
+    }
+    if changed {
+        call.replicate_at::<{ MAX_ALL_ARGS + 1 }>(all.at_ms.is_some(), now);
+    }
+    Ok((verdict, touched))
+}
+
+/// `RL.REFUND`: gives permits back (core), moves the expiry earlier or deletes a limiter back
+/// in its initial state, propagates with `AT` when something changed. Returns the reply
+/// values (`None`: nothing to refund) and whether the key changed.
+pub fn refund_and_apply(
+    call: &Call,
+    request: &RefundRequest,
+) -> Result<(Option<[i64; 5]>, bool), CommandError> {
+    let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
+    let mut key = call.open(Mode::Write)?;
+    let verdict = try_refund_key(held(&mut key)?.as_mut(), request.count, now)?;
+    match verdict.change {
+        RefundChange::Unchanged => {}
+        RefundChange::Updated { expire_at_ms } => key.changed(expire_at_ms, true),
+        RefundChange::Deleted => key.delete(),
+    }
+    drop(key);
+    let changed = verdict.change != RefundChange::Unchanged;
+    if changed {
+        call.replicate_at::<{ super::call::MAX_ARGS + 1 }>(request.at_ms.is_some(), now);
+        call.notify_changed();
+    }
+    Ok((verdict.reply, changed))
+}
