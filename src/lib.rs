@@ -21,7 +21,7 @@ mod module {
 
     redis_module! {
         name: "ratelimit",
-        version: 1,
+        version: crate::shell::version::MODULE_VERSION,
         allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
         data_types: [LIMITER_TYPE],
         init: init,

@@ -2,17 +2,20 @@
 //! All rate-limiting logic lives in the `ratelimit-core` crate.
 
 pub mod api;
+pub mod call;
 pub mod commands;
 pub mod config;
 pub mod datatype;
 pub mod key;
 pub mod leases;
+pub mod limiting;
 pub mod propagation;
 pub mod registry;
 pub mod reply;
 pub mod specs;
 pub mod stats;
 pub mod values;
+pub mod version;
 pub mod wait;
 
 use redis_module::{raw, Context, RedisString, Status};

@@ -159,6 +159,10 @@ pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
         fields.push((name.to_string(), value));
     }
     let mut section = ctx.builder().add_section("stats");
+    section = match section.field("version", super::version::VERSION.to_string()) {
+        Ok(s) => s,
+        Err(_) => return,
+    };
     for (name, value) in &fields {
         section = match section.field(name, *value) {
             Ok(s) => s,
