@@ -1,0 +1,143 @@
+'use strict';
+/**
+ * RateLimit: the module's commands as typed methods. Each method sends exactly one command
+ * (one round trip) and resolves to the decision the server made.
+ */
+const { Transport } = require('./transport');
+const { toMs, toCount } = require('./duration');
+const { ALGORITHMS, COMMAND_OF, limitArgs, callOptions, decision, infoObject } = require('./commands');
+
+class RateLimit {
+  /**
+   * @param {object|Function} client  ioredis Redis/Cluster, node-redis client/cluster, or sendCommand(...args)
+   * @param {{prefix?: string}} [options]  prefix: prepended to every key this instance sends
+   */
+  constructor(client, options = {}) {
+    this.transport = Transport.of(client);
+    this.prefix = options.prefix || '';
+  }
+
+  _key(key) {
+    if (key === undefined || key === null || key === '') throw new TypeError('key is required');
+    const k = this.prefix ? (Buffer.isBuffer(key) ? Buffer.concat([Buffer.from(this.prefix), key]) : this.prefix + key) : key;
+    return this.transport.serverKey(k);
+  }
+
+  async _limit(algorithm, key, opts) {
+    const args = [COMMAND_OF[algorithm], this._key(key), ...limitArgs(algorithm, opts), ...callOptions(opts)];
+    return decision(await this.transport.send(args));
+  }
+
+  /** Token bucket: RL.TOKEN key capacity rate period [COST] [STEP] [BAN] [WAIT] [DRYRUN] [AT]. */
+  token(key, opts) {
+    return this._limit('token', key, opts);
+  }
+
+  /** Fixed window: RL.PERIOD key limit period [COST] [ALIGN [offset]] [BAN] [WAIT] [DRYRUN] [AT]. */
+  period(key, opts) {
+    return this._limit('period', key, opts);
+  }
+
+  /** Sliding window: RL.SLIDE key limit window [COST] [BUCKETS b] [BAN] [WAIT] [DRYRUN] [AT]. */
+  slide(key, opts) {
+    return this._limit('slide', key, opts);
+  }
+
+  /** Leaky bucket: RL.LEAKY key capacity rate period [COST] [NODELAY | DELAY d] [BAN] [WAIT] [DRYRUN] [AT]. */
+  leaky(key, opts) {
+    return this._limit('leaky', key, opts);
+  }
+
+  /**
+   * Any of the four algorithms by name (`{algorithm: 'token', capacity, rate, period}` …).
+   */
+  limit(key, opts) {
+    if (!ALGORITHMS.includes(opts && opts.algorithm)) {
+      throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')}`);
+    }
+    return this._limit(opts.algorithm, key, opts);
+  }
+
+  /**
+   * GCRA, redis-cell compatible: CL.THROTTLE key maxBurst count period [quantity]. The period is
+   * whole seconds (a duration that is a multiple of 1 s). Reply times are the module's whole
+   * seconds converted to ms; retryAfterMs is 0 when allowed.
+   */
+  async throttle(key, opts) {
+    const periodMs = toMs(opts.period, 'period');
+    if (periodMs % 1000 !== 0 || periodMs === 0) throw new TypeError('period of throttle must be a whole number of seconds');
+    const args = ['CL.THROTTLE', this._key(key), toCount(opts.maxBurst, 'maxBurst'), toCount(opts.count, 'count'), periodMs / 1000];
+    if (opts.quantity !== undefined && opts.quantity !== null) args.push(toCount(opts.quantity, 'quantity'));
+    args.push(...callOptions(opts, { ban: false, wait: false }));
+    const r = await this.transport.send(args);
+    const allowed = Number(r[0]) === 0;
+    const retryS = Number(r[3]);
+    return {
+      allowed,
+      limit: Number(r[1]),
+      remaining: Number(r[2]),
+      retryAfterMs: allowed ? 0 : retryS < 0 ? -1 : retryS * 1000,
+      resetAfterMs: Number(r[4]) * 1000,
+    };
+  }
+
+  /**
+   * Several limits, all or nothing: RL.ALL. `limits` is a list of `{key, algorithm, …options}`;
+   * on a cluster every key must hash to one slot (use a hash tag: `{user42}:s`, `{user42}:d`).
+   * Resolves to the binding limit's decision plus `index` (0-based, into `limits`) and `details`
+   * (one decision per limit).
+   */
+  async all(limits, opts = {}) {
+    if (!Array.isArray(limits) || limits.length === 0) throw new TypeError('all() needs a non-empty list of limits');
+    const keys = limits.map((l) => this._key(l.key));
+    const groups = [];
+    for (const l of limits) {
+      if (!ALGORITHMS.includes(l.algorithm)) throw new TypeError(`each limit needs algorithm: ${ALGORITHMS.join(', ')}`);
+      groups.push(l.algorithm.toUpperCase(), ...limitArgs(l.algorithm, l));
+    }
+    const args = ['RL.ALL', keys.length, ...keys, ...groups, ...callOptions(opts, { ban: false, wait: false })];
+    const r = await this.transport.send(args, { keyIndex: 2 });
+    const d = decision(r);
+    return { ...d, index: Number(r[5]) - 1, details: r[6].map(decision) };
+  }
+
+  /** Gives `count` permits back: RL.REFUND. Resolves to the standing after it, or null (nothing to refund). */
+  async refund(key, count, opts = {}) {
+    const args = ['RL.REFUND', this._key(key), toCount(count, 'count'), ...callOptions(opts, { ban: false, wait: false })];
+    const r = await this.transport.send(args);
+    return r === null || r === undefined ? null : decision(r);
+  }
+
+  /**
+   * Takes a lease: RL.ACQUIRE key limit lease [ID] [WAIT] [DRYRUN] [AT]. Resolves to the decision
+   * plus `id` (null when refused or under dryRun).
+   */
+  async acquire(key, opts) {
+    const args = ['RL.ACQUIRE', this._key(key), toCount(opts.limit, 'limit'), toMs(opts.lease, 'lease')];
+    if (opts.id !== undefined && opts.id !== null) args.push('ID', opts.id);
+    args.push(...callOptions(opts, { ban: false }));
+    const r = await this.transport.send(args);
+    const d = decision(r);
+    const id = r[5];
+    return { ...d, id: id === null || id === undefined ? null : Buffer.isBuffer(id) ? id.toString() : String(id) };
+  }
+
+  /** Gives a lease back: RL.RELEASE. Resolves to true if it was held. */
+  async release(key, id, opts = {}) {
+    const args = ['RL.RELEASE', this._key(key), id, ...callOptions(opts, { ban: false, wait: false })];
+    return Number(await this.transport.send(args)) === 1;
+  }
+
+  /** The standing now (what a DRYRUN COST 1 would get), or null if the key holds no limiter. */
+  async peek(key) {
+    const r = await this.transport.send(['RL.PEEK', this._key(key)], { readonly: true });
+    return r === null || r === undefined ? null : decision(r);
+  }
+
+  /** The stored parameters and state (RL.INFO) as an object, or null. */
+  async info(key) {
+    return infoObject(await this.transport.send(['RL.INFO', this._key(key)], { readonly: true }));
+  }
+}
+
+module.exports = { RateLimit };

@@ -1,0 +1,117 @@
+'use strict';
+/**
+ * Builds the module's command arguments from option objects, and reads its replies.
+ * Pure functions: no I/O here.
+ */
+const { toMs, toCount } = require('./duration');
+
+const ALGORITHMS = ['token', 'period', 'slide', 'leaky'];
+const COMMAND_OF = { token: 'RL.TOKEN', period: 'RL.PERIOD', slide: 'RL.SLIDE', leaky: 'RL.LEAKY' };
+
+function required(opts, name, alias) {
+  const v = opts[name] !== undefined ? opts[name] : alias !== undefined ? opts[alias] : undefined;
+  if (v === undefined || v === null) throw new TypeError(`option ${name} is required`);
+  return v;
+}
+
+/** A signed UTC offset for ALIGN: ms (may be negative) or "8h", "+8h", "-5h". */
+function toOffsetMs(value) {
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return value;
+  if (typeof value === 'string') {
+    const m = /^\s*([+-]?)(.+)$/.exec(value);
+    if (m) {
+      const ms = toMs(m[2], 'align');
+      return m[1] === '-' ? -ms : ms;
+    }
+  }
+  throw new TypeError(`align must be true or a UTC offset like "8h", "-5h" or a number of ms (got ${JSON.stringify(value)})`);
+}
+
+/**
+ * The positional parameters and algorithm options of one limit, as RL.TOKEN/PERIOD/SLIDE/LEAKY
+ * and an RL.ALL group take them (without BAN, WAIT, DRYRUN, AT).
+ * @param {'token'|'period'|'slide'|'leaky'} algorithm
+ * @param {object} o
+ * @returns {Array<string|number>}
+ */
+function limitArgs(algorithm, o) {
+  const a = [];
+  switch (algorithm) {
+    case 'token':
+      a.push(toCount(required(o, 'capacity'), 'capacity'), toCount(required(o, 'rate'), 'rate'), toMs(required(o, 'period'), 'period'));
+      if (o.step) a.push('STEP');
+      break;
+    case 'period':
+      a.push(toCount(required(o, 'limit'), 'limit'), toMs(required(o, 'period'), 'period'));
+      if (o.align !== undefined && o.align !== false && o.align !== null) {
+        a.push('ALIGN');
+        if (o.align !== true) a.push(toOffsetMs(o.align));
+      }
+      break;
+    case 'slide':
+      a.push(toCount(required(o, 'limit'), 'limit'), toMs(required(o, 'window', 'period'), 'window'));
+      if (o.buckets !== undefined && o.buckets !== null) a.push('BUCKETS', toCount(o.buckets, 'buckets'));
+      break;
+    case 'leaky':
+      a.push(toCount(required(o, 'capacity'), 'capacity'), toCount(required(o, 'rate'), 'rate'), toMs(required(o, 'period'), 'period'));
+      if (o.nodelay) a.push('NODELAY');
+      if (o.delay !== undefined && o.delay !== null) a.push('DELAY', toCount(o.delay, 'delay'));
+      break;
+    default:
+      throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')} (got ${JSON.stringify(algorithm)})`);
+  }
+  if (o.cost !== undefined && o.cost !== null) a.push('COST', toCount(o.cost, 'cost'));
+  return a;
+}
+
+/** BAN, WAIT, DRYRUN and AT, in that order, from an options object. */
+function callOptions(o, { ban = true, wait = true } = {}) {
+  const a = [];
+  if (ban && o.ban !== undefined && o.ban !== null) a.push('BAN', toMs(o.ban, 'ban'));
+  if (wait && o.wait !== undefined && o.wait !== null && o.wait !== false) a.push('WAIT', toMs(o.wait, 'wait'));
+  if (o.dryRun) a.push('DRYRUN');
+  if (o.at !== undefined && o.at !== null) a.push('AT', toCount(o.at, 'at'));
+  return a;
+}
+
+/** The five-field decision every limiting command replies with. */
+function decision(reply) {
+  if (!Array.isArray(reply) || reply.length < 5) {
+    throw new TypeError(`redis-ratelimit: unexpected reply ${JSON.stringify(reply)}`);
+  }
+  return {
+    allowed: Number(reply[0]) === 1,
+    limit: Number(reply[1]),
+    remaining: Number(reply[2]),
+    retryAfterMs: Number(reply[3]),
+    resetAfterMs: Number(reply[4]),
+  };
+}
+
+/** RL.INFO's field/value pairs (a flat array in RESP2, a map in RESP3) as an object; integers as numbers. */
+function infoObject(reply) {
+  if (reply === null || reply === undefined) return null;
+  const out = {};
+  const put = (k, v) => {
+    const key = Buffer.isBuffer(k) ? k.toString() : String(k);
+    if (Array.isArray(v)) out[key] = v.map((x) => (Buffer.isBuffer(x) ? x.toString() : x));
+    else if (typeof v === 'number') out[key] = v;
+    else if (v !== null && v !== undefined && /^-?\d+$/.test(String(v))) out[key] = Number(v);
+    else out[key] = Buffer.isBuffer(v) ? v.toString() : v;
+  };
+  if (Array.isArray(reply)) {
+    for (let i = 0; i + 1 < reply.length; i += 2) put(reply[i], reply[i + 1]);
+  } else if (reply instanceof Map) {
+    for (const [k, v] of reply) put(k, v);
+  } else if (typeof reply === 'object') {
+    for (const k of Object.keys(reply)) put(k, reply[k]);
+  }
+  if (Array.isArray(out.leases)) {
+    const pairs = [];
+    for (let i = 0; i + 1 < out.leases.length; i += 2) pairs.push({ id: String(out.leases[i]), expiresMs: Number(out.leases[i + 1]) });
+    out.leases = pairs;
+  }
+  return out;
+}
+
+module.exports = { ALGORITHMS, COMMAND_OF, limitArgs, callOptions, decision, infoObject, toOffsetMs };

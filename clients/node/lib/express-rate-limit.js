@@ -1,0 +1,61 @@
+'use strict';
+/**
+ * express-rate-limit Store on the module. The store counts, express-rate-limit decides:
+ *
+ *   increment(key)  RL.PERIOD <prefix><key> 1000000000000 <windowMs>   (count = 10^12 − remaining)
+ *   decrement(key)  RL.REFUND <prefix><key> 1                          (stops at 0)
+ *   get(key)        RL.PEEK <prefix><key>                              (read-only)
+ *   resetKey(key)   DEL <prefix><key>
+ *
+ * Each is one command; the window starts at a fresh key's first hit and the key expires by
+ * itself when it ends. Give it `sendCommand` (the rate-limit-redis option) or `client`.
+ */
+const { Transport } = require('./transport');
+const { Counter } = require('./counter');
+
+class RedisModuleStore {
+  /**
+   * @param {{sendCommand?: (...args: string[]) => Promise<unknown>, client?: object, prefix?: string}} options
+   */
+  constructor(options = {}) {
+    const target = options.sendCommand || options.client;
+    if (!target) throw new TypeError('RedisModuleStore needs sendCommand or client');
+    this.transport = Transport.of(target);
+    this.counter = new Counter(this.transport);
+    /** Keys are `prefix + key` (default "rl:", as rate-limit-redis). */
+    this.prefix = options.prefix === undefined ? 'rl:' : options.prefix;
+    /** The counts live in Redis, shared by every process. */
+    this.localKeys = false;
+    this.windowMs = 60000;
+  }
+
+  /** express-rate-limit passes its options once: windowMs is the window of every count. */
+  init(options) {
+    if (options && options.windowMs > 0) this.windowMs = options.windowMs;
+  }
+
+  _key(key) {
+    return this.transport.serverKey(this.prefix + key);
+  }
+
+  async increment(key) {
+    const r = await this.counter.add(this._key(key), 1, this.windowMs);
+    return { totalHits: r.count, resetTime: new Date(Date.now() + r.resetAfterMs) };
+  }
+
+  async decrement(key) {
+    await this.counter.subtract(this._key(key), 1);
+  }
+
+  async get(key) {
+    const r = await this.counter.peek(this._key(key));
+    if (!r) return undefined;
+    return { totalHits: r.count, resetTime: new Date(Date.now() + r.resetAfterMs) };
+  }
+
+  async resetKey(key) {
+    await this.counter.remove(this._key(key));
+  }
+}
+
+module.exports = { RedisModuleStore };

@@ -1,0 +1,91 @@
+'use strict';
+/**
+ * Express / Connect middleware: one module command per request, and the IETF headers of
+ * draft-ietf-httpapi-ratelimit-headers-10 on every reply:
+ *
+ *     RateLimit-Policy: "default";q=100;w=60     quota q per window of w seconds
+ *     RateLimit: "default";r=42;t=17             r left, t seconds until the limiter resets
+ *
+ * A refused request gets 429 with Retry-After (seconds, rounded up) and a JSON body, unless a
+ * handler is given. Works on Express 4 and 5 and plain Connect (it uses only Node's response API).
+ */
+const { RateLimit } = require('./client');
+const { toMs, toCount } = require('./duration');
+const { ALGORITHMS } = require('./commands');
+
+const ceilS = (ms) => Math.ceil(ms / 1000);
+
+/** The policy's quota and window (seconds): q permits per w seconds for each algorithm. */
+function policyOf(o) {
+  switch (o.algorithm) {
+    case 'token':
+    case 'leaky': {
+      // A full bucket of `capacity` refills (drains) in capacity × period / rate.
+      const capacity = toCount(o.capacity, 'capacity');
+      return { q: capacity, w: ceilS((capacity * toMs(o.period, 'period')) / toCount(o.rate, 'rate')) };
+    }
+    case 'period':
+      return { q: toCount(o.limit, 'limit'), w: ceilS(toMs(o.period, 'period')) };
+    case 'slide':
+      return { q: toCount(o.limit, 'limit'), w: ceilS(toMs(o.window !== undefined ? o.window : o.period, 'window')) };
+    default:
+      throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')}`);
+  }
+}
+
+function defaultKey(req) {
+  return req.ip || (req.socket && req.socket.remoteAddress) || 'unknown';
+}
+
+/**
+ * @param {object} options
+ * @param {object} options.client  ioredis / node-redis client or cluster (or a RateLimit)
+ * @param {'token'|'period'|'slide'|'leaky'} [options.algorithm]  default 'token'
+ * @param {(req) => string|Promise<string>} [options.key]  default: the client's address
+ * @param {(req) => number|Promise<number>} [options.cost]  default 1
+ * @param {string} [options.prefix]  prepended to every key (default "rl:")
+ * @param {string} [options.policy]  the policy name in the headers (default "default")
+ * @param {(req) => boolean|Promise<boolean>} [options.skip]
+ * @param {(req, res, next, decision) => void} [options.handler]  replaces the default 429 reply
+ * @param {boolean} [options.failOpen]  on a Redis error let the request through (default: next(err))
+ */
+function rateLimit(options) {
+  const o = { algorithm: 'token', ...options };
+  if (!o.client) throw new TypeError('rateLimit needs a client');
+  const limiter = o.client instanceof RateLimit ? o.client : new RateLimit(o.client);
+  const prefix = o.prefix === undefined ? 'rl:' : o.prefix;
+  const policyName = o.policy || 'default';
+  const { q, w } = policyOf(o);
+  const policyHeader = `"${policyName}";q=${q};w=${w}`;
+  const keyOf = o.key || defaultKey;
+  const costOf = o.cost;
+  const limitOpts = { ...o };
+  for (const k of ['client', 'key', 'cost', 'prefix', 'policy', 'skip', 'handler', 'failOpen', 'algorithm']) delete limitOpts[k];
+  // Validate the options once, at setup, not on the first request.
+  require('./commands').limitArgs(o.algorithm, limitOpts);
+
+  return async function rateLimitMiddleware(req, res, next) {
+    let decision;
+    try {
+      if (o.skip && (await o.skip(req))) return next();
+      const key = prefix + (await keyOf(req));
+      const call = costOf ? { ...limitOpts, cost: await costOf(req) } : limitOpts;
+      decision = await limiter.limit(key, { ...call, algorithm: o.algorithm });
+    } catch (err) {
+      return o.failOpen ? next() : next(err);
+    }
+    res.setHeader('RateLimit-Policy', policyHeader);
+    res.setHeader('RateLimit', `"${policyName}";r=${decision.remaining};t=${ceilS(decision.resetAfterMs)}`);
+    req.rateLimit = decision;
+    if (decision.allowed) return next();
+    if (decision.retryAfterMs >= 0) res.setHeader('Retry-After', String(ceilS(decision.retryAfterMs)));
+    if (o.handler) return o.handler(req, res, next, decision);
+    const body = JSON.stringify({ error: 'too many requests', retryAfterMs: decision.retryAfterMs });
+    res.statusCode = 429;
+    res.setHeader('Content-Type', 'application/json');
+    res.setHeader('Content-Length', Buffer.byteLength(body));
+    res.end(body);
+  };
+}
+
+module.exports = { rateLimit, policyOf };

@@ -1,0 +1,122 @@
+'use strict';
+/**
+ * One command, one round trip, to the node that owns the key — whatever client the caller has:
+ * an ioredis `Redis` or `Cluster`, a node-redis (v4 or v5) client or cluster, or a bare
+ * `sendCommand(...args)` function (the shape rate-limit-redis takes).
+ *
+ * Cluster clients route a command by the keys they know it to have; they do not know the
+ * module's commands, so each command is sent with its slot computed here (ioredis: a Command
+ * whose slot is set; node-redis: the key given as the routing key). No `MOVED` round trip in
+ * steady state.
+ */
+const { keySlot } = require('./slot');
+const { translateError } = require('./errors');
+
+const transports = new WeakMap();
+
+function stringArgs(args) {
+  return args.map((a) => (Buffer.isBuffer(a) ? a : String(a)));
+}
+
+function detect(client) {
+  if (typeof client === 'function') return 'function';
+  if (client === null || typeof client !== 'object') return null;
+  if (client.isCluster === true && typeof client.sendCommand === 'function') return 'ioredis-cluster';
+  if (typeof client.call === 'function' && typeof client.sendCommand === 'function') return 'ioredis';
+  if (typeof client.sendCommand === 'function' && (typeof client.getSlotMaster === 'function' || 'masters' in client)) {
+    return 'node-redis-cluster';
+  }
+  if (typeof client.sendCommand === 'function') return 'node-redis';
+  return null;
+}
+
+let ioredisCommand;
+function loadIoredisCommand() {
+  if (ioredisCommand === undefined) {
+    try {
+      ioredisCommand = require('ioredis').Command || null; // the peer dependency, the caller's copy
+    } catch {
+      ioredisCommand = null;
+    }
+  }
+  return ioredisCommand;
+}
+
+class Transport {
+  /**
+   * The transport of a client (one per client object).
+   * @param {object|Function} client
+   */
+  static of(client) {
+    if (client instanceof Transport) return client;
+    if (client && typeof client === 'object') {
+      const known = transports.get(client);
+      if (known) return known;
+    }
+    const t = new Transport(client);
+    if (client && typeof client === 'object') transports.set(client, t);
+    return t;
+  }
+
+  constructor(client) {
+    const kind = detect(client);
+    if (!kind) {
+      throw new TypeError(
+        'redis-ratelimit: pass an ioredis Redis or Cluster, a node-redis client or cluster, or a sendCommand(...args) function',
+      );
+    }
+    this.client = client;
+    this.kind = kind;
+    const prefix = client && client.options && client.options.keyPrefix;
+    /** ioredis' keyPrefix option: ioredis applies it only to commands it knows, so it is applied here. */
+    this.keyPrefix = (kind === 'ioredis' || kind === 'ioredis-cluster') && prefix ? prefix : '';
+  }
+
+  /** The key as the server sees it (with the client's keyPrefix). */
+  serverKey(key) {
+    if (!this.keyPrefix) return key;
+    return Buffer.isBuffer(key) ? Buffer.concat([Buffer.from(this.keyPrefix), key]) : this.keyPrefix + key;
+  }
+
+  /**
+   * Sends one command whose first key is `args[keyIndex]` (already prefixed by the caller through
+   * serverKey) and resolves to the server's reply. Server errors keep their code and text; an
+   * unknown module command becomes a ModuleNotLoadedError.
+   * @param {Array<string|number|Buffer>} args  the whole command, name first
+   * @param {{keyIndex?: number, readonly?: boolean}} [opts]
+   */
+  async send(args, opts = {}) {
+    const keyIndex = opts.keyIndex === undefined ? 1 : opts.keyIndex;
+    const argv = stringArgs(args);
+    try {
+      return await this._send(argv, argv[keyIndex], !!opts.readonly);
+    } catch (err) {
+      throw translateError(err, String(argv[0]).toUpperCase());
+    }
+  }
+
+  _send(argv, key, readonly) {
+    const c = this.client;
+    switch (this.kind) {
+      case 'function':
+        return c(...argv);
+      case 'ioredis':
+        return c.call(...argv);
+      case 'ioredis-cluster': {
+        const Command = loadIoredisCommand();
+        if (!Command || key === undefined) return c.call(...argv);
+        const command = new Command(argv[0], argv.slice(1), { replyEncoding: 'utf8' });
+        command.slot = keySlot(key); // routes to the owner of the key (ioredis reads command.slot)
+        return c.sendCommand(command);
+      }
+      case 'node-redis':
+        return c.sendCommand(argv);
+      case 'node-redis-cluster':
+        return c.sendCommand(key, readonly, argv);
+      default:
+        throw new Error('unreachable');
+    }
+  }
+}
+
+module.exports = { Transport, detect };
