@@ -159,11 +159,15 @@ pub enum Keyword {
     Ban,
     /// `WAIT timeout`: block until admitted, in arrival order, at most `timeout` (0: no limit).
     Wait,
+    /// `FRESH`: judge the request against a fresh limiter with the call's parameters, as if the
+    /// key were missing; an admitted request replaces whatever the key holds for this
+    /// algorithm (state, log, ban).
+    Fresh,
 }
 
 impl Keyword {
     /// Every keyword, in a fixed order.
-    pub const ALL: [Keyword; 10] = [
+    pub const ALL: [Keyword; 11] = [
         Keyword::Cost,
         Keyword::DryRun,
         Keyword::At,
@@ -174,6 +178,7 @@ impl Keyword {
         Keyword::Delay,
         Keyword::Ban,
         Keyword::Wait,
+        Keyword::Fresh,
     ];
 
     /// The keyword as users write it (matched case-insensitively).
@@ -189,6 +194,7 @@ impl Keyword {
             Keyword::Delay => "DELAY",
             Keyword::Ban => "BAN",
             Keyword::Wait => "WAIT",
+            Keyword::Fresh => "FRESH",
         }
     }
 
@@ -214,6 +220,8 @@ pub struct Options {
     pub ban_ms: Option<u64>,
     /// `WAIT timeout` in ms (0 … 10 years; 0 waits without limit).
     pub wait_ms: Option<u64>,
+    /// `FRESH`: judge against a fresh limiter, replacing what the key holds when admitted.
+    pub fresh: bool,
 }
 
 impl Default for Options {
@@ -229,6 +237,7 @@ impl Default for Options {
             delay: None,
             ban_ms: None,
             wait_ms: None,
+            fresh: false,
         }
     }
 }
@@ -267,6 +276,7 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
             Keyword::Delay => options.delay = Some(parse_count("DELAY", value()?, 0, MAX_COUNT)?),
             Keyword::Ban => options.ban_ms = Some(parse_duration("BAN", value()?)?),
             Keyword::Wait => options.wait_ms = Some(parse_timeout("WAIT", value()?)?),
+            Keyword::Fresh => options.fresh = true,
             Keyword::Align => {
                 // The offset is optional: a following keyword starts the next option.
                 let offset = match rest.as_slice().first() {
@@ -286,6 +296,13 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
     if options.wait_ms.is_some() && (options.at_ms.is_some() || options.dry_run) {
         return Err(ArgError::Invalid(
             "syntax error: WAIT cannot be combined with AT or DRYRUN".into(),
+        ));
+    }
+    if options.wait_ms.is_some() && options.fresh {
+        return Err(ArgError::Invalid(
+            "syntax error: WAIT cannot be combined with FRESH (a fresh limiter admits a request \
+             at once or never)"
+                .into(),
         ));
     }
     Ok(options)
@@ -391,9 +408,9 @@ mod tests {
 
     #[test]
     fn options_any_order_case_insensitive() {
-        let o = opts(&["dryrun", "at", "123", "Cost", "5", "STEP"]).unwrap();
+        let o = opts(&["dryrun", "at", "123", "Cost", "5", "STEP", "Fresh"]).unwrap();
         assert_eq!(o.cost, 5);
-        assert!(o.dry_run && o.step);
+        assert!(o.dry_run && o.step && o.fresh);
         assert_eq!(o.at_ms, Some(123));
         assert_eq!(opts(&[]).unwrap(), Options::default());
     }
@@ -406,6 +423,10 @@ mod tests {
         assert_eq!(opts(&["COST"]), Err(ArgError::MissingValue("COST")));
         assert_eq!(opts(&["AT"]), Err(ArgError::MissingValue("AT")));
         assert_eq!(opts(&["NODELAY", "DELAY", "1"]), Err(ArgError::Conflict("NODELAY", "DELAY")));
+        assert_eq!(opts(&["FRESH", "fresh"]), Err(ArgError::RepeatedOption("FRESH")));
+        let wait_fresh = opts(&["WAIT", "1s", "FRESH"]).unwrap_err().to_string();
+        assert!(wait_fresh.starts_with("ERR syntax error: WAIT cannot be combined with FRESH"));
+        assert_eq!(opts(&["FRESH", "WAIT", "0"]).unwrap_err().to_string(), wait_fresh);
         let only_cost = parse_options(&[b"STEP".as_slice()], &[Keyword::Cost]);
         assert_eq!(only_cost, Err(ArgError::UnknownOption(b"STEP".to_vec())));
     }

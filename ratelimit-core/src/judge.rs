@@ -11,6 +11,11 @@
 //! * A live limiter of another algorithm refuses the call ([`KeyError::WrongAlgorithm`]).
 //! * Only an admitted request that takes something (cost > 0, not `DRYRUN`) changes the key;
 //!   the key then expires exactly at the new limiter's reset instant.
+//! * `FRESH` judges the request against a fresh limiter with the call's parameters, exactly as
+//!   if the key were missing. Admitted with cost > 0 (not `DRYRUN`), it replaces whatever the
+//!   key holds for this algorithm (state, log, ban); admitted with cost 0 it leaves the key as
+//!   a fresh limiter with nothing used is — no key at all — so a live key is deleted. A live
+//!   limiter of another algorithm is still refused.
 
 use std::fmt;
 
@@ -72,6 +77,9 @@ pub enum Change {
     Updated { expire_at_ms: i64, expiry_may_stay: bool },
     /// The key held nothing: store `limiter`, expiring at `expire_at_ms`.
     Created { limiter: Limiter, expire_at_ms: i64 },
+    /// The key is back in its initial state, which holds no key (`FRESH` with `COST 0` on a
+    /// live key): delete it.
+    Deleted,
 }
 
 /// The answer to one request.
@@ -97,17 +105,23 @@ pub fn judge_key<H: Held>(
     request: &Request,
     now_ms: i64,
 ) -> Result<Verdict, KeyError> {
-    let how = How { cost: request.cost, commit: !request.dry_run, ban_ms: request.ban_ms };
+    let how = How {
+        cost: request.cost,
+        commit: !request.dry_run,
+        ban_ms: request.ban_ms,
+        fresh: request.fresh,
+    };
     judge_limit(held, &request.limit, how, now_ms)
 }
 
-/// How a request is judged: what it takes, whether it may change the key, and the ban a
-/// refusal by the algorithm starts.
+/// How a request is judged: what it takes, whether it may change the key, the ban a refusal
+/// by the algorithm starts, and whether it is judged against a fresh limiter (`FRESH`).
 #[derive(Debug, Clone, Copy)]
 struct How {
     cost: u64,
     commit: bool,
     ban_ms: Option<u64>,
+    fresh: bool,
 }
 
 /// [`judge_key`] with the request's parts.
@@ -137,6 +151,9 @@ fn judge_variant<V: Variant, H: Held>(
     now_ms: i64,
     how: How,
 ) -> Result<(Decision, Change), KeyError> {
+    if how.fresh {
+        return judge_fresh::<V, H>(held, params, now_ms, how);
+    }
     match held {
         // A fresh limiter refuses only what it can never admit, which starts no ban.
         None => {
@@ -167,6 +184,53 @@ fn judge_variant<V: Variant, H: Held>(
             Ok((judged.decision, change))
         }
     }
+}
+
+/// `FRESH`: the request judged against a fresh limiter with the call's parameters at `now_ms`
+/// (the key's stored `updated_ms` plays no part), and the key made exactly that fresh limiter:
+/// the new state when admitted with cost > 0; no key at all when admitted with cost 0 (a live
+/// key is deleted; a missing or dead one stays as it is); unchanged when refused (a fresh
+/// limiter refuses only a cost above its limit, which never bans) or on a dry run. A live
+/// limiter of another algorithm is refused, as without `FRESH`.
+fn judge_fresh<V: Variant, H: Held>(
+    held: Option<&mut H>,
+    params: &V::Params,
+    now_ms: i64,
+    how: How,
+) -> Result<(Decision, Change), KeyError> {
+    let evaluation = judge::<V>(None, params, now_ms, how.cost);
+    let decision = evaluation.decision;
+    let Some(packed) = held else {
+        let change = match evaluation.next.filter(|_| how.commit) {
+            Some(next) => {
+                let expire_at_ms = next.reset_at_ms();
+                Change::Created { limiter: next.into_limiter(), expire_at_ms }
+            }
+            None => Change::Unchanged,
+        };
+        return Ok((decision, change));
+    };
+    let ban = packed.ban();
+    let (standing, other) = packed
+        .view(|limiter| (Standing::of(limiter, ban, now_ms), V::from_limiter(limiter).is_none()));
+    if standing.counts && other {
+        let held = packed.view(Limiter::algorithm);
+        return Err(KeyError::WrongAlgorithm { held, wanted: V::ALGORITHM });
+    }
+    if !how.commit || !decision.allowed {
+        return Ok((decision, Change::Unchanged));
+    }
+    let change = match evaluation.next {
+        Some(next) => {
+            let expire_at_ms = next.reset_at_ms();
+            packed.set_ban(None);
+            packed.update(|limiter| *limiter = next.into_limiter());
+            Change::Updated { expire_at_ms, expiry_may_stay: false }
+        }
+        None if standing.live() => Change::Deleted,
+        None => Change::Unchanged,
+    };
+    Ok((decision, change))
 }
 
 /// What judging did to a held limiter.
@@ -296,7 +360,7 @@ pub fn judge_all<H: Held>(
     let mut details = Vec::with_capacity(all.limits.len());
     let mut allowed = true;
     for (slot, limit) in held.iter_mut().zip(&all.limits) {
-        let how = How { cost: limit.cost, commit: false, ban_ms: None };
+        let how = How { cost: limit.cost, commit: false, ban_ms: None, fresh: false };
         let verdict = judge_limit(slot.as_deref_mut(), &limit.limit, how, now_ms)?;
         allowed &= verdict.allowed;
         details.push(verdict.reply);
@@ -304,7 +368,7 @@ pub fn judge_all<H: Held>(
     let mut changes = Vec::with_capacity(all.limits.len());
     for (slot, limit) in held.iter_mut().zip(&all.limits) {
         let change = if allowed && !all.dry_run {
-            let how = How { cost: limit.cost, commit: true, ban_ms: None };
+            let how = How { cost: limit.cost, commit: true, ban_ms: None, fresh: false };
             judge_limit(slot.as_deref_mut(), &limit.limit, how, now_ms)?.change
         } else {
             Change::Unchanged

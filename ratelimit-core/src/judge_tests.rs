@@ -73,8 +73,10 @@ fn reference(
 /// Runs one request through `judge_key` on a packed slot, applying the change as the shell does.
 fn run(slot: &mut Option<PackedLimiter>, request: &Request, now: i64) -> Result<Verdict, KeyError> {
     let verdict = judge_key(slot.as_mut(), request, now)?;
-    if let Change::Created { limiter, .. } = &verdict.change {
-        *slot = Some(PackedLimiter::new(limiter.clone()));
+    match &verdict.change {
+        Change::Created { limiter, .. } => *slot = Some(PackedLimiter::new(limiter.clone())),
+        Change::Deleted => *slot = None,
+        Change::Unchanged | Change::Updated { .. } => {}
     }
     Ok(verdict)
 }
@@ -103,7 +105,7 @@ proptest! {
                 (Ok((allowed, expiry)), Ok(verdict)) => {
                     prop_assert_eq!(allowed, verdict.allowed);
                     let got_expiry = match verdict.change {
-                        Change::Unchanged => None,
+                        Change::Unchanged | Change::Deleted => None,
                         Change::Updated { expire_at_ms, .. } | Change::Created { expire_at_ms, .. } => {
                             Some(expire_at_ms)
                         }
@@ -244,7 +246,7 @@ proptest! {
                 for (i, (state, limit)) in reference_states.iter_mut().zip(&limits).enumerate() {
                     let (_, expiry) = reference(state, limit, now).unwrap();
                     let got_expiry = match &verdict.changes[i] {
-                        Change::Unchanged => None,
+                        Change::Unchanged | Change::Deleted => None,
                         Change::Updated { expire_at_ms, .. } | Change::Created { expire_at_ms, .. } => {
                             Some(*expire_at_ms)
                         }
@@ -495,13 +497,17 @@ fn run_inline(
             let limiter = table.expand(encoded.word, encoded.extra).expect("a live word");
             let mut e = Expanded { limiter, ban: None };
             let verdict = judge_key(Some(&mut e), request, now);
-            *value = Some(into_value(table, e, Some(encoded.word)));
+            if !matches!(verdict, Ok(Verdict { change: Change::Deleted, .. })) {
+                *value = Some(into_value(table, e, Some(encoded.word)));
+            }
             table.releaser().release(encoded.word);
             verdict
         }
         Some(Value::Boxed(mut packed)) => {
             let verdict = judge_key(Some(&mut packed), request, now);
-            *value = Some(Value::Boxed(packed));
+            if !matches!(verdict, Ok(Verdict { change: Change::Deleted, .. })) {
+                *value = Some(Value::Boxed(packed));
+            }
             verdict
         }
     }
@@ -516,12 +522,12 @@ proptest! {
     /// while banned and return inline).
     #[test]
     fn the_inline_path_agrees_with_the_packed_path(
-        ops in prop::collection::vec((0usize..9, 0u64..4, any::<bool>(), -50i64..400, any::<bool>()), 1..60)
+        ops in prop::collection::vec((0usize..9, 0u64..4, any::<bool>(), -50i64..400, any::<bool>(), 0u8..8), 1..60)
     ) {
         let requests = requests();
         let mut table = crate::inline::InlineTable::new(4);
         let (mut packed, mut value, mut now) = (None::<PackedLimiter>, None::<Value>, T0);
-        for (which, cost, dry_run, gap, ban) in ops {
+        for (which, cost, dry_run, gap, ban, fresh) in ops {
             now += gap;
             let mut request = requests[which].clone();
             request.cost = cost;
@@ -529,6 +535,7 @@ proptest! {
             if ban && which != 8 {
                 request.ban_ms = Some(150);
             }
+            request.fresh = fresh == 0 && which != 8;
             let expected = run(&mut packed, &request, now);
             let got = run_inline(&mut table, &mut value, &request, now);
             match (&expected, &got) {
@@ -547,4 +554,144 @@ proptest! {
             prop_assert_eq!(held, want);
         }
     }
+}
+
+/// Every request that takes `FRESH` (every algorithm and mode but `CL.THROTTLE`), with and
+/// without a ban.
+fn fresh_requests() -> Vec<Request> {
+    let mut all: Vec<Request> = requests().into_iter().take(8).collect();
+    all.extend(banning_requests());
+    all
+}
+
+/// What a key holds, comparably: its limiter and ban.
+fn held_value(slot: &Option<PackedLimiter>) -> Option<(Limiter, Option<crate::ban::Ban>)> {
+    slot.as_ref().map(|p| (p.view(Limiter::clone), p.ban()))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// `FRESH` is judging on a missing key, for every algorithm and mode: after random traffic
+    /// (bans included) on one key, a `FRESH` request gets exactly the reply the same request
+    /// gets on an empty key, and leaves the key exactly as that request leaves an empty key —
+    /// the new limiter with its expiry (no ban) when admitted with cost > 0, no key when
+    /// admitted with cost 0 (a live key is deleted), the key untouched when refused or dry.
+    /// A live limiter of another algorithm is still an error that changes nothing.
+    #[test]
+    fn fresh_is_judging_a_missing_key(
+        ops in prop::collection::vec((0usize..13, 0u64..4, any::<bool>(), -50i64..400), 0..40),
+        which in 0usize..13,
+        cost in prop_oneof![0u64..5, Just(4), Just(1000)],
+        dry_run in any::<bool>(),
+        gap in -200i64..600,
+    ) {
+        let (mut slot, mut now) = (None::<PackedLimiter>, T0);
+        let traffic = fresh_requests();
+        for (which, cost, ban, gap) in ops {
+            now += gap;
+            let base = &traffic[which % traffic.len()];
+            let request = Request { cost, ban_ms: base.ban_ms.filter(|_| ban), ..base.clone() };
+            let _ = run(&mut slot, &request, now);
+        }
+        now += gap;
+        let plain = Request { cost, dry_run, ..fresh_requests()[which].clone() };
+        let fresh = Request { fresh: true, ..plain.clone() };
+        let before = held_value(&slot);
+        let live = slot.as_ref().is_some_and(|p| {
+            p.view(|l| crate::judge::Standing::of(l, p.ban(), now).live())
+        });
+        let mut empty = None;
+        let expected = run(&mut empty, &plain, now).expect("an empty key is never an error");
+        let got = run(&mut slot, &fresh, now);
+        let wanted = match &plain.limit {
+            Limit::Token(_) => Algorithm::Token,
+            Limit::Period(_) => Algorithm::Period,
+            Limit::Slide(_) => Algorithm::Slide,
+            Limit::Leaky(_) => Algorithm::Leaky,
+            Limit::Throttle(_) => Algorithm::Gcra,
+        };
+        let counting_other = before.as_ref().filter(|(l, ban)| {
+            l.algorithm() != wanted && crate::judge::Standing::of(l, *ban, now).counts
+        });
+        if let Some((l, _)) = counting_other {
+            prop_assert_eq!(got.unwrap_err(), KeyError::WrongAlgorithm { held: l.algorithm(), wanted });
+            prop_assert_eq!(held_value(&slot), before);
+            return Ok(());
+        }
+        let got = got.unwrap();
+        prop_assert_eq!(got.reply, expected.reply);
+        prop_assert_eq!(got.allowed, expected.allowed);
+        match (&expected.change, &got.change) {
+            (Change::Created { limiter, expire_at_ms }, Change::Created { expire_at_ms: e, .. })
+            | (Change::Created { limiter, expire_at_ms }, Change::Updated { expire_at_ms: e, .. }) => {
+                prop_assert_eq!(expire_at_ms, e);
+                prop_assert_eq!(held_value(&slot), Some((limiter.clone(), None)));
+            }
+            (Change::Unchanged, change) => {
+                let admitted_zero = expected.allowed && cost == 0 && !dry_run;
+                if admitted_zero && live {
+                    prop_assert!(matches!(change, Change::Deleted), "{change:?}");
+                    prop_assert!(slot.is_none());
+                } else {
+                    prop_assert!(matches!(change, Change::Unchanged), "{change:?}");
+                    prop_assert_eq!(held_value(&slot), before);
+                }
+            }
+            (e, g) => prop_assert!(false, "on an empty key {e:?}, with FRESH {g:?}"),
+        }
+    }
+}
+
+#[test]
+fn fresh_replaces_state_and_ban_and_cost_zero_deletes() {
+    // A full window under a ban.
+    let attempt = request(Command::Slide, "3 15m BAN 1h");
+    let mut slot = None;
+    for i in 0..4 {
+        run(&mut slot, &attempt, T0 + i).unwrap();
+    }
+    assert!(slot.as_ref().and_then(PackedLimiter::ban).is_some());
+    // FRESH: a new window holding exactly this request, no ban; `now'` is the call's own
+    // instant even before the stored `updated_ms`.
+    let fresh = request(Command::Slide, "3 15m COST 2 FRESH");
+    let verdict = run(&mut slot, &fresh, T0 - 5).unwrap();
+    assert_eq!(verdict.reply, [1, 3, 1, 0, 900_000]);
+    assert!(
+        matches!(verdict.change, Change::Updated { expire_at_ms, .. } if expire_at_ms == T0 - 5 + 900_000)
+    );
+    assert_eq!(slot.as_ref().and_then(PackedLimiter::ban), None);
+    let info = describe_key(slot.as_ref(), T0).unwrap();
+    assert_eq!(info.updated_ms, T0 - 5);
+    assert!(info.fields.contains(&("used", 2)), "{:?}", info.fields);
+    // Refused (cost above the limit) and dry runs change nothing.
+    let before = held_value(&slot);
+    let refused = run(&mut slot, &request(Command::Slide, "3 15m COST 4 FRESH"), T0).unwrap();
+    assert_eq!(refused.reply, [0, 3, 3, -1, 0]);
+    assert!(!refused.changed());
+    let dry = run(&mut slot, &request(Command::Slide, "3 15m COST 3 FRESH DRYRUN"), T0).unwrap();
+    assert_eq!(dry.reply, [1, 3, 0, 0, 900_000]);
+    assert!(!dry.changed());
+    assert_eq!(held_value(&slot), before);
+    // COST 0: the fresh limiter with nothing used is no key.
+    let zero = run(&mut slot, &request(Command::Slide, "3 15m COST 0 FRESH"), T0).unwrap();
+    assert_eq!(zero.reply, [1, 3, 3, 0, 0]);
+    assert!(matches!(zero.change, Change::Deleted));
+    assert!(slot.is_none());
+    let again = run(&mut slot, &request(Command::Slide, "3 15m COST 0 FRESH"), T0).unwrap();
+    assert!(matches!(again.change, Change::Unchanged));
+    // Another algorithm's live limiter is still refused, and untouched.
+    run(&mut slot, &request(Command::Token, "5 1 100"), T0).unwrap();
+    let err = run(&mut slot, &request(Command::Period, "5 1s FRESH"), T0).unwrap_err();
+    assert_eq!(err, KeyError::WrongAlgorithm { held: Algorithm::Token, wanted: Algorithm::Period });
+    // rate-limiter-flexible's `set(key, points, secDuration)`: an unbounded counter holding
+    // exactly `points`, with a new window from now.
+    let mut slot = None;
+    let set = request(Command::Period, "1000000000000 60000 COST 7 FRESH");
+    run(&mut slot, &request(Command::Period, "1000000000000 60000 COST 30"), T0).unwrap();
+    let verdict = run(&mut slot, &set, T0 + 10_000).unwrap();
+    assert_eq!(verdict.reply, [1, 1_000_000_000_000, 999_999_999_993, 0, 60_000]);
+    let info = describe_key(slot.as_ref(), T0 + 10_000).unwrap();
+    assert!(info.fields.contains(&("used", 7)));
+    assert!(info.fields.contains(&("window_start_ms", T0 + 10_000)));
 }

@@ -59,15 +59,39 @@ pub struct Request {
     pub ban_ms: Option<u64>,
     /// `WAIT timeout` (ms, 0 = no limit): wait on the server until admitted.
     pub wait_ms: Option<u64>,
+    /// `FRESH`: judged against a fresh limiter with these parameters, as if the key were
+    /// missing; admitted, it replaces whatever the key holds for this algorithm.
+    pub fresh: bool,
 }
 
 /// The options each limiting command accepts (any order, each at most once).
-const TOKEN_OPTIONS: &[Keyword] =
-    &[Keyword::Cost, Keyword::Step, Keyword::Ban, Keyword::Wait, Keyword::DryRun, Keyword::At];
-const PERIOD_OPTIONS: &[Keyword] =
-    &[Keyword::Cost, Keyword::Align, Keyword::Ban, Keyword::Wait, Keyword::DryRun, Keyword::At];
-const SLIDE_OPTIONS: &[Keyword] =
-    &[Keyword::Cost, Keyword::Buckets, Keyword::Ban, Keyword::Wait, Keyword::DryRun, Keyword::At];
+const TOKEN_OPTIONS: &[Keyword] = &[
+    Keyword::Cost,
+    Keyword::Step,
+    Keyword::Ban,
+    Keyword::Wait,
+    Keyword::DryRun,
+    Keyword::At,
+    Keyword::Fresh,
+];
+const PERIOD_OPTIONS: &[Keyword] = &[
+    Keyword::Cost,
+    Keyword::Align,
+    Keyword::Ban,
+    Keyword::Wait,
+    Keyword::DryRun,
+    Keyword::At,
+    Keyword::Fresh,
+];
+const SLIDE_OPTIONS: &[Keyword] = &[
+    Keyword::Cost,
+    Keyword::Buckets,
+    Keyword::Ban,
+    Keyword::Wait,
+    Keyword::DryRun,
+    Keyword::At,
+    Keyword::Fresh,
+];
 const LEAKY_OPTIONS: &[Keyword] = &[
     Keyword::Cost,
     Keyword::NoDelay,
@@ -76,6 +100,7 @@ const LEAKY_OPTIONS: &[Keyword] = &[
     Keyword::Wait,
     Keyword::DryRun,
     Keyword::At,
+    Keyword::Fresh,
 ];
 
 /// A command's arguments after the key.
@@ -150,6 +175,7 @@ impl Request {
                     at_ms: parsed.options.at_ms,
                     ban_ms: None,
                     wait_ms: None,
+                    fresh: false,
                 })
             }
         }
@@ -163,6 +189,7 @@ impl Request {
             at_ms: options.at_ms,
             ban_ms: options.ban_ms,
             wait_ms: options.wait_ms,
+            fresh: options.fresh,
         }
     }
 }
@@ -255,9 +282,11 @@ impl AllRequest {
             let end = tail.iter().position(|t| group_command(t).is_some()).unwrap_or(tail.len());
             let (group, next) = tail.split_at(end);
             let mut limit = Request::parse(command, group, slide_log_max)?;
-            for (given, keyword) in
-                [(limit.ban_ms.is_some(), Keyword::Ban), (limit.wait_ms.is_some(), Keyword::Wait)]
-            {
+            for (given, keyword) in [
+                (limit.ban_ms.is_some(), Keyword::Ban),
+                (limit.wait_ms.is_some(), Keyword::Wait),
+                (limit.fresh, Keyword::Fresh),
+            ] {
                 if given {
                     return Err(ArgError::UnknownOption(keyword.name().as_bytes().to_vec()));
                 }
@@ -424,6 +453,19 @@ mod tests {
         assert!(matches!(slide.limit, Limit::Slide(_)));
         let leaky = parse(Command::Leaky, &["100", "20", "1s", "DELAY", "5"]).unwrap();
         assert!(matches!(leaky.limit, Limit::Leaky(_)));
+        for command in [Command::Token, Command::Period, Command::Slide, Command::Leaky] {
+            let positional: &[&str] = match command {
+                Command::Token | Command::Leaky => &["10", "1", "1s"],
+                _ => &["10", "1s"],
+            };
+            assert!(!parse(command, positional).unwrap().fresh, "{command:?}");
+            let fresh = [positional, &["fresh", "BAN", "1m", "DRYRUN"]].concat();
+            assert!(parse(command, &fresh).unwrap().fresh, "{command:?}");
+        }
+        assert_eq!(
+            parse(Command::Throttle, &["15", "30", "60", "1", "FRESH"]).map(|r| r.fresh),
+            Err(ArgError::UnknownOption(b"FRESH".to_vec()))
+        );
         let throttle = parse(Command::Throttle, &["15", "30", "60", "4"]).unwrap();
         assert_eq!(throttle.cost, 4);
         assert!(matches!(throttle.limit, Limit::Throttle(_)));
@@ -513,6 +555,13 @@ mod tests {
             parse_all("1 a TOKEN 1 1 1 BUCKETS 2"),
             Err(ArgError::UnknownOption(b"BUCKETS".to_vec()))
         );
+        for group in ["TOKEN 1 1 1", "PERIOD 1 1", "SLIDE 1 1", "LEAKY 1 1 1"] {
+            assert_eq!(
+                parse_all(&format!("1 a {group} FRESH")),
+                Err(ArgError::UnknownOption(b"FRESH".to_vec())),
+                "{group}"
+            );
+        }
         assert_eq!(
             parse_all("2 a b TOKEN 1 1 1 DRYRUN PERIOD 1 1 DRYRUN"),
             Err(ArgError::RepeatedOption("DRYRUN"))

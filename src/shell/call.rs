@@ -215,10 +215,14 @@ pub fn arguments<'a>(
 }
 
 /// Applies what judging did to the key: store a new limiter or record an in-place update,
-/// with the key's new expiry.
+/// with the key's new expiry, or delete a key back in its initial state.
 pub fn apply(key: &mut Key, change: Change) -> Result<(), CommandError> {
     match change {
         Change::Unchanged => Ok(()),
+        Change::Deleted => {
+            key.delete();
+            Ok(())
+        }
         Change::Updated { expire_at_ms, expiry_may_stay } => {
             key.changed(expire_at_ms, expiry_may_stay);
             Ok(())

@@ -35,8 +35,10 @@ pub fn judge_and_apply(call: &Call, request: &Request) -> Result<Judged<Verdict>
     // Replicas and the AOF get the call verbatim when that is exact (its own `AT`, or no
     // consumer at all), else the state it left (`RL.RESTORE key payload`), encoded here
     // while the judged limiter is at hand.
+    // A deleted key (`FRESH COST 0`) has no state to send: the call goes rewritten with `AT`.
+    let deleted = matches!(verdict.change, Change::Deleted);
     let verbatim = changed && call.verbatim_is_exact(request.at_ms.is_some(), now);
-    let state = if changed && !verbatim {
+    let state = if changed && !verbatim && !deleted {
         match (&verdict.change, &held) {
             (Change::Created { limiter, .. }, _) => Some(codec::encode_value(limiter, None)),
             (_, Some(slot)) => Some(slot.view(|limiter| codec::encode_value(limiter, slot.ban()))),
@@ -50,6 +52,9 @@ pub fn judge_and_apply(call: &Call, request: &Request) -> Result<Judged<Verdict>
     if changed {
         match state {
             Some(payload) => call.replicate_state(&payload),
+            None if deleted => {
+                call.replicate_at::<{ super::call::MAX_ARGS + 1 }>(request.at_ms.is_some(), now)
+            }
             None => unsafe {
                 (call.api.replicate_verbatim)(call.ctx);
             },

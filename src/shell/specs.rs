@@ -19,6 +19,8 @@ const AT: ArgSpec = ArgSpec::option(c"AT", c"unix-ms", ArgKind::UnixTime)
     .doc(c"evaluate at this unix time in ms instead of the server clock");
 const BAN: ArgSpec = ArgSpec::option(c"BAN", c"duration", ArgKind::String)
     .doc(c"a refusal by the algorithm locks the key out for this long (1ms to 10 years)");
+const FRESH: ArgSpec = ArgSpec::option(c"FRESH", c"fresh", ArgKind::PureToken)
+    .doc(c"judge against a fresh limiter, as if the key were missing; admitted, replace its state and ban (COST 0: delete it)");
 const CAPACITY: ArgSpec =
     ArgSpec::new(c"capacity", ArgKind::Integer).doc(c"most permits held at once, 1 to 10^12");
 const RATE: ArgSpec =
@@ -48,10 +50,12 @@ const MODE: ArgSpec = ArgSpec::new(c"mode", ArgKind::OneOf(LEAK_MODE))
     .optional()
     .doc(c"delay mode by default: each admitted request is told how long to wait");
 
-const TOKEN_ARGS: &[ArgSpec] = &[KEY, CAPACITY, RATE, PERIOD, COST, STEP, BAN, WAIT, DRYRUN, AT];
-const PERIOD_ARGS: &[ArgSpec] = &[KEY, LIMIT, PERIOD, COST, ALIGN, BAN, WAIT, DRYRUN, AT];
-const SLIDE_ARGS: &[ArgSpec] = &[KEY, LIMIT, WINDOW, COST, BUCKETS, BAN, WAIT, DRYRUN, AT];
-const LEAKY_ARGS: &[ArgSpec] = &[KEY, CAPACITY, RATE, PERIOD, COST, MODE, BAN, WAIT, DRYRUN, AT];
+const TOKEN_ARGS: &[ArgSpec] =
+    &[KEY, CAPACITY, RATE, PERIOD, COST, STEP, BAN, WAIT, DRYRUN, AT, FRESH];
+const PERIOD_ARGS: &[ArgSpec] = &[KEY, LIMIT, PERIOD, COST, ALIGN, BAN, WAIT, DRYRUN, AT, FRESH];
+const SLIDE_ARGS: &[ArgSpec] = &[KEY, LIMIT, WINDOW, COST, BUCKETS, BAN, WAIT, DRYRUN, AT, FRESH];
+const LEAKY_ARGS: &[ArgSpec] =
+    &[KEY, CAPACITY, RATE, PERIOD, COST, MODE, BAN, WAIT, DRYRUN, AT, FRESH];
 const THROTTLE_ARGS: &[ArgSpec] = &[
     KEY,
     ArgSpec::new(c"max_burst", ArgKind::Integer).doc(c"burst tolerance: max_burst + 1 at once"),
