@@ -6,6 +6,8 @@
 #   make examples  what the client examples in examples/ need (make test runs them)
 #   make chart  docs/algorithms.png: every algorithm driven through the same bursty traffic
 #   make compat the integration suite against Redis 7.4.1 and Valkey 8.0.1 (README "Servers")
+#   make dist   the release tarball dist/redis-ratelimit-<version>-linux-<arch>.tar.gz
+#   make install [PREFIX=/usr/local]  the module in $(PREFIX)/lib/redis/modules/
 
 SHELL      := /bin/bash
 CARGO      ?= cargo
@@ -16,7 +18,7 @@ FUZZ_SECONDS ?= 20
 PYENV      := target/pyenv
 PY         := $(PYENV)/bin/python3
 
-.PHONY: deps examples build run test lint unit integration fuzz bench compat chart clean \
+.PHONY: deps examples build run test lint unit integration fuzz bench compat chart clean dist install \
 	clients-test clients-compat bench-clients
 
 # The client packages (clients/node, clients/python) each own a makefile fragment that appends
@@ -64,6 +66,20 @@ examples: deps
 ## build: the release module at target/release/libredis_ratelimit.so
 build: deps
 	$(CARGO) build --release
+
+## dist: the release tarball (stripped module, LICENSE, README, CHANGELOG, a redis.conf line,
+## SHA256SUMS) in dist/; tests/dist.rs unpacks one and loads its module into a fresh server.
+dist: build
+	bash scripts/dist.sh
+
+## install: the module where the release's redis.conf line points:
+## $(DESTDIR)$(PREFIX)/lib/redis/modules/libredis_ratelimit.so (PREFIX=/usr/local by default)
+PREFIX ?= /usr/local
+install: build
+	install -d "$(DESTDIR)$(PREFIX)/lib/redis/modules"
+	install -m 0755 $(MODULE) "$(DESTDIR)$(PREFIX)/lib/redis/modules/libredis_ratelimit.so"
+	@echo "installed $(DESTDIR)$(PREFIX)/lib/redis/modules/libredis_ratelimit.so; add to redis.conf:"
+	@echo "loadmodule $(PREFIX)/lib/redis/modules/libredis_ratelimit.so"
 
 ## run: serve the module on 127.0.0.1:6379 in the foreground (redis.conf)
 run: deps build
@@ -121,7 +137,7 @@ chart: examples build
 
 clean:
 	$(CARGO) clean
-	rm -rf tmp bench/tmp fuzz/target fuzz/artifacts
+	rm -rf tmp bench/tmp fuzz/target fuzz/artifacts dist
 
 .PHONY: redis-cell bench-cell
 

@@ -255,10 +255,17 @@ fn http_service_answers_429_with_ratelimit_headers() {
     assert_eq!(ratelimit_fields(header(&headers, "ratelimit").expect("RateLimit")).0, 99);
 }
 
-/// The README quotes each example's `readme-begin` … `readme-end` part verbatim.
+/// The README or a page of `docs/` quotes each example's `readme-begin` … `readme-end` part
+/// verbatim.
 #[test]
 fn readme_quotes_the_examples() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let mut readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    for entry in std::fs::read_dir(root().join("docs")).expect("docs/") {
+        let path = entry.expect("docs entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            readme.push_str(&std::fs::read_to_string(&path).expect("docs page"));
+        }
+    }
     for file in [
         "examples/python/quickstart.py",
         "examples/python/cluster.py",
@@ -282,6 +289,9 @@ fn readme_quotes_the_examples() {
             .unwrap_or(0);
         let quoted: String =
             part.iter().map(|l| format!("{}\n", l.get(indent..).unwrap_or(""))).collect();
-        assert!(readme.contains(&quoted), "README.md does not quote {file} exactly:\n{quoted}");
+        assert!(
+            readme.contains(&quoted),
+            "neither README.md nor docs/ quotes {file} exactly:\n{quoted}"
+        );
     }
 }

@@ -84,6 +84,11 @@ impl Server {
     }
 
     pub fn start_full(extra: &[&str], module_args: &[&str]) -> Server {
+        Server::start_module(&module_path(), extra, module_args)
+    }
+
+    /// A server loading the module at `module` (e.g. one unpacked from a release tarball).
+    pub fn start_module(module: &std::path::Path, extra: &[&str], module_args: &[&str]) -> Server {
         let dir = fresh_dir();
         let sock = dir.join("redis.sock");
         let port = free_port();
@@ -106,7 +111,7 @@ impl Server {
             "0".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut load = vec!["--loadmodule".to_string(), module_path().display().to_string()];
+        let mut load = vec!["--loadmodule".to_string(), module.display().to_string()];
         load.extend(module_args.iter().map(|s| s.to_string()));
         args.extend(load);
         let mut server = Server { child: None, dir, sock, port, args };

@@ -1,0 +1,310 @@
+"""Storages for the ``limits`` library (the engine of Flask-Limiter and SlowAPI) backed by the
+module: one native command per decision, no Lua, no read-modify-write.
+
+Importing this module registers the URI schemes (``limits.storage.storage_from_string``):
+
+============================  ==========================  =====================================
+scheme                        class                       connection
+============================  ==========================  =====================================
+``ratelimit://h:p[/db]``      :class:`ModuleStorage`      ``redis://`` (``ratelimits://``: TLS)
+``ratelimit+unix:///sock``    :class:`ModuleStorage`      ``unix://``
+``ratelimit+cluster://h:p,…`` :class:`ModuleClusterStorage`  Redis Cluster
+``async+ratelimit…``          :class:`AsyncModuleStorage` / :class:`AsyncModuleClusterStorage`
+============================  ==========================  =====================================
+
+The classes subclass limits' own ``RedisStorage`` (sync resp. asyncio) and keep its connection
+handling, options (``key_prefix``, ``wrap_exceptions``, connection options; asyncio:
+``implementation="coredis"|"redispy"``) and key names; they also accept the stock ``redis://``
+URIs. Each strategy maps to one command per call (see the package README, "limits storage"):
+
+- fixed window: an unbounded ``RL.PERIOD`` counter (limit 10^12; the count is
+  ``10^12 - remaining``), window fixed at the first hit, key expiring at the window's end;
+- moving window: the exact ``RL.SLIDE`` log (same-ms hits merged, ≤ 16 bytes per distinct ms):
+  a 100 000/day window costs per hit what a 10/day one costs;
+- sliding window counter: ``RL.SLIDE … BUCKETS 1 ANCHOR FLOOR``, limits' weighted two-window
+  counter exactly (windows anchored at the first hit, ``floor(prev × prev_ttl / P) + cur``);
+- reads (``get``, ``get_moving_window``, ``get_sliding_window``): ``RL.PEEK`` / ``RL.INFO``.
+
+Every instant comes from the server clock (one clock for all clients; see the README for why).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, List, Optional, Tuple, cast
+
+import limits.aio.storage
+import limits.storage
+from redis.exceptions import ResponseError
+
+from . import commands as cmd
+
+#: The limit of the unbounded counter behind the fixed window: ``limits`` counts past its own
+#: limit (``incr`` returns the new count), so the counter's own limit must never be reached.
+COUNTER_LIMIT = 1_000_000_000_000
+
+_SCHEME_MAP = (
+    ("async+ratelimit+cluster", "async+redis+cluster"),
+    ("async+ratelimit+unix", "async+redis+unix"),
+    ("async+ratelimits", "async+rediss"),
+    ("async+ratelimit", "async+redis"),
+    ("ratelimit+cluster", "redis+cluster"),
+    ("ratelimit+unix", "redis+unix"),
+    ("ratelimits", "rediss"),
+    ("ratelimit", "redis"),
+)
+
+
+def redis_uri(uri: str) -> str:
+    """The redis-py URI for a ``ratelimit…://`` one (others are returned unchanged)."""
+    for ours, theirs in _SCHEME_MAP:
+        if uri.startswith(ours + "://"):
+            return theirs + uri[len(ours) :]
+    return uri
+
+
+# -- the commands and what their replies mean for limits (shared by sync and asyncio) --------
+
+
+def _incr_args(key: str, expiry: int, amount: int) -> List[cmd.Arg]:
+    return ["RL.PERIOD", key, COUNTER_LIMIT, expiry * 1000, "COST", amount]
+
+
+def _count_from_peek(reply: Any) -> int:
+    """Permits counted now, from ``RL.PEEK`` (a dry run of cost 1): ``limit - remaining``,
+    less the one the dry run itself took when admitted; 0 for a missing key."""
+    if reply is None:
+        return 0
+    d = cmd.decision(reply)
+    return d.limit - d.remaining - (1 if d.allowed else 0)
+
+
+def _moving_args(key: str, limit: int, expiry: int, amount: int) -> List[cmd.Arg]:
+    return ["RL.SLIDE", key, limit, expiry * 1000, "COST", amount]
+
+
+def _moving_window(reply: Any) -> Tuple[float, int]:
+    """(oldest hit still in the window, in epoch seconds; permits in the window) from
+    ``RL.INFO`` of an exact ``RL.SLIDE`` log; ``(now, 0)`` when empty."""
+    info = cmd.info(reply)
+    if not info:
+        return time.time(), 0
+    used = int(cast(int, info.get("window_used", 0)))
+    oldest = int(cast(int, info.get("window_oldest_ms", -1)))
+    if used <= 0 or oldest < 0:
+        return int(cast(int, info.get("now_ms", time.time() * 1000))) / 1000, 0
+    return oldest / 1000, used
+
+
+def _sliding_args(key: str, limit: int, expiry: int, amount: int) -> List[cmd.Arg]:
+    return ["RL.SLIDE", key, limit, expiry * 1000, "BUCKETS", 1, "ANCHOR", "FLOOR", "COST", amount]
+
+
+def _sliding_window(reply: Any, expiry: int) -> Tuple[int, float, int, float]:
+    """limits' ``(previous count, previous ttl s, current count, current ttl s)`` from
+    ``RL.INFO`` of a ``BUCKETS 1 ANCHOR FLOOR`` window: the counters at the server's ``now``
+    and the times until each would expire in limits' two-key layout (previous: ``start + 2P``,
+    current: ``start + 3P``, ``start`` being the previous sub-window's start)."""
+    info = cmd.info(reply)
+    if not info or "window_counts" not in info:
+        return 0, 0.0, 0, 0.0
+    counts = cast(List[Any], info["window_counts"])
+    previous, current = int(counts[-2]), int(counts[-1])
+    period = int(cast(int, info.get("window_ms", expiry * 1000)))
+    start = int(cast(int, info["window_start_ms"]))
+    now = int(cast(int, info["now_ms"]))
+    previous_ttl = max(0, start + 2 * period - now) / 1000 if previous else 0.0
+    current_ttl = max(0, start + 3 * period - now) / 1000 if current else 0.0
+    return previous, previous_ttl, current, current_ttl
+
+
+# -- sync ------------------------------------------------------------------------------------
+
+
+class _ModuleStorageMethods:
+    """The module-backed methods, over limits' sync ``RedisStorage`` connection handling."""
+
+    key_prefix: str
+
+    def _connection(self) -> Any:
+        return cast(Any, self).get_connection()
+
+    def _send(self, *args: cmd.Arg) -> Any:
+        try:
+            return self._connection().execute_command(*args)
+        except ResponseError as error:
+            missing = cmd.module_missing(error, str(args[0]))
+            if missing is not None:
+                raise missing from error
+            raise
+
+    def _key(self, key: str) -> str:
+        return f"{self.key_prefix}:{key}"
+
+    def _window_key(self, key: str) -> str:
+        """The sliding-window counter's key: limits' current-window name ``<prefix>:{key}``
+        (one key holds both counters)."""
+        return self._key(f"{{{key}}}")
+
+    def initialize_storage(self, _uri: str) -> None:
+        """No scripts: every call is one module command."""
+
+    def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+        return COUNTER_LIMIT - cmd.decision(self._send(*_incr_args(self._key(key), expiry, amount))).remaining
+
+    def get(self, key: str) -> int:
+        return _count_from_peek(self._send("RL.PEEK", self._key(key)))
+
+    def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        return cmd.decision(self._send(*_moving_args(self._key(key), limit, expiry, amount))).allowed
+
+    def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
+        return _moving_window(self._send("RL.INFO", self._key(key)))
+
+    def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        return cmd.decision(self._send(*_sliding_args(self._window_key(key), limit, expiry, amount))).allowed
+
+    def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
+        return _sliding_window(self._send("RL.INFO", self._window_key(key)), expiry)
+
+    def clear_sliding_window(self, key: str, expiry: int) -> None:
+        self._connection().delete(self._window_key(key))
+
+    def reset(self) -> Optional[int]:
+        """Deletes every key under the prefix (``SCAN`` + ``DEL`` in batches; no Lua) and
+        returns how many were deleted."""
+        connection = self._connection()
+        deleted, batch = 0, []
+        for key in connection.scan_iter(match=self._key("*"), count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                deleted += int(connection.delete(*batch))
+                batch = []
+        if batch:
+            deleted += int(connection.delete(*batch))
+        return deleted
+
+
+class ModuleStorage(_ModuleStorageMethods, limits.storage.RedisStorage):
+    """limits storage on a Redis (or Valkey) server with the module loaded:
+    ``ratelimit://host:port[/db]``, ``ratelimits://`` (TLS), ``ratelimit+unix:///path.sock``.
+    Constructor arguments as limits' ``RedisStorage``."""
+
+    STORAGE_SCHEME = ["ratelimit", "ratelimits", "ratelimit+unix"]
+
+    def __init__(self, uri: str, *args: Any, **options: Any) -> None:
+        super().__init__(redis_uri(uri), *args, **options)
+
+
+class ModuleClusterStorage(_ModuleStorageMethods, limits.storage.RedisClusterStorage):
+    """limits storage on a Redis Cluster whose nodes load the module:
+    ``ratelimit+cluster://host:port,host:port``."""
+
+    STORAGE_SCHEME = ["ratelimit+cluster"]
+
+    def __init__(self, uri: str, *args: Any, **options: Any) -> None:
+        super().__init__(redis_uri(uri), *args, **options)
+
+
+# -- asyncio ---------------------------------------------------------------------------------
+
+
+def _no_scripts() -> None:
+    """Replaces the bridge's script registration: no Lua."""
+
+
+class _AsyncModuleStorageMethods:
+    """The module-backed methods over limits' asyncio bridge (coredis or redis-py)."""
+
+    bridge: Any
+
+    def configure_bridge(self) -> None:
+        cast(Any, super()).configure_bridge()
+        self.bridge.register_scripts = _no_scripts
+
+    def _connection(self) -> Any:
+        return self.bridge.get_connection()
+
+    def _coredis(self) -> bool:
+        return type(self.bridge).__name__ == "CoredisBridge"
+
+    async def _send(self, *args: cmd.Arg) -> Any:
+        try:
+            if self._coredis():
+                from coredis.typing import RedisCommand
+
+                name = str(args[0]).encode()
+                return await self._connection().execute_command(RedisCommand(name, tuple(args[1:])))
+            return await self._connection().execute_command(*args)
+        except Exception as error:  # coredis and redis-py raise their own error classes
+            missing = cmd.module_missing(error, str(args[0]))
+            if missing is not None:
+                raise missing from error
+            raise
+
+    def _key(self, key: str) -> str:
+        return cast(str, self.bridge.prefixed_key(key))
+
+    def _window_key(self, key: str) -> str:
+        return self._key(f"{{{key}}}")
+
+    async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
+        reply = await self._send(*_incr_args(self._key(key), expiry, amount))
+        return COUNTER_LIMIT - cmd.decision(reply).remaining
+
+    async def get(self, key: str) -> int:
+        return _count_from_peek(await self._send("RL.PEEK", self._key(key)))
+
+    async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        return cmd.decision(await self._send(*_moving_args(self._key(key), limit, expiry, amount))).allowed
+
+    async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
+        return _moving_window(await self._send("RL.INFO", self._key(key)))
+
+    async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        reply = await self._send(*_sliding_args(self._window_key(key), limit, expiry, amount))
+        return cmd.decision(reply).allowed
+
+    async def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
+        return _sliding_window(await self._send("RL.INFO", self._window_key(key)), expiry)
+
+    async def clear_sliding_window(self, key: str, expiry: int) -> None:
+        await self._delete([self._window_key(key)])
+
+    async def _delete(self, keys: List[Any]) -> int:
+        if self._coredis():
+            return int(await self._connection().delete(keys))
+        return int(await self._connection().delete(*keys))
+
+    async def reset(self) -> Optional[int]:
+        """Deletes every key under the prefix (``SCAN`` + ``DEL`` in batches; no Lua) and
+        returns how many were deleted."""
+        deleted, batch = 0, []
+        async for key in self._connection().scan_iter(match=self._key("*"), count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                deleted += await self._delete(batch)
+                batch = []
+        if batch:
+            deleted += await self._delete(batch)
+        return deleted
+
+
+class AsyncModuleStorage(_AsyncModuleStorageMethods, limits.aio.storage.RedisStorage):
+    """asyncio limits storage on a server with the module loaded: ``async+ratelimit://host:port``,
+    ``async+ratelimits://``, ``async+ratelimit+unix:///path.sock``. Constructor arguments as
+    limits' asyncio ``RedisStorage`` (``implementation="coredis"`` (default) or ``"redispy"``)."""
+
+    STORAGE_SCHEME = ["async+ratelimit", "async+ratelimits", "async+ratelimit+unix"]
+
+    def __init__(self, uri: str, *args: Any, **options: Any) -> None:
+        super().__init__(redis_uri(uri), *args, **options)
+
+
+class AsyncModuleClusterStorage(_AsyncModuleStorageMethods, limits.aio.storage.RedisClusterStorage):
+    """asyncio limits storage on a Redis Cluster: ``async+ratelimit+cluster://host:port,…``."""
+
+    STORAGE_SCHEME = ["async+ratelimit+cluster"]
+
+    def __init__(self, uri: str, *args: Any, **options: Any) -> None:
+        super().__init__(redis_uri(uri), *args, **options)
