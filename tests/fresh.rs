@@ -24,14 +24,14 @@ fn dump(con: &mut Connection, key: &str) -> Option<Vec<u8>> {
 /// The calls of every algorithm and mode that take `FRESH` (arguments after the key): some
 /// traffic on `key`, then the `FRESH` call, whose arguments are `fresh` without `FRESH`.
 const CASES: [(&str, &str, &str); 8] = [
-    ("RL.TOKEN", "10 1 1s COST 7", "10 2 1s COST 3"),
-    ("RL.TOKEN", "10 1 1s STEP COST 7", "10 1 1s STEP COST 4"),
-    ("RL.PERIOD", "5 1m COST 4", "5 10s COST 2"),
+    ("RL.TOKEN", "10 1 1m COST 7", "10 2 1m COST 3"),
+    ("RL.TOKEN", "10 1 1m STEP COST 7", "10 1 1m STEP COST 4"),
+    ("RL.PERIOD", "5 1h COST 4", "5 10m COST 2"),
     ("RL.PERIOD", "5 1d ALIGN 8h COST 4", "6 1d ALIGN 8h COST 1"),
-    ("RL.SLIDE", "5 1s COST 4", "5 1s COST 2"),
-    ("RL.SLIDE", "50 1s BUCKETS 10 COST 30", "50 2s BUCKETS 4 COST 20"),
-    ("RL.LEAKY", "10 1 1s COST 6", "10 1 1s COST 2"),
-    ("RL.LEAKY", "10 1 1s NODELAY COST 6", "10 1 1s DELAY 3 COST 9"),
+    ("RL.SLIDE", "5 1m COST 4", "5 1m COST 2"),
+    ("RL.SLIDE", "50 1m BUCKETS 10 COST 30", "50 2m BUCKETS 4 COST 20"),
+    ("RL.LEAKY", "10 1 1m COST 6", "10 1 1m COST 2"),
+    ("RL.LEAKY", "10 1 1m NODELAY COST 6", "10 1 1m DELAY 3 COST 9"),
 ];
 
 fn words(command: &str, key: &str, args: &str, extra: &[String]) -> Vec<String> {
