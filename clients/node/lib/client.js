@@ -29,29 +29,29 @@ class RateLimit {
   }
 
   /** Token bucket: RL.TOKEN key capacity rate period [COST] [STEP] [BAN] [WAIT] [DRYRUN] [AT]. */
-  token(key, opts) {
+  async token(key, opts) {
     return this._limit('token', key, opts);
   }
 
   /** Fixed window: RL.PERIOD key limit period [COST] [ALIGN [offset]] [BAN] [WAIT] [DRYRUN] [AT]. */
-  period(key, opts) {
+  async period(key, opts) {
     return this._limit('period', key, opts);
   }
 
   /** Sliding window: RL.SLIDE key limit window [COST] [BUCKETS b] [BAN] [WAIT] [DRYRUN] [AT]. */
-  slide(key, opts) {
+  async slide(key, opts) {
     return this._limit('slide', key, opts);
   }
 
   /** Leaky bucket: RL.LEAKY key capacity rate period [COST] [NODELAY | DELAY d] [BAN] [WAIT] [DRYRUN] [AT]. */
-  leaky(key, opts) {
+  async leaky(key, opts) {
     return this._limit('leaky', key, opts);
   }
 
   /**
    * Any of the four algorithms by name (`{algorithm: 'token', capacity, rate, period}` …).
    */
-  limit(key, opts) {
+  async limit(key, opts) {
     if (!ALGORITHMS.includes(opts && opts.algorithm)) {
       throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')}`);
     }

@@ -11,7 +11,7 @@
  */
 const { RateLimit } = require('./client');
 const { toMs, toCount } = require('./duration');
-const { ALGORITHMS } = require('./commands');
+const { ALGORITHMS, limitArgs } = require('./commands');
 
 const ceilS = (ms) => Math.ceil(ms / 1000);
 
@@ -55,14 +55,14 @@ function rateLimit(options) {
   const limiter = o.client instanceof RateLimit ? o.client : new RateLimit(o.client);
   const prefix = o.prefix === undefined ? 'rl:' : o.prefix;
   const policyName = o.policy || 'default';
-  const { q, w } = policyOf(o);
-  const policyHeader = `"${policyName}";q=${q};w=${w}`;
   const keyOf = o.key || defaultKey;
   const costOf = o.cost;
   const limitOpts = { ...o };
   for (const k of ['client', 'key', 'cost', 'prefix', 'policy', 'skip', 'handler', 'failOpen', 'algorithm']) delete limitOpts[k];
   // Validate the options once, at setup, not on the first request.
-  require('./commands').limitArgs(o.algorithm, limitOpts);
+  limitArgs(o.algorithm, limitOpts);
+  const { q, w } = policyOf(o);
+  const policyHeader = `"${policyName}";q=${q};w=${w}`;
 
   return async function rateLimitMiddleware(req, res, next) {
     let decision;

@@ -1,0 +1,291 @@
+// Type declarations of redis-ratelimit (clients/node). Every method sends one module command.
+
+/// <reference types="node" />
+
+/** Milliseconds, or a string with a unit: "1500ms", "2s", "1m", "24h", "1d". */
+export type Duration = number | string;
+
+/** Anything the package can send commands through. */
+export type RedisLike =
+  | { call(...args: any[]): Promise<unknown>; sendCommand(...args: any[]): unknown } // ioredis Redis / Cluster
+  | { sendCommand(...args: any[]): Promise<unknown> } // node-redis client / cluster
+  | ((...args: string[]) => Promise<unknown>); // a sendCommand function
+
+/** The reply of every limiting command. */
+export interface Decision {
+  /** true if the request is admitted */
+  allowed: boolean;
+  /** the configured maximum (capacity / limit) */
+  limit: number;
+  /** whole permits left after this request */
+  remaining: number;
+  /** refused: ms until the same request would be admitted (-1: never, cost > limit); admitted: 0 (leaky delay mode: the delay to wait) */
+  retryAfterMs: number;
+  /** ms until the limiter is back to its initial state */
+  resetAfterMs: number;
+}
+
+export interface CallOptions {
+  /** permits this request takes (default 1; 0 peeks) */
+  cost?: number;
+  /** refused by the algorithm: locked out for this long (the module's penalty box) */
+  ban?: Duration;
+  /** wait in the server's FIFO queue up to this long until admitted (0: without limit). Blocks the connection. */
+  wait?: Duration;
+  /** judge, reply, change nothing */
+  dryRun?: boolean;
+  /** evaluate at this unix ms instead of the server clock */
+  at?: number;
+}
+
+export interface TokenOptions extends CallOptions {
+  capacity: number;
+  rate: number;
+  period: Duration;
+  /** add `rate` tokens at once every period instead of continuously */
+  step?: boolean;
+}
+
+export interface PeriodOptions extends CallOptions {
+  limit: number;
+  period: Duration;
+  /** windows on calendar boundaries: true (UTC) or a UTC offset ("8h", "-5h", ms) */
+  align?: boolean | Duration;
+}
+
+export interface SlideOptions extends CallOptions {
+  limit: number;
+  window: Duration;
+  /** b counters instead of the exact log */
+  buckets?: number;
+}
+
+export interface LeakyOptions extends CallOptions {
+  capacity: number;
+  rate: number;
+  period: Duration;
+  /** meter form: admitted requests proceed at once */
+  nodelay?: boolean;
+  /** water ahead tolerated without delay */
+  delay?: number;
+}
+
+export interface ThrottleOptions {
+  maxBurst: number;
+  count: number;
+  /** whole seconds */
+  period: Duration;
+  quantity?: number;
+  dryRun?: boolean;
+  at?: number;
+}
+
+export type Algorithm = 'token' | 'period' | 'slide' | 'leaky';
+
+export type LimitSpec =
+  | ({ algorithm: 'token' } & TokenOptions)
+  | ({ algorithm: 'period' } & PeriodOptions)
+  | ({ algorithm: 'slide' } & SlideOptions)
+  | ({ algorithm: 'leaky' } & LeakyOptions);
+
+export type AllLimit = { key: string | Buffer } & (
+  | ({ algorithm: 'token' } & Omit<TokenOptions, 'ban' | 'wait' | 'dryRun' | 'at'>)
+  | ({ algorithm: 'period' } & Omit<PeriodOptions, 'ban' | 'wait' | 'dryRun' | 'at'>)
+  | ({ algorithm: 'slide' } & Omit<SlideOptions, 'ban' | 'wait' | 'dryRun' | 'at'>)
+  | ({ algorithm: 'leaky' } & Omit<LeakyOptions, 'ban' | 'wait' | 'dryRun' | 'at'>)
+);
+
+export interface AllDecision extends Decision {
+  /** 0-based index of the binding limit */
+  index: number;
+  /** one decision per limit, in order */
+  details: Decision[];
+}
+
+export interface AcquireOptions {
+  limit: number;
+  lease: Duration;
+  id?: string | Buffer;
+  wait?: Duration;
+  dryRun?: boolean;
+  at?: number;
+}
+
+export interface Lease extends Decision {
+  /** the lease id (null when refused or under dryRun) */
+  id: string | null;
+}
+
+export type LimiterInfo = Record<string, number | string | Array<{ id: string; expiresMs: number }>> & {
+  algorithm: 'token' | 'period' | 'slide' | 'leaky' | 'gcra' | 'lease';
+  updated_ms: number;
+  ttl_ms: number;
+};
+
+export class RateLimit {
+  constructor(client: RedisLike, options?: { prefix?: string });
+  token(key: string | Buffer, options: TokenOptions): Promise<Decision>;
+  period(key: string | Buffer, options: PeriodOptions): Promise<Decision>;
+  slide(key: string | Buffer, options: SlideOptions): Promise<Decision>;
+  leaky(key: string | Buffer, options: LeakyOptions): Promise<Decision>;
+  limit(key: string | Buffer, options: LimitSpec): Promise<Decision>;
+  throttle(key: string | Buffer, options: ThrottleOptions): Promise<Decision>;
+  all(limits: AllLimit[], options?: { dryRun?: boolean; at?: number }): Promise<AllDecision>;
+  refund(key: string | Buffer, count: number, options?: { at?: number }): Promise<Decision | null>;
+  acquire(key: string | Buffer, options: AcquireOptions): Promise<Lease>;
+  release(key: string | Buffer, id: string | Buffer, options?: { at?: number }): Promise<boolean>;
+  peek(key: string | Buffer): Promise<Decision | null>;
+  info(key: string | Buffer): Promise<LimiterInfo | null>;
+}
+
+/** The server does not know the module's commands: the message says how to load the module. */
+export class ModuleNotLoadedError extends Error {
+  code: 'ERR';
+  command: string;
+  cause: Error;
+}
+
+/** The Redis Cluster slot of a key (hash tags honoured). */
+export function keySlot(key: string | Buffer): number;
+
+// ---- Express / Connect middleware -------------------------------------------------------------
+
+interface RequestLike {
+  ip?: string;
+  socket?: { remoteAddress?: string };
+  [k: string]: any;
+}
+interface ResponseLike {
+  statusCode: number;
+  setHeader(name: string, value: string | number): unknown;
+  end(body?: any): unknown;
+}
+type Next = (err?: any) => void;
+
+type MiddlewareLimit =
+  | ({ algorithm?: 'token' } & Omit<TokenOptions, 'cost' | 'wait' | 'dryRun' | 'at'>)
+  | ({ algorithm: 'period' } & Omit<PeriodOptions, 'cost' | 'wait' | 'dryRun' | 'at'>)
+  | ({ algorithm: 'slide' } & Omit<SlideOptions, 'cost' | 'wait' | 'dryRun' | 'at'>)
+  | ({ algorithm: 'leaky' } & Omit<LeakyOptions, 'cost' | 'wait' | 'dryRun' | 'at'>);
+
+export type RateLimitMiddlewareOptions<Req extends RequestLike = RequestLike, Res extends ResponseLike = ResponseLike> = MiddlewareLimit & {
+  client: RedisLike | RateLimit;
+  /** the limiter key of a request (default: its address) */
+  key?: (req: Req) => string | Promise<string>;
+  /** the permits a request takes (default 1) */
+  cost?: (req: Req) => number | Promise<number>;
+  /** key prefix (default "rl:") */
+  prefix?: string;
+  /** policy name in the RateLimit headers (default "default") */
+  policy?: string;
+  skip?: (req: Req) => boolean | Promise<boolean>;
+  /** replaces the default 429 JSON reply */
+  handler?: (req: Req, res: Res, next: Next, decision: Decision) => void;
+  /** let requests through when Redis fails (default: next(err)) */
+  failOpen?: boolean;
+};
+
+export function rateLimit<Req extends RequestLike = any, Res extends ResponseLike = any>(
+  options: RateLimitMiddlewareOptions<Req, Res>,
+): (req: Req, res: Res, next: Next) => Promise<void>;
+
+// ---- rate-limiter-flexible ------------------------------------------------------------------
+
+export interface RateLimiterResLike {
+  msBeforeNext: number;
+  remainingPoints: number;
+  consumedPoints: number;
+  isFirstInDuration: boolean;
+}
+
+export interface RateLimiterRedisModuleOptions {
+  storeClient: any;
+  points?: number;
+  duration?: number;
+  keyPrefix?: string;
+  blockDuration?: number;
+  execEvenly?: boolean;
+  execEvenlyMinDelayMs?: number;
+  inMemoryBlockOnConsumed?: number;
+  inMemoryBlockDuration?: number;
+  insuranceLimiter?: any;
+  useRedisPackage?: boolean;
+  rejectIfRedisNotReady?: boolean;
+  [option: string]: any;
+}
+
+/** rate-limiter-flexible's RateLimiterRedis contract on the module (extends the library's RateLimiterStoreAbstract). */
+export class RateLimiterRedisModule {
+  constructor(options: RateLimiterRedisModuleOptions);
+  points: number;
+  duration: number;
+  keyPrefix: string;
+  blockDuration: number;
+  getKey(key: string | number): string;
+  consume(key: string | number, points?: number, options?: { customDuration?: number; [k: string]: any }): Promise<RateLimiterResLike>;
+  penalty(key: string | number, points?: number, options?: object): Promise<RateLimiterResLike>;
+  reward(key: string | number, points?: number, options?: object): Promise<RateLimiterResLike>;
+  block(key: string | number, secDuration: number, options?: object): Promise<RateLimiterResLike>;
+  get(key: string | number, options?: object): Promise<RateLimiterResLike | null>;
+  set(key: string | number, points: number, secDuration?: number, options?: object): Promise<RateLimiterResLike>;
+  delete(key: string | number, options?: object): Promise<boolean>;
+}
+
+/** Several limiters, all or nothing, in one RL.ALL. */
+export class RateLimiterUnionModule {
+  constructor(...limiters: RateLimiterRedisModule[]);
+  consume(key: string | number, points?: number): Promise<Record<string, RateLimiterResLike>>;
+}
+
+/** Requests wait for tokens in the server's FIFO queue (WAIT). */
+export class RateLimiterQueueModule {
+  constructor(limiter: RateLimiterRedisModule, options?: { maxQueueSize?: number; timeoutMs?: Duration; client?: any });
+  removeTokens(tokens?: number, key?: string): Promise<number>;
+  getTokensRemaining(key?: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+// ---- @nestjs/throttler ----------------------------------------------------------------------
+
+export interface ThrottlerStorageRecord {
+  totalHits: number;
+  timeToExpire: number;
+  isBlocked: boolean;
+  timeToBlockExpire: number;
+}
+
+/** @nestjs/throttler ThrottlerStorage on the module: one RL.PERIOD … BAN per hit. */
+export class ThrottlerStorageRedisModule {
+  constructor(client: any, options?: { prefix?: string });
+  increment(key: string, ttl: number, limit: number, blockDuration: number, throttlerName: string): Promise<ThrottlerStorageRecord>;
+  onModuleDestroy(): void;
+}
+export { ThrottlerStorageRedisModule as ThrottlerStorageRedisService };
+
+// ---- express-rate-limit ---------------------------------------------------------------------
+
+export interface RedisModuleStoreOptions {
+  /** rate-limit-redis' option: send one command, e.g. (...args) => client.sendCommand(args) */
+  sendCommand?: (...args: string[]) => Promise<unknown>;
+  /** or a client (ioredis / node-redis, cluster included) */
+  client?: any;
+  /** key prefix (default "rl:") */
+  prefix?: string;
+}
+
+export interface ClientRateLimitInfo {
+  totalHits: number;
+  resetTime: Date | undefined;
+}
+
+/** An express-rate-limit Store on the module. */
+export class RedisModuleStore {
+  constructor(options: RedisModuleStoreOptions);
+  prefix: string;
+  localKeys: false;
+  init(options: { windowMs: number }): void;
+  increment(key: string): Promise<ClientRateLimitInfo>;
+  decrement(key: string): Promise<void>;
+  get(key: string): Promise<ClientRateLimitInfo | undefined>;
+  resetKey(key: string): Promise<void>;
+}

@@ -1,0 +1,14 @@
+// Must NOT compile: test/types.test.js checks that tsc rejects each marked line.
+import Redis from 'ioredis';
+import { RateLimit, rateLimit } from 'redis-ratelimit';
+
+async function bad(): Promise<void> {
+  const rl = new RateLimit(new Redis());
+  await rl.token('k', { capacity: '10', rate: 1, period: '1s' }); // capacity is a number
+  await rl.period('k', { limit: 5 }); // period is required
+  await rl.slide('k', { limit: 5, window: '1m', step: true }); // no STEP on a sliding window
+  const n: number = (await rl.token('k', { capacity: 1, rate: 1, period: 1 })).allowed; // boolean
+  rateLimit({ algorithm: 'period', limit: 5, period: '1m' }); // client is required
+  void n;
+}
+void bad;

@@ -1,0 +1,82 @@
+// Typed usage of redis-ratelimit: compiled with `tsc --noEmit` by test/types.test.js.
+import Redis, { Cluster } from 'ioredis';
+import { createClient } from 'redis';
+import {
+  RateLimit,
+  Decision,
+  AllDecision,
+  Lease,
+  rateLimit,
+  ModuleNotLoadedError,
+  RateLimiterRedisModule,
+  RateLimiterUnionModule,
+  RateLimiterQueueModule,
+  ThrottlerStorageRedisModule,
+  ThrottlerStorageRedisService,
+  RedisModuleStore,
+  keySlot,
+} from 'redis-ratelimit';
+
+async function main(): Promise<void> {
+  const redis = new Redis();
+  const cluster = new Cluster([{ host: '127.0.0.1', port: 7000 }]);
+  const nodeRedis = createClient();
+  const rl = new RateLimit(redis, { prefix: 'api:' });
+  new RateLimit(cluster);
+  new RateLimit(nodeRedis);
+  new RateLimit((...args: string[]) => nodeRedis.sendCommand(args));
+
+  const d: Decision = await rl.token('k', { capacity: 10, rate: 1, period: '1s', cost: 2, step: true, ban: '1h', wait: 5000, dryRun: false });
+  const allowed: boolean = d.allowed;
+  const retry: number = d.retryAfterMs + d.resetAfterMs + d.limit + d.remaining;
+  await rl.period('k', { limit: 5, period: '1d', align: '8h' });
+  await rl.period('k', { limit: 5, period: 86400000, align: true, at: 4000000000000 });
+  await rl.slide('k', { limit: 100, window: '1m', buckets: 60 });
+  await rl.leaky('k', { capacity: 5, rate: 1, period: '1s', nodelay: true });
+  await rl.leaky('k', { capacity: 5, rate: 1, period: '1s', delay: 2 });
+  await rl.limit('k', { algorithm: 'slide', limit: 3, window: '1s' });
+  await rl.throttle('k', { maxBurst: 5, count: 1, period: '1s', quantity: 2 });
+  const all: AllDecision = await rl.all([
+    { key: '{u}:s', algorithm: 'token', capacity: 10, rate: 10, period: '1s' },
+    { key: '{u}:d', algorithm: 'period', limit: 1000, period: '1d', cost: 1 },
+  ]);
+  const binding: number = all.index + all.details.length;
+  const refunded: Decision | null = await rl.refund('k', 3);
+  const lease: Lease = await rl.acquire('exports', { limit: 10, lease: '2m', wait: '30s' });
+  if (lease.id !== null) await rl.release('exports', lease.id);
+  const peek: Decision | null = await rl.peek('k');
+  const info = await rl.info('k');
+  if (info) console.log(info.algorithm, info.ttl_ms);
+
+  const mw = rateLimit({ client: redis, algorithm: 'period', limit: 100, period: '1m', key: (req) => String(req.ip), cost: () => 1 });
+  rateLimit({ client: rl, capacity: 10, rate: 1, period: '1s', failOpen: true });
+  void mw;
+
+  const limiter = new RateLimiterRedisModule({ storeClient: redis, points: 5, duration: 1, keyPrefix: 'x', blockDuration: 10 });
+  const res = await limiter.consume('user', 1);
+  const ms: number = res.msBeforeNext;
+  await limiter.penalty('user', 1);
+  await limiter.reward('user', 1);
+  await limiter.block('user', 10);
+  await limiter.set('user', 3, 10);
+  const got = await limiter.get('user');
+  const deleted: boolean = await limiter.delete('user');
+  const union = new RateLimiterUnionModule(limiter, new RateLimiterRedisModule({ storeClient: redis, points: 100, duration: 60, keyPrefix: 'y' }));
+  const u: Record<string, { remainingPoints: number }> = await union.consume('user');
+  const queue = new RateLimiterQueueModule(limiter, { timeoutMs: '5s', maxQueueSize: 100 });
+  const left: number = await queue.removeTokens(1, 'jobs');
+
+  const storage: ThrottlerStorageRedisModule = new ThrottlerStorageRedisService(cluster);
+  const rec = await storage.increment('tracker', 60000, 10, 60000, 'default');
+  const blocked: boolean = rec.isBlocked;
+
+  const store = new RedisModuleStore({ sendCommand: (...args: string[]) => nodeRedis.sendCommand(args), prefix: 'rl:' });
+  store.init({ windowMs: 60000 });
+  const hits: number = (await store.increment('ip')).totalHits;
+
+  const slot: number = keySlot('{user42}:s');
+  const e: unknown = null;
+  if (e instanceof ModuleNotLoadedError) console.log(e.command, e.cause.message);
+  console.log(allowed, retry, binding, refunded, peek, ms, got, deleted, u, left, blocked, hits, slot);
+}
+void main;
