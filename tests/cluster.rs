@@ -119,14 +119,19 @@ fn call(c: &mut ClusterConnection, args: &[String]) -> Vec<i64> {
 
 type State = (Value, i64);
 
-/// `RL.INFO` (without the now-dependent `ttl_ms`) and `PEXPIRETIME` of every key.
+/// `RL.INFO` (without the now-dependent `ttl_ms` and the fields after it) and `PEXPIRETIME` of
+/// every key.
 fn states(c: &mut ClusterConnection) -> BTreeMap<String, State> {
     (0..KEYS)
         .map(|i| {
             let key = format!("user:{i}");
             let info: Value = redis::cmd("RL.INFO").arg(&key).query(c).unwrap();
             let info = match info {
-                Value::Array(items) => Value::Array(items[..items.len() - 2].to_vec()),
+                Value::Array(items) => {
+                    let ttl = Value::BulkString(b"ttl_ms".to_vec());
+                    let end = items.iter().position(|v| *v == ttl).unwrap_or(items.len());
+                    Value::Array(items[..end].to_vec())
+                }
                 other => panic!("{key}: {other:?}"),
             };
             let expiry: i64 = redis::cmd("PEXPIRETIME").arg(&key).query(c).unwrap();

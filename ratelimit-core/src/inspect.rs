@@ -5,6 +5,7 @@ use super::held::Held;
 use super::judge::{dry_answer, Standing};
 use super::lease;
 use super::limiter::{Algorithm, Limiter};
+use super::slide::WindowAt;
 
 /// `RL.PEEK`: the reply a `DRYRUN COST 1` request with the stored parameters would get now
 /// (a ban in force included), or `None` when the key holds nothing live.
@@ -43,6 +44,11 @@ pub struct Description {
     /// Leases only: the `leases` field, `(id, expires_ms)` pairs by expiry (then id), as of
     /// `updated_ms` (some may have lapsed since); `None` for other algorithms.
     pub leases: Option<Vec<(Vec<u8>, i64)>>,
+    /// `now_ms`: the instant `now' = max(now, updated_ms)` the fields below are computed at.
+    pub now_ms: i64,
+    /// Sliding windows only: the window at `now_ms` (`window_used`, `window_oldest_ms`, and
+    /// for `BUCKETS` `window_counts` and `window_start_ms`).
+    pub window: Option<WindowAt>,
 }
 
 /// `RL.INFO`: the stored parameters and state, or `None` when the key holds nothing live.
@@ -50,7 +56,8 @@ pub fn describe_key<H: Held>(held: Option<&H>, now_ms: i64) -> Option<Descriptio
     let packed = held?;
     let ban = packed.ban();
     packed.view(|limiter| {
-        Standing::of(limiter, ban, now_ms).live().then(|| {
+        let standing = Standing::of(limiter, ban, now_ms);
+        standing.live().then(|| {
             let mut fields = limiter.describe();
             fields.extend(ban.map(|b| ("banned_until_ms", b.until_ms)));
             let updated_ms = limiter.updated_ms().max(ban.map_or(i64::MIN, |b| b.since_ms));
@@ -58,7 +65,19 @@ pub fn describe_key<H: Held>(held: Option<&H>, now_ms: i64) -> Option<Descriptio
                 Limiter::Lease(s) => Some(s.leases().map(|(id, at)| (id.to_vec(), at)).collect()),
                 _ => None,
             };
-            Description { algorithm: limiter.algorithm(), fields, updated_ms, leases }
+            let now_ms = now_ms.max(updated_ms);
+            let window = match limiter {
+                Limiter::Slide(s) => Some(s.window_at(now_ms, standing.counts)),
+                _ => None,
+            };
+            Description {
+                algorithm: limiter.algorithm(),
+                fields,
+                updated_ms,
+                leases,
+                now_ms,
+                window,
+            }
         })
     })
 }

@@ -695,3 +695,34 @@ fn fresh_replaces_state_and_ban_and_cost_zero_deletes() {
     assert!(info.fields.contains(&("used", 7)));
     assert!(info.fields.contains(&("window_start_ms", T0 + 10_000)));
 }
+
+#[test]
+fn describe_reports_the_window_at_now() {
+    // Every limiter: `now_ms` = max(now, updated_ms); only sliding windows have a window.
+    let mut slot = None;
+    run(&mut slot, &request(Command::Token, "5 1 100"), T0).unwrap();
+    let info = describe_key(slot.as_ref(), T0 - 7).unwrap();
+    assert_eq!((info.now_ms, info.window), (T0, None));
+    assert_eq!(describe_key(slot.as_ref(), T0 + 7).unwrap().now_ms, T0 + 7);
+    // An exact log: what counts at now'.
+    let mut slot = None;
+    let log = request(Command::Slide, "5 100");
+    run(&mut slot, &log, T0).unwrap();
+    run(&mut slot, &Request { cost: 2, ..log.clone() }, T0 + 40).unwrap();
+    let window = describe_key(slot.as_ref(), T0 + 100).unwrap().window.unwrap();
+    assert_eq!(window, crate::slide::WindowAt { used: 2, oldest_ms: Some(T0 + 40), buckets: None });
+    // Refunded back to its initial state during a ban: the key lives on, its window is empty.
+    let mut slot = None;
+    let banning = request(Command::Slide, "2 1000 BUCKETS 4 BAN 5000");
+    for k in 0..3 {
+        run(&mut slot, &banning, T0 + k).unwrap();
+    }
+    assert!(slot.as_ref().and_then(PackedLimiter::ban).is_some());
+    let _ = crate::refund::refund_key(slot.as_mut(), 10, T0 + 3);
+    let info = describe_key(slot.as_ref(), T0 + 10).unwrap();
+    let window = info.window.unwrap();
+    assert_eq!((window.used, window.oldest_ms), (0, None));
+    let (counts, start) = window.buckets.unwrap();
+    assert_eq!(counts, vec![0; 5]);
+    assert_eq!(start, (T0 + 10).div_euclid(250) * 250 - 1000);
+}

@@ -924,3 +924,121 @@ fn extreme_corrupt_states_saturate() {
         }
     }
 }
+
+/// The window at `t` by the reference formulas: `(used rounded down, oldest, buckets)` as
+/// [`WindowAt`] reports them.
+fn reference_window(s: &SlideState, t: i64) -> WindowAt {
+    match Model::of(s) {
+        Model::Exact(m) => {
+            let inside: Vec<_> = m.events.iter().filter(|(ts, _)| *ts > t - m.window).collect();
+            WindowAt {
+                used: count_in(&m.events, m.window, t),
+                oldest_ms: inside.first().map(|e| e.0),
+                buckets: None,
+            }
+        }
+        Model::Buckets(m) => {
+            let i = t.div_euclid(m.w);
+            let r = t - i * m.w;
+            let counts: Vec<u64> = (i - m.b..=i)
+                .map(|j| {
+                    m.events.iter().filter(|(ts, _)| ts.div_euclid(m.w) == j).map(|e| e.1).sum()
+                })
+                .collect();
+            let oldest = (i - m.b..=i)
+                .zip(&counts)
+                .find(|(j, c)| **c > 0 && (*j > i - m.b || m.w - r - 1 > 0))
+                .map(|(j, _)| j * m.w);
+            let used = (m.used_w(&m.events, t) / m.w as u128) as u64;
+            WindowAt { used, oldest_ms: oldest, buckets: Some((counts, (i - m.b) * m.w)) }
+        }
+    }
+}
+
+proptest! {
+    /// `RL.INFO`'s now-dependent window fields equal the reference formulas at any instant
+    /// after random traffic, for the exact log and for counters; a limiter that counts for
+    /// nothing shows an empty window.
+    #[test]
+    fn window_at_matches_the_reference(
+        shape in 0usize..5,
+        limit in 1u64..12,
+        start in 0i64..1_000_000,
+        ops in calls(60, 4, 30),
+        probe in -50i64..400,
+    ) {
+        let shapes: [(u64, Option<u64>); 5] =
+            [(100, None), (100, Some(1)), (100, Some(4)), (120, Some(3)), (7, Some(7))];
+        let (window, b) = shapes[shape];
+        let p = SlideParams::new(limit, window, b, MAX_COUNT).unwrap();
+        let mut d = Sim::new();
+        let mut now = start;
+        for op in ops {
+            now = (now + op.gap).max(0);
+            d.call(&p, now, op.cost);
+        }
+        let Some(s) = d.state.clone() else { return Ok(()) };
+        let at = (now + probe).max(0);
+        let t = at.max(s.updated_ms);
+        let got = s.window_at(at, true);
+        prop_assert_eq!(&got, &reference_window(&s, t));
+        // `window_used` is `used(t)` rounded down; `remaining` is `limit − used(t)` rounded
+        // down (so up to one less when `used(t)` has a fraction).
+        let remaining = d.peek(&p, at, 0).remaining;
+        let floor_left = limit.saturating_sub(got.used);
+        prop_assert!(remaining <= floor_left && floor_left <= remaining + 1);
+        let empty = s.window_at(at, false);
+        prop_assert_eq!(empty.used, 0);
+        prop_assert_eq!(empty.oldest_ms, None);
+        if let Some((counts, start_ms)) = &empty.buckets {
+            prop_assert!(counts.iter().all(|c| *c == 0));
+            prop_assert_eq!(Some(start_ms), got.buckets.as_ref().map(|b| &b.1));
+        }
+    }
+}
+
+#[test]
+fn window_at_of_a_long_log_reads_only_what_left() {
+    // 100 000 entries: the fields come from the header and the entries that left.
+    let p = exact(100_000, 200_000);
+    let mut state: Option<SlideState> = None;
+    for k in 0..100_000i64 {
+        match state.as_mut() {
+            Some(s) => assert!(evaluate_in_place(s, &p, T0 + 2 * k, 1, true).unwrap().0.allowed),
+            None => state = evaluate(None, &p, T0, 1).next,
+        }
+    }
+    let s = state.unwrap();
+    assert_eq!(s.stored_total(), 100_000);
+    let w = s.window_at(T0 + 200_000 + 10, true);
+    // Entries at T0, T0+2, …, T0+10 have left: 6 of them.
+    assert_eq!(w, WindowAt { used: 99_994, oldest_ms: Some(T0 + 12), buckets: None });
+    assert_eq!(
+        s.window_at(T0 + 2 * 99_999 + 200_000, true),
+        WindowAt { used: 0, oldest_ms: None, buckets: None }
+    );
+    let b = bucketed(10, 1000, 1);
+    let mut d = Sim::new();
+    let base = T0 - T0 % 1000;
+    d.call(&b, base + 900, 8);
+    d.call(&b, base + 1250, 2);
+    let s = d.state.unwrap();
+    // At base+1250: [8, 2] from base; 8·749/1000 + 2 = 7.992 → 7.
+    assert_eq!(
+        s.window_at(base + 1250, true),
+        WindowAt { used: 7, oldest_ms: Some(base), buckets: Some((vec![8, 2], base)) }
+    );
+    // At base+1999 the previous window's weight is 0: its count shows, it no longer counts.
+    assert_eq!(
+        s.window_at(base + 1999, true),
+        WindowAt { used: 2, oldest_ms: Some(base + 1000), buckets: Some((vec![8, 2], base)) }
+    );
+    assert_eq!(
+        s.window_at(base + 2100, true),
+        WindowAt {
+            used: 1,
+            oldest_ms: Some(base + 1000),
+            buckets: Some((vec![2, 0], base + 1000))
+        }
+    );
+}

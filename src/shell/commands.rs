@@ -209,6 +209,17 @@ fn info(call: &Call) -> Result<Outcome, CommandError> {
     }
     fields.push(("updated_ms", FieldValue::Int(info.updated_ms)));
     fields.push(("ttl_ms", FieldValue::Int(ttl_ms)));
+    // The now-dependent fields, computed at `now_ms` under the stored parameters.
+    fields.push(("now_ms", FieldValue::Int(info.now_ms)));
+    if let Some(window) = &info.window {
+        let used = i64::try_from(window.used).unwrap_or(i64::MAX);
+        fields.push(("window_used", FieldValue::Int(used)));
+        fields.push(("window_oldest_ms", FieldValue::Int(window.oldest_ms.unwrap_or(-1))));
+        if let Some((counts, start_ms)) = &window.buckets {
+            fields.push(("window_counts", FieldValue::Counts(counts)));
+            fields.push(("window_start_ms", FieldValue::Int(*start_ms)));
+        }
+    }
     reply::fields(call.api, call.ctx, &fields);
     Ok(Outcome::Answered)
 }

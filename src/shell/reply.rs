@@ -64,6 +64,8 @@ pub enum FieldValue<'a> {
     Text(&'a str),
     /// A flat array `id expires_ms id expires_ms …` (a lease key's `leases`).
     Leases(&'a [(Vec<u8>, i64)]),
+    /// An array of counts (a bucketed sliding window's `window_counts`).
+    Counts(&'a [u64]),
 }
 
 /// Replies with a map (RESP3) that Redis flattens to an array of pairs for RESP2 clients.
@@ -79,6 +81,13 @@ pub fn fields(api: &Api, ctx: *mut RedisModuleCtx, pairs: &[(&str, FieldValue<'_
                 (api.reply_with_long_long)(ctx, *v);
             },
             FieldValue::Text(s) => text(s),
+            FieldValue::Counts(counts) => {
+                unsafe { (api.reply_with_array)(ctx, counts.len() as c_long) };
+                for count in counts.iter() {
+                    let count = i64::try_from(*count).unwrap_or(i64::MAX);
+                    unsafe { (api.reply_with_long_long)(ctx, count) };
+                }
+            }
             FieldValue::Leases(leases) => {
                 unsafe { (api.reply_with_array)(ctx, (leases.len() * 2) as c_long) };
                 for (id, expires_ms) in leases.iter() {

@@ -273,7 +273,8 @@ pub fn pexpiretime(con: &mut Connection, key: &str) -> i64 {
     redis::cmd("PEXPIRETIME").arg(key).query(con).expect("PEXPIRETIME")
 }
 
-/// `RL.INFO` as (field, value) pairs, without the now-dependent `ttl_ms`.
+/// `RL.INFO` as (field, value) pairs, without the now-dependent fields (`ttl_ms` and those
+/// after it: `now_ms`, a sliding window's `window_*`).
 pub fn stored_state(con: &mut Connection, key: &str) -> Vec<(String, String)> {
     let v: Value = redis::cmd("RL.INFO").arg(key).query(con).expect("RL.INFO");
     let items = match v {
@@ -291,7 +292,7 @@ pub fn stored_state(con: &mut Connection, key: &str) -> Vec<(String, String)> {
     items
         .chunks(2)
         .map(|pair| (text(&pair[0]), text(&pair[1])))
-        .filter(|(k, _)| k != "ttl_ms")
+        .take_while(|(k, _)| k != "ttl_ms")
         .collect()
 }
 

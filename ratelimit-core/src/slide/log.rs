@@ -219,6 +219,17 @@ fn entries_of<'a>(
     }
 }
 
+/// `used(t)` and the timestamp of the oldest entry still in the window at `t` (`None` when no
+/// entry is), in O(entries that have left since `updated_ms`).
+pub(super) fn window_at(s: &SlideState, t: i64) -> (u64, Option<i64>) {
+    let view = exact_view(s, window_i64(s.window_ms), t);
+    let oldest = match view.older {
+        Some(h) => Some(h.oldest_ms),
+        None => view.newest_alive.then_some(s.updated_ms),
+    };
+    (view.used, oldest)
+}
+
 /// The log's entries still in its window at `t`, oldest first.
 pub(super) fn entries_at(s: &SlideState, t: i64) -> Vec<(i64, u64)> {
     let view = exact_view(s, window_i64(s.window_ms), t);
@@ -341,6 +352,13 @@ pub(super) fn apply_exact(s: &mut SlideState, view: ExactView, t: i64, cost: u64
             buffer.word = buffer.word.saturating_add(cost);
         }
     }
+}
+
+/// The sum of the stored log's costs (the newest entry and the older ones' header total), in
+/// O(1).
+pub(super) fn stored_total(s: &SlideState) -> u64 {
+    let older = read_header(&s.buffer.heap).filter(|h| h.head < h.end).map_or(0, |h| h.used);
+    older.saturating_add(s.buffer.word)
 }
 
 impl SlideState {

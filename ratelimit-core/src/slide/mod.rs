@@ -444,7 +444,46 @@ pub fn evaluate_in_place(
 // ---------------------------------------------------------------------------------------------
 // The stored state
 
+/// A sliding window as it stands at an instant, under its stored parameters: what `RL.INFO`
+/// shows after `ttl_ms` (the now-dependent fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowAt {
+    /// `window_used`: the permits counted at the instant — exact: the costs of the log entries
+    /// still inside the window; bucketed: the estimate rounded down.
+    pub used: u64,
+    /// `window_oldest_ms`: exact, the timestamp of the oldest entry still inside the window;
+    /// bucketed, the start of the oldest non-empty sub-window still (partly) counted. `None`
+    /// when nothing is counted.
+    pub oldest_ms: Option<i64>,
+    /// Bucketed only: `window_counts`, the counters of the `b + 1` sub-windows `i − b … i`
+    /// (`i` the sub-window of the instant), oldest first — the partly counted oldest one first,
+    /// the current one last — and `window_start_ms`, the start of sub-window `i − b`.
+    pub buckets: Option<(Vec<u64>, i64)>,
+}
+
 impl SlideState {
+    /// The window at `now' = max(now_ms, updated_ms)` (see [`WindowAt`]). `counts` false: the
+    /// limiter counts for nothing (refunded back to its initial state during a ban), so the
+    /// window is empty. Costs O(entries that have left the window) for an exact log, O(b) for
+    /// counters: nothing is copied.
+    pub fn window_at(&self, now_ms: i64, counts: bool) -> WindowAt {
+        let t = now_ms.max(self.updated_ms);
+        match self.mode {
+            SlideMode::Exact => {
+                let (used, oldest_ms) = if counts { log::window_at(self, t) } else { (0, None) };
+                WindowAt { used, oldest_ms, buckets: None }
+            }
+            SlideMode::Buckets(b) => {
+                let w = ring::window_at(self, b, t, counts);
+                WindowAt {
+                    used: w.used,
+                    oldest_ms: w.oldest_ms,
+                    buckets: Some((w.counts, w.start_ms)),
+                }
+            }
+        }
+    }
+
     /// `RL.REFUND`: gives back `count` permits at `now'` from the newest permits still in the
     /// window — exact: the newest log entries first, splitting one where needed; bucketed: the
     /// newest counted sub-windows first. The state stays dated by its newest remaining permit
@@ -486,7 +525,7 @@ impl SlideState {
     /// of the counters (bucketed).
     pub fn stored_total(&self) -> u64 {
         match self.mode {
-            SlideMode::Exact => self.entries().fold(0u64, |a, e| a.saturating_add(e.1)),
+            SlideMode::Exact => log::stored_total(self),
             SlideMode::Buckets(_) => self.buffer.word,
         }
     }

@@ -472,6 +472,40 @@ pub(super) fn refund_buckets(
         .map_or(Refunded::Nothing, Refunded::To)
 }
 
+/// The counters at `t` (≥ `updated_ms`) as `RL.INFO` shows them: those of sub-windows
+/// `i − b … i` (`i` the sub-window of `t`), oldest first, and the start of sub-window `i − b`;
+/// `used(t)` rounded down; and the start of the oldest sub-window still (partly) counted with
+/// a non-zero count, if any.
+/// With `counts` false (a limiter refunded back to its initial state during a ban), every
+/// counter reads 0.
+pub(super) fn window_at(s: &SlideState, buckets: NonZeroU16, t: i64, counts: bool) -> BucketWindow {
+    let view = bucket_view(s, buckets, t);
+    let ring = Ring::of(&s.buffer.heap, &view.grid);
+    let grid = view.grid;
+    let first = view.i.saturating_sub(grid.b);
+    let counts: Vec<u64> = (0..=grid.b)
+        .map(|k| if counts { view.count(&ring, first.saturating_add(k)) } else { 0 })
+        .collect();
+    // The oldest sub-window (k = 0) counts while at least one of its ms is inside the window.
+    let oldest_weighs = grid.w - view.r - 1 > 0;
+    let oldest = (0i64..)
+        .zip(&counts)
+        .find(|&(k, &c)| c > 0 && (k > 0 || oldest_weighs))
+        .map(|(k, _)| grid.start(first.saturating_add(k)));
+    let estimate = if counts.iter().any(|c| *c > 0) { view.estimate() } else { 0 };
+    let used = crate::arith::saturate_u64(div(estimate, wide(grid.w)));
+    BucketWindow { counts, start_ms: grid.start(first), used, oldest_ms: oldest }
+}
+
+/// A bucketed window at an instant (see [`window_at`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct BucketWindow {
+    pub(super) counts: Vec<u64>,
+    pub(super) start_ms: i64,
+    pub(super) used: u64,
+    pub(super) oldest_ms: Option<i64>,
+}
+
 /// The counted sub-windows at `t` as events, oldest first: each count at its sub-window's last
 /// ms (at most `t`), so that it counts as long as the estimate counts any part of it.
 pub(super) fn counter_events_at(s: &SlideState, buckets: NonZeroU16, t: i64) -> Vec<(i64, u64)> {
