@@ -33,7 +33,9 @@ class Counter {
    * `{count, resetAfterMs}` after it. `resetAfterMs` is 0 while nothing is counted.
    */
   async add(key, points, ms) {
-    const r = await this.transport.send(['RL.PERIOD', key, UNBOUNDED, windowMs(ms), 'COST', points]);
+    const args = ['RL.PERIOD', key, UNBOUNDED, windowMs(ms)];
+    if (points !== 1) args.push('COST', points); // COST 1 is the default: fewer arguments to parse
+    const r = await this.transport.send(args);
     return { count: UNBOUNDED - Number(r[2]), resetAfterMs: Number(r[4]) };
   }
 

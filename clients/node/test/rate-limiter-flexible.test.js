@@ -11,28 +11,17 @@ const { startServer, commandCalls } = require('../testing/servers');
 
 let server;
 const clients = {};
-let hasFresh = false;
 before(async () => {
   server = await startServer();
   clients.ioredis = new Redis({ port: server.port });
   const nr = createClient({ socket: { port: server.port, host: '127.0.0.1' } });
   await nr.connect();
   clients['node-redis'] = nr;
-  hasFresh = await clients.ioredis.call('RL.PERIOD', 'fresh-probe', 1, 1000, 'COST', 0, 'FRESH').then(
-    () => true,
-    () => false,
-  );
 });
 after(async () => {
   clients.ioredis.disconnect();
   await clients['node-redis'].quit();
   await server.stop();
-});
-
-/** set / block need the module's FRESH option (MODULE-NEEDS.md); reported as todo until it is there. */
-const freshTest = (name, fn) => test(name, async (t) => {
-  if (!hasFresh) t.todo('needs RL.PERIOD … FRESH in the module');
-  await fn(t);
 });
 
 for (const kind of ['ioredis', 'node-redis']) {
@@ -102,7 +91,7 @@ for (const kind of ['ioredis', 'node-redis']) {
       assert.ok(rej.msBeforeNext > 5000);
     });
 
-    freshTest('block and set replace the count (one FRESH command)', async () => {
+    test('block and set replace the count (one FRESH command)', async () => {
       const l = limiter({ points: 2, duration: 5, blockDuration: 20 });
       await l.consume('b', 3).catch(() => {});
       const got = await l.get('b');
