@@ -75,6 +75,19 @@ for (const kind of ['ioredis', 'node-redis']) {
       assert.ok(custom.msBeforeNext <= 1000);
     });
 
+    test('counts past the 2^32 − 1 ceiling still reach the library (refused there, reported as count + points)', async () => {
+      const l = limiter({ points: 5, duration: 60 });
+      await l.set('ceil', 4294967290, 60); // a count above 2^31 is stored under the 10^12 ceiling
+      const rej = await l.consume('ceil', 10).then(() => null, (r) => r);
+      assert.equal(rej.consumedPoints, 4294967300);
+      assert.equal(rej.remainingPoints, 0);
+      assert.ok(rej.msBeforeNext > 59000);
+      const big = limiter({ points: 3000000000, duration: 60 }); // thresholds above 2^31: the 10^12 ceiling
+      await big.set('ceil2', 4294967290, 60);
+      assert.equal((await big.consume('ceil2', 10).then(() => null, (r) => r)).consumedPoints, 4294967300);
+      assert.equal((await big.get('ceil2')).consumedPoints, 4294967300); // counted
+    });
+
     test('input checks as the stock class', async () => {
       const l = limiter({ points: 5, duration: 5 });
       await assert.rejects(l.consume('x', 1.5), { message: 'Consuming decimal number of points is not supported by this package' });
