@@ -68,7 +68,7 @@ class RateLimit {
     if (periodMs % 1000 !== 0 || periodMs === 0) throw new TypeError('period of throttle must be a whole number of seconds');
     const args = ['CL.THROTTLE', this._key(key), toCount(opts.maxBurst, 'maxBurst'), toCount(opts.count, 'count'), periodMs / 1000];
     if (opts.quantity !== undefined && opts.quantity !== null) args.push(toCount(opts.quantity, 'quantity'));
-    args.push(...callOptions(opts, { ban: false, wait: false }));
+    args.push(...callOptions(opts, { ban: false, wait: false, fresh: false }));
     const r = await this.transport.send(args);
     const allowed = Number(r[0]) === 0;
     const retryS = Number(r[3]);
@@ -95,7 +95,7 @@ class RateLimit {
       if (!ALGORITHMS.includes(l.algorithm)) throw new TypeError(`each limit needs algorithm: ${ALGORITHMS.join(', ')}`);
       groups.push(l.algorithm.toUpperCase(), ...limitArgs(l.algorithm, l));
     }
-    const args = ['RL.ALL', keys.length, ...keys, ...groups, ...callOptions(opts, { ban: false, wait: false })];
+    const args = ['RL.ALL', keys.length, ...keys, ...groups, ...callOptions(opts, { ban: false, wait: false, fresh: false })];
     const r = await this.transport.send(args, { keyIndex: 2 });
     const d = decision(r);
     return { ...d, index: Number(r[5]) - 1, details: r[6].map(decision) };
@@ -103,7 +103,7 @@ class RateLimit {
 
   /** Gives `count` permits back: RL.REFUND. Resolves to the standing after it, or null (nothing to refund). */
   async refund(key, count, opts = {}) {
-    const args = ['RL.REFUND', this._key(key), toCount(count, 'count'), ...callOptions(opts, { ban: false, wait: false })];
+    const args = ['RL.REFUND', this._key(key), toCount(count, 'count'), ...callOptions(opts, { ban: false, wait: false, fresh: false })];
     const r = await this.transport.send(args);
     return r === null || r === undefined ? null : decision(r);
   }
@@ -115,7 +115,7 @@ class RateLimit {
   async acquire(key, opts) {
     const args = ['RL.ACQUIRE', this._key(key), toCount(opts.limit, 'limit'), toMs(opts.lease, 'lease')];
     if (opts.id !== undefined && opts.id !== null) args.push('ID', opts.id);
-    args.push(...callOptions(opts, { ban: false }));
+    args.push(...callOptions(opts, { ban: false, fresh: false }));
     const r = await this.transport.send(args);
     const d = decision(r);
     const id = r[5];
@@ -124,7 +124,7 @@ class RateLimit {
 
   /** Gives a lease back: RL.RELEASE. Resolves to true if it was held. */
   async release(key, id, opts = {}) {
-    const args = ['RL.RELEASE', this._key(key), id, ...callOptions(opts, { ban: false, wait: false })];
+    const args = ['RL.RELEASE', this._key(key), id, ...callOptions(opts, { ban: false, wait: false, fresh: false })];
     return Number(await this.transport.send(args)) === 1;
   }
 

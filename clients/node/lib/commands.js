@@ -64,13 +64,14 @@ function limitArgs(algorithm, o) {
   return a;
 }
 
-/** BAN, WAIT, DRYRUN and AT, in that order, from an options object. */
-function callOptions(o, { ban = true, wait = true } = {}) {
+/** BAN, WAIT, DRYRUN, AT and FRESH, in that order, from an options object. */
+function callOptions(o, { ban = true, wait = true, fresh = true } = {}) {
   const a = [];
   if (ban && o.ban !== undefined && o.ban !== null) a.push('BAN', toMs(o.ban, 'ban'));
   if (wait && o.wait !== undefined && o.wait !== null && o.wait !== false) a.push('WAIT', toMs(o.wait, 'wait'));
   if (o.dryRun) a.push('DRYRUN');
   if (o.at !== undefined && o.at !== null) a.push('AT', toCount(o.at, 'at'));
+  if (fresh && o.fresh) a.push('FRESH');
   return a;
 }
 

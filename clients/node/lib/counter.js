@@ -1,25 +1,45 @@
 'use strict';
 /**
  * The counter the host libraries' stores keep (the store counts, the library decides), as one
- * module command each: a fixed window whose limit no count reaches,
+ * module command each: a fixed window whose limit the library's counts do not reach,
  *
- *     RL.PERIOD key 1000000000000 <window ms> COST <points>
+ *     RL.PERIOD key <ceiling> <window ms> [COST <points>]
  *
- * admits every request, so the count is `1000000000000 − remaining`, the window starts at the
- * first count of a fresh key and the key expires by itself when it ends — INCRBY plus
- * PEXPIRE NX, atomically, without Lua. A window of ten years stands for "never expires".
+ * admits every request the library could still accept, so the count is `ceiling − remaining`,
+ * the window starts at the first count of a fresh key and the key expires by itself when it
+ * ends — INCRBY plus PEXPIRE NX, atomically, without Lua. A window of ten years stands for
+ * "never expires".
+ *
+ * The ceiling is 2^32 − 1 when every threshold the library compares counts with is below 2^31
+ * (the module then keeps the limiter in its 48-byte form, and the call costs the server about
+ * 15 % less than with a 10^12 limit, which needs the 80-byte form), else 10^12, the module's
+ * largest. A count that would pass the ceiling is refused by the module (nothing stored); the
+ * counter then reports `count + points`, which is above every threshold, so the library decides
+ * exactly as with an unbounded count.
  */
 const { TEN_YEARS_MS } = require('./duration');
 const { infoObject } = require('./commands');
 
-/** A limit no counter reaches (the module's largest count). */
+/** The module's largest count. */
 const UNBOUNDED = 1000000000000;
+/** The ceiling used when every threshold is below 2^31. */
+const CEILING_32 = 4294967295;
 /** The period that stands for "never expires" (the module's longest). */
 const NEVER_MS = TEN_YEARS_MS;
 
 /** Window length to send: whole ms, or NEVER_MS for 0 / negative ("no expiry"). */
 function windowMs(ms) {
   return ms > 0 ? Math.min(Math.ceil(ms), NEVER_MS) : NEVER_MS;
+}
+
+/** The ceiling for counts compared with thresholds up to `largest` (a number; anything else: 10^12). */
+function ceilingFor(largest) {
+  return typeof largest === 'number' && largest >= 0 && largest < 2147483648 ? CEILING_32 : UNBOUNDED;
+}
+
+/** The count before a DRYRUN COST 1 reply (RL.PEEK, RL.REFUND): an admitted one took 1 off `remaining`. */
+function countOfProbe(r) {
+  return Number(r[1]) - Number(r[2]) - (Number(r[0]) === 1 ? 1 : 0);
 }
 
 class Counter {
@@ -31,20 +51,23 @@ class Counter {
   /**
    * Adds `points` (≥ 0) to the count at `key` in a window of `ms`; resolves to
    * `{count, resetAfterMs}` after it. `resetAfterMs` is 0 while nothing is counted.
+   * @param {number} [ceiling]  see ceilingFor (default 10^12)
    */
-  async add(key, points, ms) {
-    const r = await this.transport.send(['RL.PERIOD', key, UNBOUNDED, windowMs(ms), 'COST', points]);
-    return { count: UNBOUNDED - Number(r[2]), resetAfterMs: Number(r[4]) };
+  async add(key, points, ms, ceiling = UNBOUNDED) {
+    const args = ['RL.PERIOD', key, ceiling, windowMs(ms)];
+    if (points !== 1) args.push('COST', points); // COST 1 is the default: fewer arguments to parse
+    const r = await this.transport.send(args);
+    const count = Number(r[1]) - Number(r[2]);
+    return { count: Number(r[0]) === 1 ? count : count + points, resetAfterMs: Number(r[4]) };
   }
 
   /**
    * Replaces whatever `key` holds by a fresh count of `points` in a window of `ms` (0: never
-   * expires): RL.PERIOD … COST points FRESH. This is the one path that needs the module's FRESH
-   * option (a count of 0 deletes the key).
+   * expires): RL.PERIOD … COST points FRESH (a count of 0 deletes the key).
    */
   async fresh(key, points, ms) {
-    const r = await this.transport.send(['RL.PERIOD', key, UNBOUNDED, windowMs(ms), 'COST', points, 'FRESH']);
-    return { count: UNBOUNDED - Number(r[2]), resetAfterMs: Number(r[4]) };
+    const r = await this.transport.send(['RL.PERIOD', key, ceilingFor(points), windowMs(ms), 'COST', points, 'FRESH']);
+    return { count: Number(r[1]) - Number(r[2]), resetAfterMs: Number(r[4]) };
   }
 
   /**
@@ -54,15 +77,14 @@ class Counter {
   async subtract(key, points) {
     const r = await this.transport.send(['RL.REFUND', key, points]);
     if (r === null || r === undefined) return null;
-    // The reply is what a DRYRUN COST 1 would get: remaining = UNBOUNDED − count − 1.
-    return { count: UNBOUNDED - 1 - Number(r[2]), resetAfterMs: Number(r[4]) };
+    return { count: countOfProbe(r), resetAfterMs: Number(r[4]) };
   }
 
   /** The count now and the time until it resets, or null: RL.PEEK (read-only). */
   async peek(key) {
     const r = await this.transport.send(['RL.PEEK', key], { readonly: true });
     if (r === null || r === undefined) return null;
-    return { count: UNBOUNDED - 1 - Number(r[2]), resetAfterMs: Number(r[4]) };
+    return { count: countOfProbe(r), resetAfterMs: Number(r[4]) };
   }
 
   /**
@@ -83,4 +105,4 @@ class Counter {
   }
 }
 
-module.exports = { Counter, UNBOUNDED, NEVER_MS, windowMs };
+module.exports = { Counter, UNBOUNDED, CEILING_32, NEVER_MS, windowMs, ceilingFor };

@@ -2,7 +2,7 @@
 /**
  * express-rate-limit Store on the module. The store counts, express-rate-limit decides:
  *
- *   increment(key)  RL.PERIOD <prefix><key> 1000000000000 <windowMs>   (count = 10^12 − remaining)
+ *   increment(key)  RL.PERIOD <prefix><key> <ceiling> <windowMs>     (count = ceiling − remaining)
  *   decrement(key)  RL.REFUND <prefix><key> 1                          (stops at 0)
  *   get(key)        RL.PEEK <prefix><key>                              (read-only)
  *   resetKey(key)   DEL <prefix><key>
@@ -11,7 +11,7 @@
  * itself when it ends. Give it `sendCommand` (the rate-limit-redis option) or `client`.
  */
 const { Transport } = require('./transport');
-const { Counter } = require('./counter');
+const { Counter, UNBOUNDED, ceilingFor } = require('./counter');
 
 class RedisModuleStore {
   /**
@@ -27,11 +27,13 @@ class RedisModuleStore {
     /** The counts live in Redis, shared by every process. */
     this.localKeys = false;
     this.windowMs = 60000;
+    this.ceiling = UNBOUNDED;
   }
 
   /** express-rate-limit passes its options once: windowMs is the window of every count. */
   init(options) {
     if (options && options.windowMs > 0) this.windowMs = options.windowMs;
+    this.ceiling = ceilingFor(options && options.limit);
   }
 
   _key(key) {
@@ -39,7 +41,7 @@ class RedisModuleStore {
   }
 
   async increment(key) {
-    const r = await this.counter.add(this._key(key), 1, this.windowMs);
+    const r = await this.counter.add(this._key(key), 1, this.windowMs, this.ceiling);
     return { totalHits: r.count, resetTime: new Date(Date.now() + r.resetAfterMs) };
   }
 

@@ -36,6 +36,8 @@ export interface CallOptions {
   dryRun?: boolean;
   /** evaluate at this unix ms instead of the server clock */
   at?: number;
+  /** judge against a fresh limiter: the key then holds exactly this request (COST 0: deleted) */
+  fresh?: boolean;
 }
 
 export interface TokenOptions extends CallOptions {
@@ -89,10 +91,10 @@ export type LimitSpec =
   | ({ algorithm: 'leaky' } & LeakyOptions);
 
 export type AllLimit = { key: string | Buffer } & (
-  | ({ algorithm: 'token' } & Omit<TokenOptions, 'ban' | 'wait' | 'dryRun' | 'at'>)
-  | ({ algorithm: 'period' } & Omit<PeriodOptions, 'ban' | 'wait' | 'dryRun' | 'at'>)
-  | ({ algorithm: 'slide' } & Omit<SlideOptions, 'ban' | 'wait' | 'dryRun' | 'at'>)
-  | ({ algorithm: 'leaky' } & Omit<LeakyOptions, 'ban' | 'wait' | 'dryRun' | 'at'>)
+  | ({ algorithm: 'token' } & Omit<TokenOptions, 'ban' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
+  | ({ algorithm: 'period' } & Omit<PeriodOptions, 'ban' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
+  | ({ algorithm: 'slide' } & Omit<SlideOptions, 'ban' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
+  | ({ algorithm: 'leaky' } & Omit<LeakyOptions, 'ban' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
 );
 
 export interface AllDecision extends Decision {
@@ -163,10 +165,10 @@ interface ResponseLike {
 type Next = (err?: any) => void;
 
 type MiddlewareLimit =
-  | ({ algorithm?: 'token' } & Omit<TokenOptions, 'cost' | 'wait' | 'dryRun' | 'at'>)
-  | ({ algorithm: 'period' } & Omit<PeriodOptions, 'cost' | 'wait' | 'dryRun' | 'at'>)
-  | ({ algorithm: 'slide' } & Omit<SlideOptions, 'cost' | 'wait' | 'dryRun' | 'at'>)
-  | ({ algorithm: 'leaky' } & Omit<LeakyOptions, 'cost' | 'wait' | 'dryRun' | 'at'>);
+  | ({ algorithm?: 'token' } & Omit<TokenOptions, 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
+  | ({ algorithm: 'period' } & Omit<PeriodOptions, 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
+  | ({ algorithm: 'slide' } & Omit<SlideOptions, 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
+  | ({ algorithm: 'leaky' } & Omit<LeakyOptions, 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh'>);
 
 export type RateLimitMiddlewareOptions<Req extends RequestLike = RequestLike, Res extends ResponseLike = ResponseLike> = MiddlewareLimit & {
   client: RedisLike | RateLimit;

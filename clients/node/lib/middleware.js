@@ -11,7 +11,7 @@
  */
 const { RateLimit } = require('./client');
 const { toMs, toCount } = require('./duration');
-const { ALGORITHMS, limitArgs } = require('./commands');
+const { ALGORITHMS, COMMAND_OF, limitArgs, decision } = require('./commands');
 
 const ceilS = (ms) => Math.ceil(ms / 1000);
 
@@ -64,23 +64,34 @@ function rateLimit(options) {
   const { q, w } = policyOf(o);
   const policyHeader = `"${policyName}";q=${q};w=${w}`;
 
+  // The command without its key (and cost, when a cost function is given), built once.
+  const command = COMMAND_OF[o.algorithm];
+  const fixedArgs = limitArgs(o.algorithm, costOf ? { ...limitOpts, cost: undefined } : limitOpts);
+  const transport = limiter.transport;
+  const keyPrefix = (limiter.prefix || '') + prefix;
+
+  async function decide(req) {
+    const key = transport.serverKey(keyPrefix + (await keyOf(req)));
+    const args = [command, key, ...fixedArgs];
+    if (costOf) args.push('COST', toCount(await costOf(req), 'cost'));
+    return decision(await transport.send(args));
+  }
+
   return async function rateLimitMiddleware(req, res, next) {
-    let decision;
+    let d;
     try {
       if (o.skip && (await o.skip(req))) return next();
-      const key = prefix + (await keyOf(req));
-      const call = costOf ? { ...limitOpts, cost: await costOf(req) } : limitOpts;
-      decision = await limiter.limit(key, { ...call, algorithm: o.algorithm });
+      d = await decide(req);
     } catch (err) {
       return o.failOpen ? next() : next(err);
     }
     res.setHeader('RateLimit-Policy', policyHeader);
-    res.setHeader('RateLimit', `"${policyName}";r=${decision.remaining};t=${ceilS(decision.resetAfterMs)}`);
-    req.rateLimit = decision;
-    if (decision.allowed) return next();
-    if (decision.retryAfterMs >= 0) res.setHeader('Retry-After', String(ceilS(decision.retryAfterMs)));
-    if (o.handler) return o.handler(req, res, next, decision);
-    const body = JSON.stringify({ error: 'too many requests', retryAfterMs: decision.retryAfterMs });
+    res.setHeader('RateLimit', `"${policyName}";r=${d.remaining};t=${ceilS(d.resetAfterMs)}`);
+    req.rateLimit = d;
+    if (d.allowed) return next();
+    if (d.retryAfterMs >= 0) res.setHeader('Retry-After', String(ceilS(d.retryAfterMs)));
+    if (o.handler) return o.handler(req, res, next, d);
+    const body = JSON.stringify({ error: 'too many requests', retryAfterMs: d.retryAfterMs });
     res.statusCode = 429;
     res.setHeader('Content-Type', 'application/json');
     res.setHeader('Content-Length', Buffer.byteLength(body));

@@ -13,7 +13,7 @@
  *   (RL.PERIOD … WAIT), instead of timers in one process.
  */
 const { Transport } = require('./transport');
-const { Counter, NEVER_MS } = require('./counter');
+const { Counter, NEVER_MS, ceilingFor } = require('./counter');
 const { limitArgs } = require('./commands');
 const { toMs } = require('./duration');
 
@@ -60,6 +60,11 @@ class RateLimiterRedisModule extends RateLimiterStoreAbstract {
     this._rejectIfRedisNotReady = !!opts.rejectIfRedisNotReady;
     this.useRedisPackage = !!opts.useRedisPackage || (this.client && this.client.constructor && this.client.constructor.name === 'Commander');
     this._counterStore = null; // built on first use: a client that is not ready must not be touched here
+  }
+
+  /** The counter's ceiling: above every threshold consumed points are compared with. */
+  _ceiling() {
+    return ceilingFor(Math.max(this.points, this.blockOnConsumed || 0, this.inMemoryBlockOnConsumed || 0));
   }
 
   get _counter() {
@@ -118,7 +123,7 @@ class RateLimiterRedisModule extends RateLimiterStoreAbstract {
       if (!r) return { consumed: 0, msBeforeNext: never ? -1 : 0 };
       return { consumed: r.count, msBeforeNext: msBefore(never, r.resetAfterMs, windowMs) };
     }
-    const r = await counter.add(rlKey, n, windowMs);
+    const r = await counter.add(rlKey, n, windowMs, this._ceiling());
     return { consumed: r.count, msBeforeNext: msBefore(never, r.resetAfterMs, windowMs) };
   }
 

@@ -123,6 +123,16 @@ for (const kind of ['ioredis', 'node-redis']) {
       assert.equal((await c.info('login')).banned_until_ms, T0 + 1 + 3600000);
     });
 
+    test('fresh: the key holds exactly this request; cost 0 deletes it', async () => {
+      const c = rl();
+      const o = { capacity: 10, rate: 1, period: '1m' };
+      await c.token('fr', { ...o, cost: 9 });
+      const d = await c.token('fr', { ...o, cost: 3, fresh: true });
+      assert.deepEqual([d.allowed, d.remaining], [true, 7]);
+      await c.token('fr', { ...o, cost: 0, fresh: true });
+      assert.equal(await c.peek('fr'), null);
+    });
+
     test('info and peek', async () => {
       const c = rl();
       await c.token('inf', { capacity: 5, rate: 1, period: '1s', cost: 2 });

@@ -1,0 +1,217 @@
+'use strict';
+// make bench-clients-node: one Express app (app.js), the same limit (1000 per 60 s per key, keys
+// drawn from KEYS), driven by autocannon, with five limiters, alternated A B C D E per round and
+// the median of ROUNDS rounds reported. Per limiter: HTTP requests/s and p99 latency, Redis
+// server time per decision (INFO commandstats: the usec of the commands the client sent, a
+// script's inner commands included in its EVALSHA), commands per decision, and bytes per limiter
+// key (used_memory delta over the keys the run made). Writes the "## Node" section of
+// bench/CLIENTS.md (the other sections are kept).
+//   node bench.js <redis port> <CLIENTS.md path>
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+const os = require('node:os');
+const autocannon = require('autocannon');
+const Redis = require('ioredis');
+
+const [redisPort, outFile] = process.argv.slice(2);
+const ROUNDS = Number(process.env.ROUNDS || 3);
+const DURATION_S = Number(process.env.DURATION_S || 5);
+const CONNECTIONS = Number(process.env.CONNECTIONS || 32);
+const KEYS = Number(process.env.KEYS || 20000);
+
+const VARIANTS = [
+  { id: 'rlf-stock', label: "(a) rate-limiter-flexible `RateLimiterRedis` (stock Lua, ioredis)", peer: true },
+  { id: 'erl-rate-limit-redis', label: '(b) express-rate-limit + rate-limit-redis (stock Lua, node-redis)', peer: true },
+  { id: 'middleware', label: '(c) redis-ratelimit `rateLimit()` middleware (ioredis)' },
+  { id: 'rlf-module', label: '(c) rate-limiter-flexible + `RateLimiterRedisModule` (ioredis)' },
+  { id: 'erl-module-store', label: '(c) express-rate-limit + `RedisModuleStore` (node-redis)' },
+];
+
+const redis = new Redis({ port: Number(redisPort) });
+const SCRIPT_INNER = new Set(['set', 'incrby', 'incr', 'pttl', 'expire', 'pexpire', 'get', 'del', 'decr']);
+const ADMIN = new Set(['info', 'config|resetstat', 'config', 'flushall', 'dbsize', 'ping', 'memory|usage', 'client|setinfo', 'client|setname', 'client', 'select', 'hello']);
+
+function parseInfo(text) {
+  const out = {};
+  for (const line of text.split('\r\n')) {
+    const i = line.indexOf(':');
+    if (i > 0) out[line.slice(0, i)] = line.slice(i + 1);
+  }
+  return out;
+}
+
+async function commandStats() {
+  const stats = parseInfo(await redis.info('commandstats'));
+  const out = {};
+  for (const [k, v] of Object.entries(stats)) {
+    const m = /^cmdstat_(.+)$/.exec(k);
+    if (!m) continue;
+    out[m[1]] = { calls: Number(/calls=(\d+)/.exec(v)[1]), usec: Number(/usec=(\d+)/.exec(v)[1]) };
+  }
+  return out;
+}
+
+async function usedMemory() {
+  return Number(parseInfo(await redis.info('memory')).used_memory);
+}
+
+function startApp(variant) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(__dirname, 'app.js'), variant, redisPort], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let buf = '';
+    const timer = setTimeout(() => reject(new Error(`app ${variant} did not start`)), 10000);
+    child.stdout.on('data', (d) => {
+      buf += d;
+      const m = /listening (\d+)/.exec(buf);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, port: Number(m[1]) });
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`app ${variant} exited ${code}`)));
+  });
+}
+
+function load(port, seconds) {
+  return new Promise((resolve, reject) => {
+    autocannon(
+      {
+        url: `http://127.0.0.1:${port}`,
+        connections: CONNECTIONS,
+        duration: seconds,
+        requests: [{ setupRequest: (req) => ({ ...req, path: `/?k=u${Math.floor(Math.random() * KEYS)}` }) }],
+      },
+      (err, res) => (err ? reject(err) : resolve(res)),
+    );
+  });
+}
+
+async function runOnce(v) {
+  await redis.flushall('SYNC'); // no keys of another limiter's type
+  const app = await startApp(v.id);
+  try {
+    await load(app.port, 1); // warm-up (JIT, connections, script cache)
+    await redis.flushall('SYNC');
+    await redis.config('RESETSTAT');
+    const mem0 = await usedMemory();
+    const res = await load(app.port, DURATION_S);
+    const stats = await commandStats();
+    const keys = await redis.dbsize();
+    const mem1 = await usedMemory();
+    const decisions = res['2xx'] + res.non2xx;
+    let sentCalls = 0;
+    let sentUsec = 0;
+    let innerCalls = 0;
+    const sentNames = [];
+    for (const [name, s] of Object.entries(stats)) {
+      if (ADMIN.has(name)) continue;
+      if (SCRIPT_INNER.has(name) && (stats.evalsha || stats.eval)) {
+        innerCalls += s.calls;
+        continue;
+      }
+      sentCalls += s.calls;
+      sentUsec += s.usec;
+      sentNames.push(name.toUpperCase());
+    }
+    return {
+      rps: res.requests.average,
+      p99: res.latency.p99,
+      decisions,
+      refused: res.non2xx,
+      errors: res.errors + res.timeouts,
+      cmdsPerDecision: sentCalls / decisions,
+      innerPerDecision: innerCalls / decisions,
+      usecPerDecision: sentUsec / decisions,
+      bytesPerKey: keys > 0 ? (mem1 - mem0) / keys : 0,
+      keys,
+      commands: sentNames.sort().join(', '),
+    };
+  } finally {
+    app.child.removeAllListeners('exit');
+    app.child.kill('SIGTERM');
+  }
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+function replaceSection(file, heading, body) {
+  let text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '# Client packages against the host libraries\' stock backends\n\n`make bench-clients`: one section per client package, each written by its own target.\n';
+  const lines = text.split('\n');
+  const start = lines.findIndex((l) => l.trim() === heading);
+  const section = `${heading}\n\n${body.trim()}\n`;
+  if (start === -1) {
+    text = `${text.replace(/\n*$/, '\n\n')}${section}`;
+  } else {
+    let end = lines.findIndex((l, i) => i > start && /^## /.test(l));
+    if (end === -1) end = lines.length;
+    const rest = lines.slice(end).join('\n');
+    text = `${lines.slice(0, start).join('\n')}\n${section}${rest ? `\n${rest}` : ''}`;
+    text = text.replace(/^\n+/, '');
+  }
+  fs.writeFileSync(file, text.replace(/\n*$/, '\n'));
+}
+
+(async () => {
+  const runs = Object.fromEntries(VARIANTS.map((v) => [v.id, []]));
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const v of VARIANTS) {
+      const r = await runOnce(v);
+      runs[v.id].push(r);
+      process.stderr.write(`round ${round} ${v.id}: ${Math.round(r.rps)} req/s p99 ${r.p99} ms, ${r.usecPerDecision.toFixed(2)} us/decision, ${r.cmdsPerDecision.toFixed(2)} cmds (${r.innerPerDecision.toFixed(2)} inside scripts), ${r.bytesPerKey.toFixed(1)} B/key, errors ${r.errors}\n`);
+    }
+  }
+  const rows = VARIANTS.map((v) => {
+    const rs = runs[v.id];
+    return {
+      ...v,
+      rps: median(rs.map((r) => r.rps)),
+      p99: median(rs.map((r) => r.p99)),
+      usec: median(rs.map((r) => r.usecPerDecision)),
+      cmds: median(rs.map((r) => r.cmdsPerDecision)),
+      inner: median(rs.map((r) => r.innerPerDecision)),
+      bytes: median(rs.map((r) => r.bytesPerKey)),
+      keys: median(rs.map((r) => r.keys)),
+      errors: rs.reduce((n, r) => n + r.errors, 0),
+      commands: rs[0].commands,
+    };
+  });
+  const peers = rows.filter((r) => r.peer);
+  const ours = rows.filter((r) => !r.peer);
+  const bestPeerUsec = Math.min(...peers.map((r) => r.usec));
+  const bestPeerRps = Math.max(...peers.map((r) => r.rps));
+  const serverInfo = parseInfo(await redis.info('server'));
+  const fmt = (n, d = 0) => n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
+  const table = [
+    '| limiter | commands sent per decision | Redis server time per decision | HTTP requests/s | p99 latency | bytes per limiter key |',
+    '|---|---|---|---|---|---|',
+    ...rows.map(
+      (r) =>
+        `| ${r.label} | ${r.cmds.toFixed(2)} (${r.commands}${r.inner ? `; ${r.inner.toFixed(2)} more inside the script` : ''}) | ${r.usec.toFixed(2)} µs${r.peer ? '' : ` (${(r.usec / bestPeerUsec).toFixed(2)}×)`} | ${fmt(r.rps)}${r.peer ? '' : ` (${(r.rps / bestPeerRps).toFixed(2)}×)`} | ${fmt(r.p99)} ms | ${r.bytes.toFixed(1)} |`,
+    ),
+  ];
+  const bars = ours.map((r) => {
+    const t = r.usec <= 0.5 * bestPeerUsec;
+    const h = r.rps >= bestPeerRps;
+    return `- ${r.label.replace(/^\(c\) /, '')}: server time ${(r.usec / bestPeerUsec).toFixed(2)}× the best Lua peer's (bar ≤ 0.5: ${t ? 'met' : 'NOT met'}); HTTP throughput ${(r.rps / bestPeerRps).toFixed(2)}× the best peer's (bar ≥ 1: ${h ? 'met' : 'NOT met'}).`;
+  });
+  const when = new Date().toISOString().slice(0, 10);
+  const body = `
+\`make bench-clients-node\` (${when}; ${os.cpus().length} vCPUs, Node ${process.version}, redis-server ${serverInfo.redis_version}; median of ${ROUNDS} rounds, limiters alternated within each round; ${DURATION_S} s of autocannon per run, ${CONNECTIONS} connections, after a 1 s warm-up). One Express 5 app (\`clients/node/bench/app.js\`), the same limit for every limiter — 1 000 requests per 60 s fixed window per key, the key drawn at random from ${fmt(KEYS)} per request — so every request is one limiting decision. Server time: the \`usec\` of the commands the client sent (INFO commandstats; a script's inner commands run inside its EVALSHA), divided by the decisions. Bytes per key: \`used_memory\` growth over the keys the run created (about ${fmt(median(rows.map((r) => r.keys)))}), TTL included. Ratios of (c) rows: against the best peer of (a), (b).
+
+${table.join('\n')}
+
+${bars.join('\n')}
+
+Refused requests: none by design (the limit is not reached); errors across all runs: ${rows.reduce((n, r) => n + r.errors, 0)}. The HTTP figures are bounded by the single Node process serving Express on a 2-vCPU machine shared with redis-server and the load generator, so they move together; the server-time column is what the limiter costs Redis.
+`;
+  replaceSection(outFile, '## Node', body);
+  process.stdout.write(`${table.join('\n')}\n\n${bars.join('\n')}\n`);
+  redis.disconnect();
+})().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
