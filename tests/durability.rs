@@ -30,6 +30,16 @@ fn populate(c: &mut Connection) -> Vec<String> {
         "RL.SLIDE buckets 10 1m BUCKETS 6 COST 1 AT {7}",
         "RL.SLIDE buckets 10 1m BUCKETS 6 COST 3 AT {300}",
         "RL.SLIDE buckets 10 1m BUCKETS 6 COST 1 AT {999}",
+        // ANCHOR and FLOOR (format version 3): the grid origin is part of the state.
+        "RL.SLIDE anchored 10 1m BUCKETS 6 ANCHOR COST 2 AT {3}",
+        "RL.SLIDE anchored 10 1m BUCKETS 6 ANCHOR COST 1 AT {700}",
+        "RL.SLIDE floored 10 1m BUCKETS 1 ANCHOR FLOOR COST 4 AT {5}",
+        "RL.SLIDE floored 10 1m BUCKETS 1 ANCHOR FLOOR COST 3 AT {900}",
+        "RL.SLIDE floor-only 10 1m BUCKETS 3 FLOOR COST 4 AT {5}",
+        // Under a ban (format version 4).
+        "RL.SLIDE anchored-lock 2 1m BUCKETS 2 ANCHOR FLOOR AT {0}",
+        "RL.SLIDE anchored-lock 2 1m BUCKETS 2 ANCHOR FLOOR AT {1}",
+        "RL.SLIDE anchored-lock 2 1m BUCKETS 2 ANCHOR FLOOR BAN 1h AT {2}",
         // A lock-out in force (format version 2), and one whose limiter was refunded away
         // during the ban.
         "RL.SLIDE login 2 15m AT {0}",
@@ -195,11 +205,12 @@ fn corrupt_payloads_are_refused_without_crashing() {
     s.assert_alive();
 }
 
-/// Values written before bans existed (RDB encoding version 1) still load: a `DUMP` of a
-/// limiter without a ban, re-labelled as version 1 (the module id's low 10 bits) with a valid
-/// checksum, restores to the identical limiter.
+/// Values written by older builds still load: a `DUMP` of a limiter without a ban or sliding
+/// window options, re-labelled as RDB encoding version 1 (before bans) or 2 (before `ANCHOR`/
+/// `FLOOR`) — the module id's low 10 bits — with a valid checksum, restores to the identical
+/// limiter; an unknown newer version is refused.
 #[test]
-fn encoding_version_1_still_loads() {
+fn older_encoding_versions_still_load() {
     let s = Server::start();
     let mut c = s.conn();
     line(&mut c, &format!("RL.TOKEN old 10 3 7 COST 4 AT {T0}"));
@@ -207,20 +218,22 @@ fn encoding_version_1_still_loads() {
     // RDB type (module, 7), then the 64-bit module id as 0x81 + 8 bytes big-endian.
     assert_eq!(dump[..2], [7, 0x81]);
     let id = u64::from_be_bytes(dump[2..10].try_into().unwrap());
-    assert_eq!(id & 1023, 2, "this build writes encoding version 2");
+    assert_eq!(id & 1023, 3, "this build writes encoding version 3");
     let body_len = dump.len() - 10;
-    let mut payload = dump[..body_len].to_vec();
-    payload[2..10].copy_from_slice(&((id & !1023) | 1).to_be_bytes());
-    payload.extend_from_slice(&dump[body_len..body_len + 2]);
-    payload.extend_from_slice(&crc64(&payload).to_le_bytes());
-    let _: () = redis::cmd("RESTORE").arg("restored").arg(0).arg(&payload).query(&mut c).unwrap();
-    assert_eq!(stored_state(&mut c, "restored"), stored_state(&mut c, "old"));
-    // And an unknown newer version is refused.
-    payload.truncate(body_len);
-    payload[2..10].copy_from_slice(&((id & !1023) | 3).to_be_bytes());
-    payload.extend_from_slice(&dump[body_len..body_len + 2]);
-    payload.extend_from_slice(&crc64(&payload).to_le_bytes());
+    let relabelled = |version: u64| {
+        let mut payload = dump[..body_len].to_vec();
+        payload[2..10].copy_from_slice(&((id & !1023) | version).to_be_bytes());
+        payload.extend_from_slice(&dump[body_len..body_len + 2]);
+        payload.extend_from_slice(&crc64(&payload).to_le_bytes());
+        payload
+    };
+    for version in [1, 2] {
+        let key = format!("restored{version}");
+        let _: () =
+            redis::cmd("RESTORE").arg(&key).arg(0).arg(relabelled(version)).query(&mut c).unwrap();
+        assert_eq!(stored_state(&mut c, &key), stored_state(&mut c, "old"));
+    }
     let r: redis::RedisResult<()> =
-        redis::cmd("RESTORE").arg("newer").arg(0).arg(&payload).query(&mut c);
+        redis::cmd("RESTORE").arg("newer").arg(0).arg(relabelled(4)).query(&mut c);
     assert!(r.is_err());
 }

@@ -163,11 +163,15 @@ pub enum Keyword {
     /// key were missing; an admitted request replaces whatever the key holds for this
     /// algorithm (state, log, ban).
     Fresh,
+    /// `ANCHOR`: with `BUCKETS`, the sub-window grid starts at the first admitted call.
+    Anchor,
+    /// `FLOOR`: with `BUCKETS`, the estimate is rounded down before it is compared.
+    Floor,
 }
 
 impl Keyword {
     /// Every keyword, in a fixed order.
-    pub const ALL: [Keyword; 11] = [
+    pub const ALL: [Keyword; 13] = [
         Keyword::Cost,
         Keyword::DryRun,
         Keyword::At,
@@ -179,6 +183,8 @@ impl Keyword {
         Keyword::Ban,
         Keyword::Wait,
         Keyword::Fresh,
+        Keyword::Anchor,
+        Keyword::Floor,
     ];
 
     /// The keyword as users write it (matched case-insensitively).
@@ -195,6 +201,8 @@ impl Keyword {
             Keyword::Ban => "BAN",
             Keyword::Wait => "WAIT",
             Keyword::Fresh => "FRESH",
+            Keyword::Anchor => "ANCHOR",
+            Keyword::Floor => "FLOOR",
         }
     }
 
@@ -222,6 +230,10 @@ pub struct Options {
     pub wait_ms: Option<u64>,
     /// `FRESH`: judge against a fresh limiter, replacing what the key holds when admitted.
     pub fresh: bool,
+    /// `ANCHOR` (with `BUCKETS`): the grid starts at the first admitted call.
+    pub anchor: bool,
+    /// `FLOOR` (with `BUCKETS`): the estimate is rounded down before it is compared.
+    pub floor: bool,
 }
 
 impl Default for Options {
@@ -238,6 +250,8 @@ impl Default for Options {
             ban_ms: None,
             wait_ms: None,
             fresh: false,
+            anchor: false,
+            floor: false,
         }
     }
 }
@@ -277,6 +291,8 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
             Keyword::Ban => options.ban_ms = Some(parse_duration("BAN", value()?)?),
             Keyword::Wait => options.wait_ms = Some(parse_timeout("WAIT", value()?)?),
             Keyword::Fresh => options.fresh = true,
+            Keyword::Anchor => options.anchor = true,
+            Keyword::Floor => options.floor = true,
             Keyword::Align => {
                 // The offset is optional: a following keyword starts the next option.
                 let offset = match rest.as_slice().first() {
@@ -408,9 +424,10 @@ mod tests {
 
     #[test]
     fn options_any_order_case_insensitive() {
-        let o = opts(&["dryrun", "at", "123", "Cost", "5", "STEP", "Fresh"]).unwrap();
+        let o = opts(&["dryrun", "at", "123", "Cost", "5", "STEP", "Fresh", "floor", "Anchor"])
+            .unwrap();
         assert_eq!(o.cost, 5);
-        assert!(o.dry_run && o.step && o.fresh);
+        assert!(o.dry_run && o.step && o.fresh && o.anchor && o.floor);
         assert_eq!(o.at_ms, Some(123));
         assert_eq!(opts(&[]).unwrap(), Options::default());
     }

@@ -5,10 +5,14 @@
 //! Layout: one byte format version, one byte algorithm tag, then the algorithm's fields as
 //! 8-byte big-endian integers (variable-length parts prefixed by their count; a lease id by
 //! its length in one byte, then its bytes). Version 1 is a
-//! limiter alone; version 2 ([`FORMAT_VERSION`]) follows the same fields with a ban (`since`,
-//! `until`, a flags byte) and is written only for a limiter under a ban, so every other key
-//! encodes exactly as before. Decoding checks the length exactly and validates every field,
-//! so a corrupt or unknown payload is refused with an error, never accepted or crashed on.
+//! limiter alone; version 2 follows the same fields with a ban (`since`, `until`, a flags
+//! byte) and is written only for a limiter under a ban. Versions 3 and 4 are versions 1 and 2
+//! for a bucketed sliding window with `ANCHOR` or `FLOOR`: after its `buckets` field come an
+//! options byte (bit 0 `ANCHOR`, bit 1 `FLOOR`) and, with `ANCHOR`, the grid origin. Each
+//! value is written in the lowest version that holds it, so every other key encodes exactly
+//! as before, and decoding refuses a higher version than the value needs (one value, one
+//! encoding). Decoding checks the length exactly and validates every field, so a corrupt or
+//! unknown payload is refused with an error, never accepted or crashed on.
 
 use super::ban::Ban;
 use super::gcra::GcraState;
@@ -20,11 +24,33 @@ use super::slide::{SlideMode, SlideState};
 use super::state::CorruptState;
 use super::token::{Refill, TokenBucket};
 
-/// The newest encoding this build writes (for limiters under a ban; others are written as
-/// [`LIMITER_ONLY`]). [`decode_value`] reads every version.
-pub const FORMAT_VERSION: u8 = 2;
+/// The newest encoding this build writes: a bucketed sliding window with `ANCHOR` or `FLOOR`
+/// under a ban. [`decode_value`] reads every version.
+pub const FORMAT_VERSION: u8 = 4;
 /// The encoding of a limiter without a ban (the only one before bans existed).
 pub const LIMITER_ONLY: u8 = 1;
+/// A limiter and its ban.
+pub const WITH_BAN: u8 = 2;
+/// [`LIMITER_ONLY`] with a sliding window's `ANCHOR`/`FLOOR` options.
+pub const SLIDE_OPTIONS: u8 = 3;
+/// [`WITH_BAN`] with a sliding window's `ANCHOR`/`FLOOR` options.
+pub const SLIDE_OPTIONS_WITH_BAN: u8 = 4;
+
+/// Options byte of versions 3 and 4: `ANCHOR`.
+const OPTION_ANCHOR: u8 = 1;
+/// Options byte of versions 3 and 4: `FLOOR`.
+const OPTION_FLOOR: u8 = 2;
+
+/// The version a value is written in: the lowest that holds it.
+fn version_for(limiter: &Limiter, ban: Option<Ban>) -> u8 {
+    let options = matches!(limiter, Limiter::Slide(s) if s.mode.anchored() || s.mode.floored());
+    match (options, ban.is_some()) {
+        (false, false) => LIMITER_ONLY,
+        (false, true) => WITH_BAN,
+        (true, false) => SLIDE_OPTIONS,
+        (true, true) => SLIDE_OPTIONS_WITH_BAN,
+    }
+}
 
 const TAG_TOKEN: u8 = 1;
 const TAG_PERIOD: u8 = 2;
@@ -117,7 +143,8 @@ pub fn encode(limiter: &Limiter) -> Vec<u8> {
 /// Encodes what a key holds: a limiter and the ban it is under, if any.
 pub fn encode_value(limiter: &Limiter, ban: Option<Ban>) -> Vec<u8> {
     let mut w = Writer::default();
-    w.u8(if ban.is_some() { FORMAT_VERSION } else { LIMITER_ONLY });
+    let version = version_for(limiter, ban);
+    w.u8(version);
     match limiter {
         Limiter::Token(b) => {
             w.u8(TAG_TOKEN);
@@ -138,6 +165,13 @@ pub fn encode_value(limiter: &Limiter, ban: Option<Ban>) -> Vec<u8> {
             w.u64(state.limit);
             w.u64(state.window_ms);
             w.u64(u64::from(state.mode.buckets()));
+            if version >= SLIDE_OPTIONS {
+                let anchor = if state.mode.anchored() { OPTION_ANCHOR } else { 0 };
+                w.u8(anchor | if state.mode.floored() { OPTION_FLOOR } else { 0 });
+                if let Some(origin) = state.origin_ms() {
+                    w.i64(origin);
+                }
+            }
             w.i64(state.updated_ms);
             if state.mode == SlideMode::Exact {
                 let entries: Vec<(i64, u64)> = state.entries().collect();
@@ -208,9 +242,10 @@ pub fn decode(bytes: &[u8]) -> Result<Limiter, CorruptState> {
 pub fn decode_value(bytes: &[u8]) -> Result<(Limiter, Option<Ban>), CorruptState> {
     let mut r = Reader::new(bytes);
     let version = r.u8()?;
-    if version != LIMITER_ONLY && version != FORMAT_VERSION {
+    if !(LIMITER_ONLY..=FORMAT_VERSION).contains(&version) {
         return Err(CorruptState("unknown encoding version"));
     }
+    let options = version >= SLIDE_OPTIONS;
     let limiter = match r.u8()? {
         TAG_TOKEN => Limiter::Token(decode_token(&mut r)?),
         TAG_PERIOD => Limiter::Period(PeriodWindow {
@@ -222,7 +257,7 @@ pub fn decode_value(bytes: &[u8]) -> Result<(Limiter, Option<Ban>), CorruptState
             window_end_ms: r.i64()?,
             updated_ms: r.i64()?,
         }),
-        TAG_SLIDE => Limiter::Slide(decode_slide(&mut r)?),
+        TAG_SLIDE => Limiter::Slide(decode_slide(&mut r, options)?),
         TAG_LEAKY => Limiter::Leaky(LeakyBucket {
             capacity: r.u64()?,
             rate: r.u64()?,
@@ -243,7 +278,7 @@ pub fn decode_value(bytes: &[u8]) -> Result<(Limiter, Option<Ban>), CorruptState
         TAG_LEASE => Limiter::Lease(decode_lease(&mut r)?),
         _ => return Err(CorruptState("unknown algorithm tag")),
     };
-    let ban = if version == FORMAT_VERSION {
+    let ban = if version == WITH_BAN || version == SLIDE_OPTIONS_WITH_BAN {
         let (since_ms, until_ms) = (r.i64()?, r.i64()?);
         let limiter_fresh = match r.u8()? {
             0 => false,
@@ -261,17 +296,33 @@ pub fn decode_value(bytes: &[u8]) -> Result<(Limiter, Option<Ban>), CorruptState
     };
     r.finish()?;
     limiter.validate()?;
+    if version_for(&limiter, ban) != version {
+        return Err(CorruptState("a value in another encoding version than it needs"));
+    }
     Ok((limiter, ban))
 }
 
-fn decode_slide(r: &mut Reader<'_>) -> Result<SlideState, CorruptState> {
+/// A sliding window's fields; `options`: the `ANCHOR`/`FLOOR` byte (and the origin) follow
+/// `buckets` (versions 3 and 4).
+fn decode_slide(r: &mut Reader<'_>, options: bool) -> Result<SlideState, CorruptState> {
     let limit = r.u64()?;
     let window_ms = r.u64()?;
     let buckets =
         u16::try_from(r.u64()?).map_err(|_| CorruptState("slide buckets out of range"))?;
+    let (anchor, floor) = if options {
+        let flags = r.u8()?;
+        if flags & !(OPTION_ANCHOR | OPTION_FLOOR) != 0 {
+            return Err(CorruptState("unknown slide options"));
+        }
+        (flags & OPTION_ANCHOR != 0, flags & OPTION_FLOOR != 0)
+    } else {
+        (false, false)
+    };
+    let origin_ms = if anchor { Some(r.i64()?) } else { None };
     let updated_ms = r.i64()?;
     let count = usize::try_from(r.u64()?).map_err(|_| CorruptState("slide count out of range"))?;
-    match SlideMode::from_buckets(buckets) {
+    match SlideMode::from_parts(buckets, anchor, floor) {
+        SlideMode::Exact if anchor || floor => Err(CorruptState("slide options without BUCKETS")),
         SlideMode::Exact => {
             if count > r.room_for(16) {
                 return Err(CorruptState("payload truncated"));
@@ -290,7 +341,7 @@ fn decode_slide(r: &mut Reader<'_>) -> Result<SlideState, CorruptState> {
             for _ in 0..count {
                 counters.push(r.u64()?);
             }
-            SlideState::from_counters(limit, window_ms, buckets, updated_ms, &counters)
+            SlideState::from_counters(limit, window_ms, buckets, origin_ms, updated_ms, &counters)
         }
     }
 }
@@ -382,13 +433,25 @@ mod tests {
             Limiter::Gcra(gcra::evaluate(None, &g, T0, 3).next.unwrap()),
             slide_sample(None),
             slide_sample(Some(10)),
+            slide_options(true, false),
+            slide_options(false, true),
+            slide_options(true, true),
         ]
     }
 
     /// A sliding window after a few admissions at different instants.
     fn slide_sample(buckets: Option<u64>) -> Limiter {
+        sliding(crate::slide::SlideParams::new(10, 1000, buckets, 100).unwrap())
+    }
+
+    /// A bucketed sliding window with `ANCHOR` and/or `FLOOR`.
+    fn slide_options(anchor: bool, floor: bool) -> Limiter {
+        let p = crate::slide::SlideParams::new(10, 1000, Some(4), 100).unwrap();
+        sliding(p.with_options(anchor, floor).unwrap())
+    }
+
+    fn sliding(p: crate::slide::SlideParams) -> Limiter {
         use crate::slide;
-        let p = slide::SlideParams::new(10, 1000, buckets, 100).unwrap();
         let mut state = None;
         for (dt, cost) in [(0, 2), (5, 1), (300, 3), (999, 1)] {
             if let Some(next) = slide::evaluate(state.as_ref(), &p, T0 + dt, cost).next {
@@ -402,7 +465,57 @@ mod tests {
     fn round_trips() {
         for l in samples() {
             assert_eq!(decode(&encode(&l)), Ok(l.clone()), "{l:?}");
+            let ban = Ban::start(T0 + 999, 60_000);
+            assert_eq!(decode_value(&encode_value(&l, Some(ban))), Ok((l.clone(), Some(ban))));
         }
+    }
+
+    /// The committed decoder seeds of the sliding window options decode (and re-encode).
+    #[test]
+    fn option_seeds_decode() {
+        for name in ["slide-anchored-floor", "slide-anchored-banned"] {
+            let path = format!("{}/../fuzz/seeds/decoder/{name}", env!("CARGO_MANIFEST_DIR"));
+            let bytes = std::fs::read(&path).unwrap();
+            let (limiter, ban) = decode_value(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(encode_value(&limiter, ban), bytes, "{name}");
+        }
+    }
+
+    /// Each value in the lowest version that holds it: versions 3 and 4 only for a sliding
+    /// window with `ANCHOR` or `FLOOR`, whose options byte and origin follow `buckets`; a value
+    /// in a higher version than it needs, or options without `BUCKETS`, is refused.
+    #[test]
+    fn slide_options_take_versions_3_and_4() {
+        let ban = Some(Ban::start(T0 + 999, 60_000));
+        assert_eq!(encode(&slide_sample(Some(10)))[0], LIMITER_ONLY);
+        assert_eq!(encode_value(&slide_sample(Some(10)), ban)[0], WITH_BAN);
+        let anchored = slide_options(true, false);
+        let bytes = encode(&anchored);
+        assert_eq!((bytes[0], bytes[26]), (SLIDE_OPTIONS, OPTION_ANCHOR));
+        let Limiter::Slide(s) = &anchored else { panic!() };
+        assert_eq!(bytes[27..35], s.origin_ms().unwrap().to_be_bytes());
+        assert_eq!(encode_value(&anchored, ban)[0], SLIDE_OPTIONS_WITH_BAN);
+        let floored = encode(&slide_options(false, true));
+        assert_eq!((floored[0], floored[26]), (SLIDE_OPTIONS, OPTION_FLOOR));
+        assert_eq!(floored.len() + 8, bytes.len(), "no origin without ANCHOR");
+        // A version-3 payload of a value that needs version 1: options byte 0.
+        let plain = encode(&slide_sample(Some(10)));
+        let mut upgraded = plain.clone();
+        upgraded[0] = SLIDE_OPTIONS;
+        upgraded.insert(26, 0);
+        assert!(decode(&upgraded).is_err());
+        // Unknown option bits, options on an exact log.
+        let mut unknown = floored.clone();
+        unknown[26] |= 4;
+        assert!(decode(&unknown).is_err());
+        let mut exact = encode(&slide_sample(None));
+        exact[0] = SLIDE_OPTIONS;
+        exact.insert(26, OPTION_FLOOR);
+        assert!(decode(&exact).is_err());
+        // An origin after the last update is refused.
+        let mut late = bytes.clone();
+        late[27..35].copy_from_slice(&(T0 + 2000).to_be_bytes());
+        assert!(decode(&late).is_err());
     }
 
     #[test]
@@ -431,7 +544,7 @@ mod tests {
         }
 
         #[test]
-        fn bit_flips_are_refused_or_valid(which in 0usize..9, bit in 0usize..(8 * 59)) {
+        fn bit_flips_are_refused_or_valid(which in 0usize..12, bit in 0usize..(8 * 80)) {
             let mut bytes = encode(&samples()[which]);
             let (i, b) = (bit / 8, bit % 8);
             if let Some(byte) = bytes.get_mut(i) {

@@ -35,7 +35,7 @@ fn token() -> impl Strategy<Value = Vec<u8>> {
         3 => prop::sample::select(vec![
             "COST", "cost", "DRYRUN", "AT", "STEP", "ALIGN", "BUCKETS", "NODELAY", "DELAY", "0",
             "1", "-1", "+8h", "-5h", "1000000000000", "1000000000001", "253402300799999", "1s",
-            "3650d", "3651d", "1.5", "", "\u{ff}", "TOKEN", "PERIOD", "SLIDE", "LEAKY", "2", "10", "ID", "WAIT", "FRESH", "fresh", "BAN",
+            "3650d", "3651d", "1.5", "", "\u{ff}", "TOKEN", "PERIOD", "SLIDE", "LEAKY", "2", "10", "ID", "WAIT", "FRESH", "fresh", "BAN", "ANCHOR", "FLOOR", "floor",
         ])
         .prop_map(|s| s.as_bytes().to_vec()),
         1 => proptest::collection::vec(any::<u8>(), 0..8),
@@ -61,8 +61,14 @@ fn seeds() -> Vec<Vec<u8>> {
     }
     let g = gcra::GcraParams::new(15, 30, 60).unwrap();
     out.push(Limiter::Gcra(gcra::evaluate(None, &g, t, 3).next.unwrap()));
-    for buckets in [None, Some(10)] {
-        let p = SlideParams::new(10, 1000, buckets, 100).unwrap();
+    for (buckets, anchor, floor) in [
+        (None, false, false),
+        (Some(10), false, false),
+        (Some(4), true, true),
+        (Some(4), false, true),
+    ] {
+        let p =
+            SlideParams::new(10, 1000, buckets, 100).unwrap().with_options(anchor, floor).unwrap();
         let mut state = None;
         for (dt, cost) in [(0, 2), (5, 1), (300, 3), (999, 1)] {
             if let Some(next) = slide::evaluate(state.as_ref(), &p, t + dt, cost).next {

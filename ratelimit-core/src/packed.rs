@@ -307,7 +307,9 @@ impl PackedLimiter {
             TAG_SLIDE => {
                 let limit = r.get(COUNT);
                 let window_ms = r.get(DURATION);
-                let mode = SlideMode::from_buckets(r.get(16) as u16);
+                let buckets = r.get(16) as u16;
+                let (anchor, floor) = (r.flag(), r.flag());
+                let mode = SlideMode::from_parts(buckets, anchor, floor);
                 let updated_ms = r.time();
                 let word = r.get(64);
                 let len = r.get(COUNT) as usize;
@@ -397,6 +399,8 @@ fn compact(limiter: &Limiter) -> Option<[u64; WORDS]> {
             w.put(s.limit, COUNT)?;
             w.put(s.window_ms, DURATION)?;
             w.put(u64::from(s.mode.buckets()), 16)?;
+            w.flag(s.mode.anchored())?;
+            w.flag(s.mode.floored())?;
             w.time(s.updated_ms)?;
             let (word, ptr, len) = s.buffer.raw_parts();
             w.put(word, 64)?;

@@ -22,6 +22,19 @@ fn slide_state(buckets: Option<u64>, entries: i64) -> Limiter {
     Limiter::Slide(state.unwrap())
 }
 
+/// A bucketed window with `ANCHOR` and/or `FLOOR` (its origin after the counters).
+fn slide_options(anchor: bool, floor: bool) -> Limiter {
+    let p = slide::SlideParams::new(1000, 60_000, Some(6), 100_000).unwrap();
+    let p = p.with_options(anchor, floor).unwrap();
+    let mut state = None;
+    for i in 0..50 {
+        if let Some(next) = slide::evaluate(state.as_ref(), &p, T0 + 17 + i * 1300, 3).next {
+            state = Some(next);
+        }
+    }
+    Limiter::Slide(state.unwrap())
+}
+
 /// States of every algorithm and mode, including negative and extreme instants.
 fn samples() -> Vec<Limiter> {
     let aligned = period::PeriodParams::new(5, 86_400_000, Some(-5 * 3_600_000)).unwrap();
@@ -36,6 +49,9 @@ fn samples() -> Vec<Limiter> {
         slide_state(None, 1),
         slide_state(None, 500),
         slide_state(Some(1000), 500),
+        slide_options(true, true),
+        slide_options(true, false),
+        slide_options(false, true),
     ];
     for mode in [leaky::LeakMode::Delay(2), leaky::LeakMode::NoDelay] {
         let p = leaky::LeakyParams::new(10, 3, 7, mode).unwrap();

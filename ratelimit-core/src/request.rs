@@ -20,7 +20,7 @@ pub enum Command {
     Token,
     /// `RL.PERIOD key limit period [COST n] [ALIGN [utc-offset]] [DRYRUN] [AT ms]`
     Period,
-    /// `RL.SLIDE key limit window [COST n] [BUCKETS b] [DRYRUN] [AT ms]`
+    /// `RL.SLIDE key limit window [COST n] [BUCKETS b [ANCHOR] [FLOOR]] [DRYRUN] [AT ms]`
     Slide,
     /// `RL.LEAKY key capacity rate period [COST n] [NODELAY | DELAY d] [DRYRUN] [AT ms]`
     Leaky,
@@ -86,6 +86,8 @@ const PERIOD_OPTIONS: &[Keyword] = &[
 const SLIDE_OPTIONS: &[Keyword] = &[
     Keyword::Cost,
     Keyword::Buckets,
+    Keyword::Anchor,
+    Keyword::Floor,
     Keyword::Ban,
     Keyword::Wait,
     Keyword::DryRun,
@@ -152,7 +154,8 @@ impl Request {
             Command::Slide => {
                 let (limit, window_ms, rest) = window_arguments(args, "window")?;
                 let options = parse_options(rest, SLIDE_OPTIONS)?;
-                let params = SlideParams::new(limit, window_ms, options.buckets, slide_log_max)?;
+                let params = SlideParams::new(limit, window_ms, options.buckets, slide_log_max)?
+                    .with_options(options.anchor, options.floor)?;
                 Ok(Request::with(Limit::Slide(params), &options))
             }
             Command::Leaky => {
@@ -222,7 +225,7 @@ pub const MAX_ALL_KEYS: u64 = 16;
 /// ```text
 /// limit := TOKEN capacity rate period [STEP] [COST n]
 ///        | PERIOD limit period [ALIGN [utc-offset]] [COST n]
-///        | SLIDE limit window [BUCKETS b] [COST n]
+///        | SLIDE limit window [BUCKETS b [ANCHOR] [FLOOR]] [COST n]
 ///        | LEAKY capacity rate period [NODELAY | DELAY d] [COST n]
 /// ```
 ///

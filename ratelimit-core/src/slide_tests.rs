@@ -17,6 +17,10 @@ fn nz(b: u16) -> NonZeroU16 {
     NonZeroU16::new(b).unwrap()
 }
 
+fn plain(b: u16) -> Buckets {
+    Buckets::plain(nz(b))
+}
+
 fn reply(d: &Decision) -> [i64; 5] {
     d.to_reply()
 }
@@ -83,27 +87,64 @@ impl testing::Model<SlideState> for ExactModel {
 }
 
 /// Bucketed estimate: every admitted request kept explicitly, weighted by its sub-window.
+///
+/// The grid is the epoch's, or with `ANCHOR` starts at the first admitted call `o` of a fresh
+/// limiter: sub-window `j ≥ 0` is `(o + j·w, o + (j+1)·w]`, with `o` itself in sub-window 0.
+/// `FLOOR` compares `⌊used⌋`. A limiter is live until its newest sub-window has fully left.
 #[derive(Debug, Clone, Default)]
 struct BucketModel {
     b: i64,
     w: i64,
+    anchor: bool,
+    /// `ANCHOR`: the origin of the live limiter's grid.
+    origin: Option<i64>,
     events: Vec<(i64, u64)>,
     updated: i64,
 }
 
 impl BucketModel {
     fn new(window: u64, b: u64) -> Self {
-        BucketModel { b: b as i64, w: (window / b) as i64, events: Vec::new(), updated: 0 }
+        BucketModel { b: b as i64, w: (window / b) as i64, ..BucketModel::default() }
     }
 
-    /// `used(t) · w`.
-    fn used_w(&self, events: &[(i64, u64)], t: i64) -> u128 {
+    fn anchored(window: u64, b: u64) -> Self {
+        BucketModel { anchor: true, ..BucketModel::new(window, b) }
+    }
+
+    /// The sub-window of `t` on the grid from `origin` (the epoch's without `ANCHOR`).
+    fn index(&self, origin: Option<i64>, t: i64) -> i64 {
+        match origin.filter(|_| self.anchor) {
+            Some(o) => (t - o - 1).div_euclid(self.w).max(0),
+            None => t.div_euclid(self.w),
+        }
+    }
+
+    /// The first ms of sub-window `j` (for an anchored grid: the one after `o + j·w`).
+    fn first_ms(&self, origin: Option<i64>, j: i64) -> i64 {
+        match origin.filter(|_| self.anchor) {
+            Some(o) => o + 1 + j * self.w,
+            None => j * self.w,
+        }
+    }
+
+    /// The earliest instant of sub-window `j`: its first ms, or the origin itself for an
+    /// anchored grid's sub-window 0.
+    fn earliest_ms(&self, origin: Option<i64>, j: i64) -> i64 {
+        match origin.filter(|_| self.anchor && j == 0) {
+            Some(o) => o,
+            None => self.first_ms(origin, j),
+        }
+    }
+
+    /// `used(t) · w` on the grid from `origin`, by brute force: every event weighted by its
+    /// sub-window's share of milliseconds still inside `(t − P, t]`.
+    fn used_w_on(&self, origin: Option<i64>, events: &[(i64, u64)], t: i64) -> u128 {
         let (b, w) = (self.b, self.w);
-        let i = t.div_euclid(w);
-        let r = t - i * w;
+        let i = self.index(origin, t);
+        let r = (t - self.first_ms(origin, i)).clamp(0, w - 1);
         let mut sum = 0u128;
         for &(ts, c) in events.iter().filter(|e| e.0 <= t) {
-            let j = ts.div_euclid(w);
+            let j = self.index(origin, ts);
             if j > i - b {
                 sum += w as u128 * c as u128;
             } else if j == i - b {
@@ -112,19 +153,32 @@ impl BucketModel {
         }
         sum
     }
+
+    fn used_w(&self, events: &[(i64, u64)], t: i64) -> u128 {
+        self.used_w_on(self.origin, events, t)
+    }
+
+    /// Whether the stored limiter is live at `now`: until its newest sub-window (that of the
+    /// last admitted call) has fully left the window.
+    fn live(&self, now: i64) -> bool {
+        let newest = self.index(self.origin, self.updated);
+        let gone = self.first_ms(self.origin, newest + 1) - 1 + self.b * self.w;
+        !self.events.is_empty() && now < gone
+    }
 }
 
 impl testing::Model<SlideState> for BucketModel {
     fn decide(&mut self, p: &SlideParams, now: i64, cost: u64) -> Decision {
-        let limit = p.limit;
-        let live =
-            !self.events.is_empty() && (now < self.updated || self.used_w(&self.events, now) > 0);
-        // A dead limiter is judged as a fresh one (nothing changes unless admitted).
+        let (limit, floor) = (p.limit, p.mode.floored());
+        let live = self.live(now);
+        // A dead limiter is judged as a fresh one (nothing changes unless admitted); under
+        // `ANCHOR` its grid would start at this call.
         let view = if live { self.events.clone() } else { Vec::new() };
         let t = if live { now.max(self.updated) } else { now };
+        let origin = if live { self.origin } else { Some(t) };
         let w = self.w as u128;
-        let cap = w * limit as u128;
-        let est = self.used_w(&view, t);
+        let cap = w * limit as u128 + if floor { w - 1 } else { 0 };
+        let est = self.used_w_on(origin, &view, t);
         let allowed = cost == 0 || est + w * cost as u128 <= cap;
         let taken = if allowed { w * cost as u128 } else { 0 };
         let remaining = cap.saturating_sub(est + taken) / w;
@@ -133,16 +187,17 @@ impl testing::Model<SlideState> for BucketModel {
         } else if cost > limit {
             -1
         } else {
-            (1..).find(|d| self.used_w(&view, t + d) + w * cost as u128 <= cap).unwrap()
+            (1..).find(|d| self.used_w_on(origin, &view, t + d) + w * cost as u128 <= cap).unwrap()
         };
         let mut after = view;
         if allowed && cost > 0 {
             after.push((t, cost));
         }
-        let reset = (0..).find(|d| self.used_w(&after, t + d) == 0).unwrap();
+        let reset = (0..).find(|d| self.used_w_on(origin, &after, t + d) == 0).unwrap();
         if allowed && cost > 0 {
             self.events = after;
             self.updated = t;
+            self.origin = origin;
         }
         let remaining = remaining as u64;
         Decision { allowed, limit, remaining, retry_after_ms: retry, reset_after_ms: reset }
@@ -165,13 +220,19 @@ impl Model {
                 updated: s.updated_ms,
             })
         } else {
-            let mut m = BucketModel::new(s.window_ms, u64::from(s.mode.buckets()));
-            let first = s.updated_ms.div_euclid(m.w) - m.b;
+            let (window, b) = (s.window_ms, u64::from(s.mode.buckets()));
+            let mut m = if s.mode.anchored() {
+                BucketModel::anchored(window, b)
+            } else {
+                BucketModel::new(window, b)
+            };
+            m.origin = s.origin_ms();
+            let first = m.index(m.origin, s.updated_ms) - m.b;
             m.events = s
                 .counters()
                 .enumerate()
                 .filter(|(_, c)| *c > 0)
-                .map(|(k, c)| ((first + k as i64) * m.w, c))
+                .map(|(k, c)| (m.earliest_ms(m.origin, first + k as i64), c))
                 .collect();
             m.updated = s.updated_ms;
             Model::Buckets(m)
@@ -561,7 +622,8 @@ fn round_trip_through_entries_and_counters() {
     let back = SlideState::from_counters(
         s.limit,
         s.window_ms,
-        nz(s.mode.buckets()),
+        plain(s.mode.buckets()),
+        None,
         s.updated_ms,
         &counters,
     )
@@ -580,18 +642,24 @@ fn from_entries_refuses_impossible_logs() {
     assert!(SlideState::from_entries(3, 100, T0 + 5, &[(T0, 0), (T0 + 5, 1)]).is_err());
     assert!(SlideState::from_entries(3, 100, T0, &[]).is_err());
     assert!(SlideState::from_entries(3, 100, -5, &[(-5, 1)]).is_err());
-    assert!(SlideState::from_counters(3, 100, nz(4), T0, &[0, 0, 0, 0, 1]).is_ok());
-    assert!(SlideState::from_counters(3, 100, nz(4), T0, &[0, 0, 0, 1]).is_err(), "b + 1 counters");
+    assert!(SlideState::from_counters(3, 100, plain(4), None, T0, &[0, 0, 0, 0, 1]).is_ok());
     assert!(
-        SlideState::from_counters(3, 100, nz(4), T0, &[0, 0, 0, 1, 0]).is_err(),
+        SlideState::from_counters(3, 100, plain(4), None, T0, &[0, 0, 0, 1]).is_err(),
+        "b + 1 counters"
+    );
+    assert!(
+        SlideState::from_counters(3, 100, plain(4), None, T0, &[0, 0, 0, 1, 0]).is_err(),
         "newest empty"
     );
     assert!(
-        SlideState::from_counters(3, 100, nz(4), T0, &[0, 2, 0, 0, 2]).is_err(),
+        SlideState::from_counters(3, 100, plain(4), None, T0, &[0, 2, 0, 0, 2]).is_err(),
         "above the limit"
     );
-    assert!(SlideState::from_counters(3, 100, nz(3), T0, &[0, 0, 0, 1]).is_err(), "indivisible");
-    assert!(SlideState::from_counters(3, 100, nz(4), T0, &[u64::MAX, 0, 0, 0, 1]).is_err());
+    assert!(
+        SlideState::from_counters(3, 100, plain(3), None, T0, &[0, 0, 0, 1]).is_err(),
+        "indivisible"
+    );
+    assert!(SlideState::from_counters(3, 100, plain(4), None, T0, &[u64::MAX, 0, 0, 0, 1]).is_err());
 }
 
 #[test]
@@ -705,17 +773,21 @@ proptest! {
     }
 
     /// With fixed parameters, `BUCKETS b` never admits more than `2·limit − ⌈limit·b/window⌉`
-    /// in any interval of `window` ms.
+    /// in any interval of `window` ms, on the epoch's grid or an anchored one; under `FLOOR`
+    /// at most `2·limit − ⌊limit·b/window⌋` (one permit more when `w` does not divide `limit`).
     #[test]
     fn buckets_over_admission_is_bounded(
         limit in 1u64..12,
         b in 1u64..6,
         w in 1u64..40,
+        anchor in any::<bool>(),
+        floor in any::<bool>(),
         start in 0i64..1_000_000,
         ops in calls(50, 6, 80),
     ) {
         let window = b * w;
-        let p = bucketed(limit, window, b);
+        let p = with(limit, window, b, anchor, floor);
+        let bound = if floor { 2 * limit - limit * b / window } else { bucket_bound(limit, window, b) };
         let mut d = Sim::new();
         let mut now = start;
         let mut admitted = Vec::new();
@@ -725,7 +797,7 @@ proptest! {
                 admitted.push((now, op.cost));
             }
         }
-        prop_assert!(max_in_window(&admitted, window as i64) <= bucket_bound(limit, window, b));
+        prop_assert!(max_in_window(&admitted, window as i64) <= bound);
     }
 
     /// The constructed worst case reaches the bound for any parameters.
@@ -754,17 +826,28 @@ proptest! {
     fn mode_changes_are_conservative(
         start in 0i64..1_000_000,
         segments in proptest::collection::vec(
-            (0usize..6, 1u64..10, calls(90, 5, 8)), 1..10),
+            (0usize..10, 1u64..10, calls(90, 5, 8)), 1..10),
     ) {
-        let shapes: [(u64, Option<u64>); 6] =
-            [(60, None), (120, None), (60, Some(1)), (60, Some(4)), (120, Some(3)), (120, Some(120))];
+        // (window, BUCKETS, ANCHOR, FLOOR)
+        let shapes: [(u64, Option<u64>, bool, bool); 10] = [
+            (60, None, false, false),
+            (120, None, false, false),
+            (60, Some(1), false, false),
+            (60, Some(4), false, false),
+            (120, Some(3), false, false),
+            (120, Some(120), false, false),
+            (60, Some(1), true, false),
+            (60, Some(4), true, true),
+            (120, Some(3), false, true),
+            (120, Some(4), true, false),
+        ];
         let mut d = Sim::new();
         let mut model: Option<Model> = None;
         let mut model_shape = usize::MAX;
         let mut now = start;
         for (shape, limit, batch) in segments {
-            let (window, b) = shapes[shape];
-            let p = SlideParams::new(limit, window, b, MAX_COUNT).unwrap();
+            let (window, b, anchor, floor) = shapes[shape];
+            let p = SlideParams::new(limit, window, b, MAX_COUNT).unwrap().with_options(anchor, floor).unwrap();
             if shape != model_shape {
                 model = None;
             }
@@ -783,7 +866,9 @@ proptest! {
                         Model::Buckets(_) => reference_used(s, t),
                     };
                     let remaining_new = d.peek(&p, now, 0).remaining as u128;
-                    let bound = (u128::from(limit) * scale).saturating_sub(used_old) / scale;
+                    // Under FLOOR the new limiter compares whole permits: `limit − ⌊used⌋`.
+                    let slack = if floor { scale - 1 } else { 0 };
+                    let bound = (u128::from(limit) * scale + slack).saturating_sub(used_old) / scale;
                     prop_assert!(remaining_new <= bound, "{} > {}", remaining_new, bound);
                 }
                 let expected = model.as_mut().map(|m| m.decide(&p, now, op.cost));
@@ -938,19 +1023,20 @@ fn reference_window(s: &SlideState, t: i64) -> WindowAt {
             }
         }
         Model::Buckets(m) => {
-            let i = t.div_euclid(m.w);
-            let r = t - i * m.w;
+            let o = m.origin;
+            let i = m.index(o, t);
+            let r = (t - m.first_ms(o, i)).clamp(0, m.w - 1);
             let counts: Vec<u64> = (i - m.b..=i)
-                .map(|j| {
-                    m.events.iter().filter(|(ts, _)| ts.div_euclid(m.w) == j).map(|e| e.1).sum()
-                })
+                .map(|j| m.events.iter().filter(|(ts, _)| m.index(o, *ts) == j).map(|e| e.1).sum())
                 .collect();
+            // The documented start: the first ms, or on an anchored grid the instant before it.
+            let start = |j: i64| m.first_ms(o, j) - i64::from(m.anchor);
             let oldest = (i - m.b..=i)
                 .zip(&counts)
                 .find(|(j, c)| **c > 0 && (*j > i - m.b || m.w - r - 1 > 0))
-                .map(|(j, _)| j * m.w);
+                .map(|(j, _)| start(j));
             let used = (m.used_w(&m.events, t) / m.w as u128) as u64;
-            WindowAt { used, oldest_ms: oldest, buckets: Some((counts, (i - m.b) * m.w)) }
+            WindowAt { used, oldest_ms: oldest, buckets: Some((counts, start(i - m.b))) }
         }
     }
 }
@@ -961,16 +1047,24 @@ proptest! {
     /// nothing shows an empty window.
     #[test]
     fn window_at_matches_the_reference(
-        shape in 0usize..5,
+        shape in 0usize..8,
         limit in 1u64..12,
         start in 0i64..1_000_000,
         ops in calls(60, 4, 30),
         probe in -50i64..400,
     ) {
-        let shapes: [(u64, Option<u64>); 5] =
-            [(100, None), (100, Some(1)), (100, Some(4)), (120, Some(3)), (7, Some(7))];
-        let (window, b) = shapes[shape];
-        let p = SlideParams::new(limit, window, b, MAX_COUNT).unwrap();
+        let shapes: [(u64, Option<u64>, bool, bool); 8] = [
+            (100, None, false, false),
+            (100, Some(1), false, false),
+            (100, Some(4), false, false),
+            (120, Some(3), false, false),
+            (7, Some(7), false, false),
+            (100, Some(1), true, true),
+            (120, Some(4), true, false),
+            (60, Some(3), false, true),
+        ];
+        let (window, b, anchor, floor) = shapes[shape];
+        let p = SlideParams::new(limit, window, b, MAX_COUNT).unwrap().with_options(anchor, floor).unwrap();
         let mut d = Sim::new();
         let mut now = start;
         for op in ops {
@@ -983,10 +1077,15 @@ proptest! {
         let got = s.window_at(at, true);
         prop_assert_eq!(&got, &reference_window(&s, t));
         // `window_used` is `used(t)` rounded down; `remaining` is `limit − used(t)` rounded
-        // down (so up to one less when `used(t)` has a fraction).
+        // down (so up to one less when `used(t)` has a fraction), or under `FLOOR` exactly
+        // `limit − window_used`.
         let remaining = d.peek(&p, at, 0).remaining;
         let floor_left = limit.saturating_sub(got.used);
-        prop_assert!(remaining <= floor_left && floor_left <= remaining + 1);
+        if floor {
+            prop_assert_eq!(remaining, floor_left);
+        } else {
+            prop_assert!(remaining <= floor_left && floor_left <= remaining + 1);
+        }
         let empty = s.window_at(at, false);
         prop_assert_eq!(empty.used, 0);
         prop_assert_eq!(empty.oldest_ms, None);
@@ -1041,4 +1140,265 @@ fn window_at_of_a_long_log_reads_only_what_left() {
             buckets: Some((vec![2, 0], base + 1000))
         }
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// `ANCHOR` and `FLOOR`
+
+fn with(limit: u64, window: u64, b: u64, anchor: bool, floor: bool) -> SlideParams {
+    bucketed(limit, window, b).with_options(anchor, floor).unwrap()
+}
+
+/// limits' `RedisStorage` sliding window counter, as its two Lua scripts run on Redis, at
+/// integer ms: a current and a previous counter key, each `(count, expires_at)`, alive while
+/// its PTTL is above 0. An acquisition of `amount` at `t`:
+/// `amount > limit` → refused; if the current key is alive with a PTTL below `P`, it is renamed
+/// to the previous key and a current key `0` is set to expire `P` after it (the shift); then
+/// admitted iff `⌊prev·prev_pttl/P⌋ + cur + amount ≤ limit`, adding `amount` to the current
+/// key (created with `PX 2P` when missing).
+///
+/// `writes_on_refusal`: the scripts shift even for an acquisition they refuse (and on every
+/// read); the module changes nothing on a refused request. Without it, this is the same
+/// algorithm with refusals (and reads) leaving the keys as they were.
+#[derive(Debug, Clone, Default)]
+struct LimitsModel {
+    p: i64,
+    current: Option<(u64, i64)>,
+    previous: Option<(u64, i64)>,
+    writes_on_refusal: bool,
+}
+
+type Counter = Option<(u64, i64)>;
+
+impl LimitsModel {
+    /// The keys as the scripts see them at `t`, after the shift (not stored).
+    fn shifted(&self, t: i64) -> (Counter, Counter) {
+        let alive = |k: Counter| k.filter(|&(_, expires)| expires > t);
+        let (current, previous) = (alive(self.current), alive(self.previous));
+        match current {
+            Some((count, expires)) if expires - t < self.p => {
+                (Some((0, expires + self.p)), Some((count, expires)))
+            }
+            _ => (current, previous),
+        }
+    }
+
+    fn acquire(&mut self, t: i64, limit: u64, amount: u64) -> bool {
+        if amount > limit {
+            return false;
+        }
+        let (current, previous) = self.shifted(t);
+        let weighted = previous
+            .map_or(0, |(c, e)| (c as i128 * (e - t) as i128 / self.p as i128) as u64)
+            + current.map_or(0, |(c, _)| c);
+        if weighted + amount > limit {
+            if self.writes_on_refusal {
+                (self.current, self.previous) = (current, previous);
+            }
+            return false;
+        }
+        self.previous = previous;
+        self.current = Some(match current {
+            Some((c, e)) => (c + amount, e),
+            None => (amount, t + 2 * self.p),
+        });
+        true
+    }
+}
+
+proptest! {
+    /// `BUCKETS b` with `ANCHOR` and/or `FLOOR` equals the brute-force model (an anchored grid
+    /// from the first admitted call of a fresh limiter, `⌊used⌋` compared), field for field,
+    /// also under limit changes and `FLOOR` switched on and off; retry is exact.
+    #[test]
+    fn anchor_and_floor_match_reference(
+        (b, w) in prop_oneof![(1u64..5, 1u64..30), (5u64..13, 1u64..8)],
+        anchor in any::<bool>(),
+        start in 0i64..1_000_000,
+        ops in proptest::collection::vec((calls(70, 5, 4), 1u64..9, any::<bool>()), 1..12),
+    ) {
+        let window = b * w;
+        let ops = ops.into_iter().flat_map(|(batch, limit, floor)| {
+            batch.into_iter().map(move |op| (with(limit, window, b, anchor, floor), op.gap, op.cost))
+        });
+        let mut m = if anchor { BucketModel::anchored(window, b) } else { BucketModel::new(window, b) };
+        check_against_model(&mut m, clocked(start, ops), |d, _, c, got| retry_is_exact(d, c, got))?;
+    }
+
+    /// `BUCKETS 1 ANCHOR FLOOR` is limits' sliding window counter: every acquisition is
+    /// admitted exactly when limits' scripts admit it, and the counters `RL.INFO` shows
+    /// (`window_counts` = `[previous, current]`, `window_start_ms`) are limits' keys after its
+    /// shift, their PTTLs `window_start_ms + 2P − now` and `+ 3P − now`. Checked against the
+    /// scripts without their writes on refusals (the module changes nothing on a refused
+    /// request), and against the scripts as they are until those writes first matter: a
+    /// refused acquisition shifted a window that then admitted nothing, keeping limits' grid
+    /// alive where the module's limiter has reset (so the next hit starts a new grid).
+    #[test]
+    fn anchor_floor_is_limits_sliding_window_counter(
+        limit in 1u64..10,
+        p in 1i64..40,
+        start in 0i64..1_000_000,
+        ops in proptest::collection::vec((0i64..100, 1u64..12), 1..60),
+    ) {
+        let params = with(limit, p as u64, 1, true, true);
+        let mut module = Sim::new();
+        let mut limits = LimitsModel { p, ..LimitsModel::default() };
+        let mut scripts = LimitsModel { writes_on_refusal: true, ..limits.clone() };
+        let mut in_step = true;
+        let mut now = start;
+        for (gap, amount) in ops {
+            // Gaps of 0 … 2.5 windows, often at the ms a window ends or starts.
+            now += gap * p / 40 + if gap % 7 == 0 { 1 } else { 0 };
+            if in_step && scripts.shifted(now) != limits.shifted(now) {
+                // The scripts' keys part from the module's only here: a window they shifted
+                // on a refusal, which admitted nothing since (a current key of 0, maybe
+                // shifted again into an empty previous one), outlives the window before it,
+                // where the module's limiter has reset.
+                let (current, previous) = scripts.shifted(now);
+                prop_assert_eq!(limits.shifted(now), (None, None), "at {}", now);
+                let empty = current.is_some_and(|k| k.0 == 0) && previous.is_none_or(|k| k.0 == 0);
+                prop_assert!(empty, "at {}", now);
+                prop_assert!(live(module.state.as_ref(), now).is_none(), "at {}", now);
+                in_step = false;
+            }
+            let got = module.call(&params, now, amount).allowed;
+            prop_assert_eq!(got, limits.acquire(now, limit, amount), "at {}", now);
+            let as_is = scripts.acquire(now, limit, amount);
+            if in_step {
+                prop_assert_eq!(got, as_is, "at {}", now);
+            }
+            // What `RL.INFO` shows against limits' keys after the shift.
+            let (current, previous) = limits.shifted(now);
+            match live(module.state.as_ref(), now) {
+                None => prop_assert_eq!((current, previous), (None, None)),
+                Some(s) => {
+                    let (counts, start_ms) = s.window_at(now, true).buckets.unwrap();
+                    let previous_ttl = start_ms + 2 * p - now;
+                    if let Some((count, expires)) = previous {
+                        prop_assert_eq!((counts[0], expires - now), (count, previous_ttl));
+                    } else {
+                        // limits' previous key is gone once its PTTL reaches 0 (its weight).
+                        prop_assert!(counts[0] == 0 || previous_ttl == 0);
+                    }
+                    prop_assert_eq!(counts[1], current.map_or(0, |k| k.0));
+                    prop_assert_eq!(current.map(|k| k.1 - now), Some(start_ms + 3 * p - now));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn anchored_grid_starts_at_the_first_hit() {
+    // 4 sub-windows of 250 ms from the first hit at T0 + 123: (o + k·250, o + (k+1)·250].
+    let o = T0 + 123;
+    let p = with(10, 1000, 4, true, false);
+    let mut d = Sim::new();
+    assert_eq!(reply(&d.call(&p, o, 6)), [1, 10, 4, 0, 1250]);
+    let s = d.state.clone().unwrap();
+    assert_eq!(s.origin_ms(), Some(o));
+    let fields = s.info_fields();
+    for field in [("buckets", 4), ("anchor", 1), ("floor", 0), ("origin_ms", o), ("used", 6)] {
+        assert!(fields.contains(&field), "{field:?} {fields:?}");
+    }
+    // Still the first sub-window at o + 250 (right-closed), the second from o + 251.
+    assert_eq!(s.window_at(o + 250, true).buckets, Some((vec![0, 0, 0, 0, 6], o - 1000)));
+    d.call(&p, o + 251, 1);
+    assert_eq!(
+        d.state.as_ref().unwrap().window_at(o + 251, true).buckets,
+        Some((vec![0, 0, 0, 6, 1], o - 750))
+    );
+    // The first sub-window counts in full until o + 1000 and is weighted after: at o + 1001,
+    // 6·249/250 + 1 = 6.976 (no FLOOR: 3 more do not fit, 2 do).
+    assert_eq!(d.peek(&p, o + 1000, 0).remaining, 3);
+    assert_eq!(d.peek(&p, o + 1001, 0).remaining, 3);
+    assert!(!d.peek(&p, o + 1001, 4).allowed);
+    // The epoch's grid would not know the first hit: T0 + 123 is 123 ms into a sub-window.
+    let mut e = Sim::new();
+    e.call(&bucketed(10, 1000, 4), o, 6);
+    assert_eq!(e.peek(&bucketed(10, 1000, 4), o + 878, 0).remaining, 4);
+    assert_eq!(d.peek(&p, o + 878, 0).remaining, 3);
+}
+
+#[test]
+fn a_new_grid_starts_after_the_limiter_resets() {
+    let p = with(5, 100, 1, true, false);
+    let mut d = Sim::new();
+    d.call(&p, T0, 2);
+    // Reset at o + 2P: the first window (o, o + P] has fully left.
+    assert_eq!(d.state.as_ref().unwrap().reset_at_ms(), T0 + 200);
+    d.call(&p, T0 + 150, 1);
+    assert_eq!(d.state.as_ref().unwrap().origin_ms(), Some(T0));
+    assert_eq!(d.state.as_ref().unwrap().reset_at_ms(), T0 + 300);
+    // Idle beyond the reset: the next admitted call is a new origin.
+    d.call(&p, T0 + 300, 1);
+    assert_eq!(d.state.as_ref().unwrap().origin_ms(), Some(T0 + 300));
+    assert_eq!(d.state.as_ref().unwrap().counters().collect::<Vec<_>>(), vec![0, 1]);
+    // Refused or zero-cost calls on a fresh limiter start nothing.
+    let mut d = Sim::new();
+    d.call(&p, T0, 0);
+    d.call(&p, T0, 6);
+    assert!(d.state.is_none());
+}
+
+#[test]
+fn floor_admits_what_limits_admits_at_the_boundaries() {
+    // limits: 10 per 1000 ms; 8 at o, then at o + P + 1 the previous window weighs 999/1000:
+    // ⌊8·999/1000⌋ = 7, so 3 more fit (without FLOOR 7.992 + 3 > 10: only 2).
+    let o = T0 + 77;
+    let floor = with(10, 1000, 1, true, true);
+    let plain = with(10, 1000, 1, true, false);
+    for (p, fits) in [(floor, 3), (plain, 2)] {
+        let mut d = Sim::new();
+        d.call(&p, o, 8);
+        assert!(d.peek(&p, o + 1000, 2).allowed);
+        assert!(!d.peek(&p, o + 1000, 3).allowed, "still the first window at o + P");
+        assert!(d.peek(&p, o + 1001, fits).allowed);
+        assert!(!d.peek(&p, o + 1001, fits + 1).allowed);
+    }
+    // FLOOR: remaining is limit − ⌊used⌋ − cost; the retry is exact.
+    let mut d = Sim::new();
+    d.call(&floor, o, 8);
+    assert_eq!(reply(&d.call(&floor, o + 1001, 3)), [1, 10, 0, 0, 1999]);
+    // Now ⌊8·(999 − r)/1000⌋ + 3 + c ≤ 10: one more needs ⌊8·(999−r)/1000⌋ ≤ 6, r ≥ 125.
+    let limited = d.call(&floor, o + 1001, 1);
+    assert_eq!(reply(&limited), [0, 10, 0, 125, 1999]);
+    assert!(d.peek(&floor, o + 1001 + 125, 1).allowed);
+    assert!(!d.peek(&floor, o + 1001 + 124, 1).allowed);
+    let mut limits = LimitsModel { p: 1000, ..LimitsModel::default() };
+    assert!(limits.acquire(o, 10, 8));
+    assert!(limits.acquire(o + 1001, 10, 3));
+    assert!(!limits.acquire(o + 1001 + 124, 10, 1));
+    assert!(limits.acquire(o + 1001 + 125, 10, 1));
+}
+
+#[test]
+fn options_need_buckets_and_convert_conservatively() {
+    for (anchor, floor, option) in [(true, false, "ANCHOR"), (false, true, "FLOOR")] {
+        let e = exact(5, 1000).with_options(anchor, floor).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("ERR syntax error: {option} needs BUCKETS")), "{e}");
+    }
+    assert_eq!(exact(5, 1000).with_options(false, false), Ok(exact(5, 1000)));
+    // Epoch grid → anchored: a new grid at now', everything counted carried into its first
+    // sub-window (counted in full for a whole window from now': never more permits).
+    let base = T0 - T0 % 1000;
+    let mut d = Sim::new();
+    d.call(&bucketed(10, 1000, 4), base + 100, 3);
+    d.call(&bucketed(10, 1000, 4), base + 600, 2);
+    let anchored = with(10, 1000, 4, true, false);
+    assert_eq!(d.peek(&anchored, base + 900, 0).remaining, 5);
+    assert_eq!(reply(&d.call(&anchored, base + 900, 1)), [1, 10, 4, 0, 1250]);
+    let s = d.state.clone().unwrap();
+    assert_eq!(
+        (s.origin_ms(), s.counters().collect::<Vec<_>>()),
+        (Some(base + 900), vec![0, 0, 0, 0, 6])
+    );
+    // FLOOR switched on keeps the counters (same grid), judged with the floor.
+    let floored = with(10, 1000, 4, true, true);
+    assert_eq!(reply(&d.call(&floored, base + 900, 4)), [1, 10, 0, 0, 1250]);
+    assert!(d.state.as_ref().unwrap().mode.floored());
+    assert_eq!(d.state.as_ref().unwrap().origin_ms(), Some(base + 900));
+    // Anchored → epoch grid and exact: each sub-window at its last ms (o + (j+1)·w).
+    let back = convert(d.state.as_ref().unwrap(), &exact(20, 1000), base + 1000).unwrap();
+    assert_eq!(back.entries().collect::<Vec<_>>(), vec![(base + 1000, 10)]);
 }

@@ -20,9 +20,10 @@ use super::api::api;
 use super::values;
 use ratelimit_core::codec;
 
-/// The RDB encoding version registered with Redis: 2 since bans (version 1 values, written
-/// before, still load). The payload inside carries its own format version too (`codec`).
-pub const ENCODING_VERSION: i32 = 2;
+/// The RDB encoding version registered with Redis: 2 since bans, 3 since a sliding window's
+/// `ANCHOR`/`FLOOR` (values written by older versions still load). The payload inside carries
+/// its own format version too (`codec`).
+pub const ENCODING_VERSION: i32 = 3;
 /// The oldest RDB encoding version this build loads.
 pub const OLDEST_ENCODING_VERSION: i32 = 1;
 

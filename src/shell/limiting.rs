@@ -15,9 +15,9 @@ use ratelimit_core::judge::{judge_all, judge_key, AllVerdict, Change, KeyError, 
 use ratelimit_core::refund::{try_refund_key, RefundChange};
 use ratelimit_core::request::{AllRequest, RefundRequest, Request};
 
-/// Most arguments a valid `RL.ALL` can have: name, `numkeys`, 16 keys, 16 groups of at most 8
-/// (`LEAKY c r p COST n DELAY d`), `DRYRUN`, `AT ms`.
-pub const MAX_ALL_ARGS: usize = 2 + 16 + 16 * 8 + 3;
+/// Most arguments a valid `RL.ALL` can have: name, `numkeys`, 16 keys, 16 groups of at most 9
+/// (`SLIDE l w COST n BUCKETS b ANCHOR FLOOR`), `DRYRUN`, `AT ms`.
+pub const MAX_ALL_ARGS: usize = 2 + 16 + 16 * 9 + 3;
 
 /// Opens the call's key, judges the request (core) at its `AT` or the server clock, applies
 /// the change and propagates it.

@@ -40,6 +40,10 @@ const ALIGN: ArgSpec = ArgSpec::option(c"ALIGN", c"align", ArgKind::Block(ALIGN_
     .doc(c"windows start on calendar boundaries of the period");
 const BUCKETS: ArgSpec = ArgSpec::option(c"BUCKETS", c"b", ArgKind::Integer)
     .doc(c"approximate with b sub-window counters (1 to 1000) instead of an exact log");
+const ANCHOR: ArgSpec = ArgSpec::option(c"ANCHOR", c"anchor", ArgKind::PureToken)
+    .doc(c"with BUCKETS: the sub-window grid starts at the first admitted call, not at the epoch");
+const FLOOR: ArgSpec = ArgSpec::option(c"FLOOR", c"floor", ArgKind::PureToken)
+    .doc(c"with BUCKETS: round the estimate down to whole permits before comparing");
 const LEAK_MODE: &[ArgSpec] = &[
     ArgSpec::keyword(c"NODELAY", c"nodelay", ArgKind::PureToken)
         .doc(c"a meter: admitted requests proceed at once"),
@@ -53,7 +57,8 @@ const MODE: ArgSpec = ArgSpec::new(c"mode", ArgKind::OneOf(LEAK_MODE))
 const TOKEN_ARGS: &[ArgSpec] =
     &[KEY, CAPACITY, RATE, PERIOD, COST, STEP, BAN, WAIT, DRYRUN, AT, FRESH];
 const PERIOD_ARGS: &[ArgSpec] = &[KEY, LIMIT, PERIOD, COST, ALIGN, BAN, WAIT, DRYRUN, AT, FRESH];
-const SLIDE_ARGS: &[ArgSpec] = &[KEY, LIMIT, WINDOW, COST, BUCKETS, BAN, WAIT, DRYRUN, AT, FRESH];
+const SLIDE_ARGS: &[ArgSpec] =
+    &[KEY, LIMIT, WINDOW, COST, BUCKETS, ANCHOR, FLOOR, BAN, WAIT, DRYRUN, AT, FRESH];
 const LEAKY_ARGS: &[ArgSpec] =
     &[KEY, CAPACITY, RATE, PERIOD, COST, MODE, BAN, WAIT, DRYRUN, AT, FRESH];
 const THROTTLE_ARGS: &[ArgSpec] = &[
@@ -72,8 +77,12 @@ const ALL_LIMITS: &[ArgSpec] = &[
         .doc(c"a token bucket, as RL.TOKEN"),
     ArgSpec::keyword(c"PERIOD", c"fixed-window", ArgKind::Block(&[LIMIT, PERIOD, ALIGN, COST]))
         .doc(c"a fixed window, as RL.PERIOD"),
-    ArgSpec::keyword(c"SLIDE", c"sliding-window", ArgKind::Block(&[LIMIT, WINDOW, BUCKETS, COST]))
-        .doc(c"a sliding window, as RL.SLIDE"),
+    ArgSpec::keyword(
+        c"SLIDE",
+        c"sliding-window",
+        ArgKind::Block(&[LIMIT, WINDOW, BUCKETS, ANCHOR, FLOOR, COST]),
+    )
+    .doc(c"a sliding window, as RL.SLIDE"),
     ArgSpec::keyword(c"LEAKY", c"leaky", ArgKind::Block(&[CAPACITY, RATE, PERIOD, MODE, COST]))
         .doc(c"a leaky bucket, as RL.LEAKY"),
 ];

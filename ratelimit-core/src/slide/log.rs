@@ -329,7 +329,7 @@ pub(super) fn decide_exact(s: &SlideState, limit: u64, t: i64, cost: u64) -> (De
             0
         }
     };
-    let decision = verdict(limit, cost, used, 1, retry, reset);
+    let decision = verdict(limit, cost, (used, 1, false), retry, reset);
     (decision, view)
 }
 

@@ -9,7 +9,9 @@
 //!   `COST n`).
 //! * **mode** ([`SlideMode`]): how `used(t)` is kept. *Exact* (the default) keeps the log of
 //!   admitted requests and is exact (`log.rs`); `BUCKETS b` keeps one counter per sub-window of
-//!   `window / b` ms and estimates (`ring.rs`, which also proves its worst case). Either way the
+//!   `window / b` ms and estimates (`ring.rs`, which also proves its worst case), on the
+//!   epoch's grid or, with `ANCHOR`, on one from the first admitted call, comparing the
+//!   estimate rounded down with `FLOOR`. Either way the
 //!   variable-size part is one [`SlideBuffer`]: an inline word and one heap buffer.
 //!
 //! # Parameter changes
@@ -68,22 +70,66 @@ pub const DEFAULT_LOG_MAX: u64 = 100_000;
 pub enum SlideMode {
     /// The exact log of admitted requests (no `BUCKETS`).
     Exact,
-    /// `BUCKETS b`: `b` sub-windows of `window / b` ms, one counter each, the oldest weighted
-    /// by the share of it still inside the window.
-    Buckets(NonZeroU16),
+    /// `BUCKETS b [ANCHOR] [FLOOR]`: `b` sub-windows of `window / b` ms, one counter each, the
+    /// oldest weighted by the share of it still inside the window.
+    Buckets(Buckets),
+}
+
+/// The options of a bucketed window (`BUCKETS b [ANCHOR] [FLOOR]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buckets {
+    /// `b`: sub-windows per window, 1 … 1000.
+    pub count: NonZeroU16,
+    /// `ANCHOR`: the sub-window grid starts at the first admitted call of a fresh limiter
+    /// (its *origin*, kept in the state) instead of at multiples of `w` since the epoch.
+    pub anchor: bool,
+    /// `FLOOR`: the estimate is rounded down to whole permits before it is compared.
+    pub floor: bool,
+}
+
+impl Buckets {
+    /// `BUCKETS b` without options.
+    pub fn plain(count: NonZeroU16) -> Buckets {
+        Buckets { count, anchor: false, floor: false }
+    }
 }
 
 impl SlideMode {
-    /// The mode from its number as stored (RDB payload, packed form): `b`, or 0 for exact.
+    /// The mode from its number as stored (RDB payload, packed form): `b`, or 0 for exact;
+    /// with the `ANCHOR` and `FLOOR` flags (ignored for exact).
+    pub fn from_parts(buckets: u16, anchor: bool, floor: bool) -> SlideMode {
+        NonZeroU16::new(buckets)
+            .map_or(SlideMode::Exact, |count| SlideMode::Buckets(Buckets { count, anchor, floor }))
+    }
+
+    /// The mode from its number: `BUCKETS b` without options, or exact for 0.
     pub fn from_buckets(buckets: u16) -> SlideMode {
-        NonZeroU16::new(buckets).map_or(SlideMode::Exact, SlideMode::Buckets)
+        SlideMode::from_parts(buckets, false, false)
     }
 
     /// The mode as a number, as stored and as `RL.INFO` shows it: `b`, or 0 for exact.
     pub fn buckets(self) -> u16 {
         match self {
             SlideMode::Exact => 0,
-            SlideMode::Buckets(b) => b.get(),
+            SlideMode::Buckets(b) => b.count.get(),
+        }
+    }
+
+    /// `ANCHOR` is in force.
+    pub fn anchored(self) -> bool {
+        matches!(self, SlideMode::Buckets(Buckets { anchor: true, .. }))
+    }
+
+    /// `FLOOR` is in force.
+    pub fn floored(self) -> bool {
+        matches!(self, SlideMode::Buckets(Buckets { floor: true, .. }))
+    }
+
+    /// The mode without `FLOOR`: what shapes the stored state (a log, or counters on a grid).
+    fn grid(self) -> SlideMode {
+        match self {
+            SlideMode::Buckets(b) => SlideMode::Buckets(Buckets { floor: false, ..b }),
+            exact => exact,
         }
     }
 }
@@ -144,10 +190,27 @@ impl SlideParams {
                     )));
                 }
                 let b = u16::try_from(b).ok().and_then(NonZeroU16::new).ok_or(range)?;
-                SlideMode::Buckets(b)
+                SlideMode::Buckets(Buckets::plain(b))
             }
         };
         Ok(SlideParams { limit, window_ms, mode })
+    }
+
+    /// The same parameters with `ANCHOR` and `FLOOR` as given: both need `BUCKETS`.
+    pub fn with_options(self, anchor: bool, floor: bool) -> Result<Self, ArgError> {
+        match self.mode {
+            SlideMode::Buckets(b) => {
+                Ok(SlideParams { mode: SlideMode::Buckets(Buckets { anchor, floor, ..b }), ..self })
+            }
+            SlideMode::Exact if anchor || floor => {
+                let option = if anchor { "ANCHOR" } else { "FLOOR" };
+                Err(ArgError::Invalid(format!(
+                    "syntax error: {option} needs BUCKETS b (it is an option of the bucketed \
+                     sliding window)"
+                )))
+            }
+            SlideMode::Exact => Ok(self),
+        }
     }
 }
 
@@ -250,17 +313,20 @@ fn wide(v: i64) -> u128 {
 
 /// The decision on a request of `cost` when `scaled_used` is `used(t)·scale` (the exact log
 /// counts whole permits, scale 1; `BUCKETS` counts in `1/w` permits, scale `w`): admitted iff
-/// `used + cost ≤ limit`, exactly. `retry` is the wait for a limited request the limit can
-/// hold; `reset` the wait until the window is empty, after (`true`) or without the request.
+/// `used + cost ≤ limit`, exactly — or, with `floor` (`FLOOR`), iff `⌊used⌋ + cost ≤ limit`,
+/// i.e. `used·scale + cost·scale ≤ limit·scale + scale − 1`. `remaining` is what is left after
+/// the request (without it when refused), rounded down: `⌊limit − used⌋ − cost`, or
+/// `limit − ⌊used⌋ − cost` with `floor`. `retry` is the wait for a limited request the limit
+/// can hold; `reset` the wait until the window is empty, after (`true`) or without the request.
 fn verdict(
     limit: u64,
     cost: u64,
-    scaled_used: u128,
-    scale: u128,
+    (scaled_used, scale, floor): (u128, u128, bool),
     retry: impl FnOnce() -> i64,
     reset: impl FnOnce(bool) -> i64,
 ) -> Decision {
-    let cap = scale * u128::from(limit);
+    let slack = if floor { scale - 1 } else { 0 };
+    let cap = scale * u128::from(limit) + slack;
     let need = scale * u128::from(cost);
     let allowed = cost == 0 || scaled_used.saturating_add(need) <= cap;
     let left = if allowed {
@@ -294,24 +360,27 @@ enum Plan {
     Buckets(BucketView),
 }
 
-/// Judges a request of `cost` at `t` (≥ `updated_ms`) against `s` under `limit`, in the
-/// state's own mode and window.
-fn decide(s: &SlideState, limit: u64, t: i64, cost: u64) -> (Decision, Plan) {
+/// Judges a request of `cost` at `t` (≥ `updated_ms`) against `s` under the call's `limit`
+/// and `FLOOR`, in the state's own window and grid (`params` has the same shape).
+fn decide(s: &SlideState, params: &SlideParams, t: i64, cost: u64) -> (Decision, Plan) {
     match s.mode {
         SlideMode::Exact => {
-            let (d, v) = log::decide_exact(s, limit, t, cost);
+            let (d, v) = log::decide_exact(s, params.limit, t, cost);
             (d, Plan::Exact(v))
         }
         SlideMode::Buckets(b) => {
-            let (d, v) = ring::decide_buckets(s, b, limit, t, cost);
+            let floor = params.mode.floored();
+            let (d, v) = ring::decide_buckets(s, b, params.limit, floor, t, cost);
             (d, Plan::Buckets(v))
         }
     }
 }
 
-/// Applies an admitted request of `cost ≥ 1` at `t` to the state it was judged on.
-fn apply(s: &mut SlideState, limit: u64, plan: Plan, t: i64, cost: u64) {
-    s.limit = limit;
+/// Applies an admitted request of `cost ≥ 1` at `t` to the state it was judged on; the
+/// call's parameters (of the same shape) become the stored ones.
+fn apply(s: &mut SlideState, params: &SlideParams, plan: Plan, t: i64, cost: u64) {
+    s.limit = params.limit;
+    s.mode = params.mode;
     match plan {
         Plan::Exact(view) => log::apply_exact(s, view, t, cost),
         Plan::Buckets(view) => ring::apply_buckets(s, view, cost),
@@ -394,10 +463,10 @@ pub fn evaluate(
     };
     let t = now_ms.max(s.updated_ms);
     if s.same_shape(params) {
-        let (decision, plan) = decide(s, params.limit, t, cost);
+        let (decision, plan) = decide(s, params, t, cost);
         let next = (decision.allowed && cost > 0).then(|| {
             let mut next = s.clone();
-            apply(&mut next, params.limit, plan, t, cost);
+            apply(&mut next, params, plan, t, cost);
             next
         });
         return Evaluation { decision, next };
@@ -405,9 +474,9 @@ pub fn evaluate(
     match convert(s, params, t) {
         None => fresh(params, t, cost),
         Some(mut converted) => {
-            let (decision, plan) = decide(&converted, params.limit, t, cost);
+            let (decision, plan) = decide(&converted, params, t, cost);
             let next = (decision.allowed && cost > 0).then(|| {
-                apply(&mut converted, params.limit, plan, t, cost);
+                apply(&mut converted, params, plan, t, cost);
                 converted
             });
             Evaluation { decision, next }
@@ -433,10 +502,10 @@ pub fn evaluate_in_place(
         return None;
     }
     let t = now_ms.max(state.updated_ms);
-    let (decision, plan) = decide(state, params.limit, t, cost);
+    let (decision, plan) = decide(state, params, t, cost);
     let change = decision.allowed && cost > 0 && commit;
     if change {
-        apply(state, params.limit, plan, t, cost);
+        apply(state, params, plan, t, cost);
     }
     Some((decision, change))
 }
@@ -502,9 +571,19 @@ impl SlideState {
         SlideParams { limit: self.limit, window_ms: self.window_ms, mode: self.mode }
     }
 
-    /// Same window and mode: the state is judged as it stands, whatever the limit.
+    /// Same window and grid (exact log, or the same `b` and `ANCHOR`): the state is judged
+    /// as it stands, whatever the limit and `FLOOR`.
     fn same_shape(&self, params: &SlideParams) -> bool {
-        self.window_ms == params.window_ms && self.mode == params.mode
+        self.window_ms == params.window_ms && self.mode.grid() == params.mode.grid()
+    }
+
+    /// `ANCHOR`: the origin of the sub-window grid (the first admitted call of the fresh
+    /// limiter the grid started with); `None` for other modes.
+    pub fn origin_ms(&self) -> Option<i64> {
+        match self.mode {
+            SlideMode::Buckets(b) => ring::origin(self, b),
+            SlideMode::Exact => None,
+        }
     }
 
     /// Bytes allocated on the heap for the log or counters (add the size of the value itself
@@ -544,7 +623,7 @@ impl SlideState {
         let SlideMode::Buckets(buckets) = self.mode else {
             return self.validate_exact();
         };
-        let b = u64::from(buckets.get());
+        let b = u64::from(buckets.count.get());
         if b > MAX_BUCKETS || !self.window_ms.is_multiple_of(b) {
             return Err(CorruptState("slide BUCKETS out of range"));
         }
@@ -576,20 +655,24 @@ impl Stored for SlideState {
         match self.mode {
             SlideMode::Exact => self.updated_ms.saturating_add(window_i64(self.window_ms)),
             SlideMode::Buckets(b) => {
-                let grid = Grid::new(self.window_ms, b);
+                let grid = Grid::of(self, b);
                 to_i64(grid.gone_at(grid.index(self.updated_ms)))
             }
         }
     }
 
     fn info_fields(&self) -> Vec<(&'static str, i64)> {
-        vec![
+        let mut fields = vec![
             ("limit", info_int(self.limit)),
             ("window_ms", info_int(self.window_ms)),
             ("buckets", i64::from(self.mode.buckets())),
-            ("used", info_int(self.stored_total())),
-            ("entries", i64::try_from(self.entry_count()).unwrap_or(i64::MAX)),
-        ]
+            ("anchor", i64::from(self.mode.anchored())),
+            ("floor", i64::from(self.mode.floored())),
+        ];
+        fields.extend(self.origin_ms().map(|o| ("origin_ms", o)));
+        fields.push(("used", info_int(self.stored_total())));
+        fields.push(("entries", i64::try_from(self.entry_count()).unwrap_or(i64::MAX)));
+        fields
     }
 }
 

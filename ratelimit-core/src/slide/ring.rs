@@ -18,6 +18,13 @@
 //! the oldest sub-window's weight is small enough); `reset_after` is the instant the newest
 //! non-empty sub-window `j` has fully left: `(j+1)·w − 1 + P`.
 //!
+//! # `ANCHOR` and `FLOOR`
+//! With `ANCHOR` the grid starts at the first admitted call `o` of a fresh limiter instead of
+//! the epoch (see [`Grid`]): sub-window `j ≥ 0` is `(o + j·w, o + (j+1)·w]`, which is the
+//! formula above on `base = o + 1`; `o` is kept after the counters in the ring. With `FLOOR`
+//! the comparison is `⌊used(t)⌋ + c ≤ limit`, i.e. `C·(w−r−1) + w·(S + c) ≤ w·limit + w − 1`.
+//! `BUCKETS 1 ANCHOR FLOOR` is limits' sliding window counter, decision for decision.
+//!
 //! # The ring
 //! The `b + 1` counters (sub-windows `i−b … i`) are stored as a *ring* in one heap buffer:
 //! sub-window `j` in slot `j mod (b+1)`, so that moving on in time only clears the slots of the
@@ -47,38 +54,81 @@
 use std::num::NonZeroU16;
 
 use super::{
-    div, ms_until, verdict, wide, window_i64, SlideBuffer, SlideMode, SlideParams, SlideState,
+    div, ms_until, verdict, wide, window_i64, Buckets, SlideBuffer, SlideMode, SlideParams,
+    SlideState,
 };
 use crate::decision::Decision;
 use crate::state::{CorruptState, Refunded};
 
-/// Sub-window geometry: `b` sub-windows of `w` ms in a window of `p` ms. `anchor` is a
-/// sub-window whose ring slot `anchor_slot` is known, so that slots near it are found without
-/// a division.
+/// Bytes after the counters of an `ANCHOR` ring: the grid's origin, an `i64` (little-endian).
+const ORIGIN_BYTES: usize = 8;
+
+/// Sub-window geometry: `b` sub-windows of `w` ms in a window of `p` ms, starting at `base`
+/// (sub-window `j` is `[base + j·w, base + (j+1)·w)`). `pivot` is a sub-window whose ring slot
+/// `pivot_slot` is known, so that slots near it are found without a division.
+///
+/// Without `ANCHOR` the grid is the epoch's (`base` 0). With `ANCHOR` it starts at the origin
+/// `o`, the first admitted call of a fresh limiter, as limits' sliding window counter does: its
+/// counter pair shifts when the current counter's TTL (set to `2P` at `o`) drops below `P`,
+/// i.e. at `o + P + 1`, so its windows are `(o + k·P, o + (k+1)·P]` and `o` itself belongs to
+/// the first. Here: `base = o + 1`, sub-windows never go below 0, and `o` is in sub-window 0
+/// (whose documented start, [`Grid::boundary`], is `o`).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Grid {
     b: i64,
     w: i64,
     p: i64,
-    anchor: i64,
-    anchor_slot: i64,
+    /// `ANCHOR`: the origin `o`.
+    origin: Option<i64>,
+    base: i64,
+    pivot: i64,
+    pivot_slot: i64,
 }
 
 impl Grid {
-    pub(super) fn new(window_ms: u64, buckets: NonZeroU16) -> Grid {
+    /// The grid of `b` sub-windows for a window of `window_ms`, from the origin `o` with
+    /// `ANCHOR` (`Some(o)`), or the epoch's.
+    pub(super) fn new(window_ms: u64, count: NonZeroU16, origin: Option<i64>) -> Grid {
         let p = window_i64(window_ms);
-        let b = i64::from(buckets.get());
-        Grid { b, w: (p / b).max(1), p, anchor: 0, anchor_slot: 0 }
+        let b = i64::from(count.get());
+        let base = origin.map_or(0, |o| o.saturating_add(1));
+        Grid { b, w: (p / b).max(1), p, origin, base, pivot: 0, pivot_slot: 0 }
     }
 
-    /// The same grid, anchored at sub-window `j`.
-    fn anchored(self, j: i64) -> Grid {
-        Grid { anchor: j, anchor_slot: j.rem_euclid(self.b + 1), ..self }
+    /// The grid a stored bucketed state lives on (its origin read from the ring).
+    pub(super) fn of(s: &SlideState, buckets: Buckets) -> Grid {
+        Grid::new(s.window_ms, buckets.count, origin(s, buckets))
     }
 
-    /// The sub-window holding instant `t`.
+    /// The same grid, with the ring slot of sub-window `j` at hand.
+    fn pivoted(self, j: i64) -> Grid {
+        Grid { pivot: j, pivot_slot: j.rem_euclid(self.b + 1), ..self }
+    }
+
+    /// The sub-window holding instant `t` (never below 0 on an anchored grid, whose instants
+    /// are never before its origin).
     pub(super) fn index(&self, t: i64) -> i64 {
-        t.div_euclid(self.w)
+        let j = t.saturating_sub(self.base).div_euclid(self.w);
+        if self.origin.is_some() {
+            j.max(0)
+        } else {
+            j
+        }
+    }
+
+    /// The start of sub-window `j` as documented (`RL.INFO`): its first ms on the epoch's grid;
+    /// on an anchored grid `o + j·w`, the instant its `(o + j·w, o + (j+1)·w]` follows.
+    pub(super) fn boundary(&self, j: i64) -> i64 {
+        self.start(j).saturating_sub(i64::from(self.origin.is_some()))
+    }
+
+    /// Bytes of the ring after its counters.
+    fn trailer(&self) -> usize {
+        if self.origin.is_some() {
+            ORIGIN_BYTES
+        } else {
+            0
+        }
     }
 
     fn slots(&self) -> usize {
@@ -88,10 +138,10 @@ impl Grid {
     /// The ring slot of sub-window `j`.
     fn slot(&self, j: i64) -> usize {
         let n = self.b + 1;
-        let near = j.checked_sub(self.anchor).filter(|d| (-n..=n).contains(d));
+        let near = j.checked_sub(self.pivot).filter(|d| (-n..=n).contains(d));
         let slot = match near {
             Some(d) => {
-                let s = self.anchor_slot + d;
+                let s = self.pivot_slot + d;
                 if s < 0 {
                     s + n
                 } else if s >= n {
@@ -106,18 +156,29 @@ impl Grid {
     }
 
     fn start(&self, j: i64) -> i64 {
-        j.saturating_mul(self.w)
+        self.base.saturating_add(j.saturating_mul(self.w))
     }
 
     /// The last ms of sub-window `j`.
     fn last_ms(&self, j: i64) -> i64 {
-        j.saturating_add(1).saturating_mul(self.w).saturating_sub(1)
+        self.start(j.saturating_add(1)).saturating_sub(1)
     }
 
     /// The instant sub-window `j` has fully left the window.
     pub(super) fn gone_at(&self, j: i64) -> i128 {
         i128::from(self.last_ms(j)) + i128::from(self.p)
     }
+}
+
+/// `ANCHOR`: the grid origin kept after the counters in the ring; `None` without `ANCHOR` (or
+/// for a ring too short to hold one, which fails validation).
+pub(super) fn origin(s: &SlideState, buckets: Buckets) -> Option<i64> {
+    if !buckets.anchor {
+        return None;
+    }
+    let heap = &s.buffer.heap;
+    let at = heap.len().checked_sub(ORIGIN_BYTES)?;
+    Some(i64::from_le_bytes(heap.get(at..)?.try_into().ok()?))
 }
 
 /// Bytes a counter needs to hold `v`.
@@ -142,6 +203,7 @@ struct Ring<'a> {
 
 impl<'a> Ring<'a> {
     fn of(heap: &'a [u8], grid: &Grid) -> Ring<'a> {
+        let heap = heap.get(..heap.len().saturating_sub(grid.trailer())).unwrap_or(&[]);
         let (slots, len) = (grid.slots(), heap.len());
         let width =
             [1, 2, 4, 8].into_iter().find(|w| slots.checked_mul(*w) == Some(len)).unwrap_or(0);
@@ -244,10 +306,14 @@ fn ring_clear(heap: &mut [u8], grid: &Grid, lo: i64, hi: i64) {
     }
 }
 
-fn encode_ring(values: &[u64], width: usize) -> Box<[u8]> {
-    let mut out = Vec::with_capacity(values.len().saturating_mul(width));
+/// The ring of `values` (by slot), each `width` bytes, then the grid's origin if it has one.
+fn encode_ring(values: &[u64], width: usize, grid: &Grid) -> Box<[u8]> {
+    let mut out = Vec::with_capacity(values.len().saturating_mul(width) + grid.trailer());
     for v in values {
         out.extend_from_slice(v.to_le_bytes().get(..width).unwrap_or(&[]));
+    }
+    if let Some(origin) = grid.origin {
+        out.extend_from_slice(&origin.to_le_bytes());
     }
     out.into_boxed_slice()
 }
@@ -259,7 +325,7 @@ fn ring_set(heap: &mut Box<[u8]>, grid: &Grid, slot: usize, value: u64) {
         let old = Ring::of(heap, grid);
         let values: Vec<u64> = (0..grid.slots()).map(|s| old.get(s)).collect();
         width = width_for(value);
-        *heap = encode_ring(&values, width);
+        *heap = encode_ring(&values, width, grid);
     }
     let start = slot.saturating_mul(width);
     if let (Some(dst), Some(src)) =
@@ -316,13 +382,16 @@ impl BucketView {
     }
 }
 
-fn bucket_view(s: &SlideState, buckets: NonZeroU16, t: i64) -> BucketView {
-    let grid = Grid::new(s.window_ms, buckets);
+fn bucket_view(s: &SlideState, buckets: Buckets, t: i64) -> BucketView {
+    let grid = Grid::of(s, buckets);
     let i = grid.index(t);
-    let grid = grid.anchored(i);
+    let grid = grid.pivoted(i);
     let ring = Ring::of(&s.buffer.heap, &grid);
     let iu = grid.index(s.updated_ms).min(i);
-    let mut view = BucketView { grid, i, iu, r: t - grid.start(i), old: 0, total: s.buffer.word };
+    // `t − start(i)`: 0 … w − 1 (an anchored grid's origin itself is counted at the start of
+    // sub-window 0).
+    let r = t.saturating_sub(grid.start(i)).clamp(0, grid.w - 1);
+    let mut view = BucketView { grid, i, iu, r, old: 0, total: s.buffer.word };
     if i > iu {
         let (lo, hi) = view.dropped();
         view.total = view.total.saturating_sub(ring.range_sum(&grid, lo, hi));
@@ -333,18 +402,21 @@ fn bucket_view(s: &SlideState, buckets: NonZeroU16, t: i64) -> BucketView {
 
 /// Builds a bucketed state at `t` from events at the latest instants they can have happened:
 /// each goes into the first sub-window starting at or after it, capped at the current one.
+/// With `ANCHOR` the grid starts at `t` (a new grid): every event goes into its first
+/// sub-window.
 pub(super) fn build_buckets(
     params: &SlideParams,
-    buckets: NonZeroU16,
+    buckets: Buckets,
     events: &[(i64, u64)],
     t: i64,
 ) -> SlideState {
-    let grid = Grid::new(params.window_ms, buckets);
+    let grid = Grid::new(params.window_ms, buckets.count, buckets.anchor.then_some(t));
     let i = grid.index(t);
+    let lowest = if buckets.anchor { 0 } else { i64::MIN };
     let mut counters = vec![0u64; grid.slots()];
     for &(ts, cost) in events {
-        let j = ts.saturating_add(grid.w - 1).div_euclid(grid.w);
-        let j = j.min(i).max(i.saturating_sub(grid.b).saturating_add(1));
+        let j = ts.saturating_sub(grid.base).saturating_add(grid.w - 1).div_euclid(grid.w);
+        let j = j.min(i).max(i.saturating_sub(grid.b).saturating_add(1)).max(lowest);
         if let Some(c) = counters.get_mut(grid.slot(j)) {
             *c = c.saturating_add(cost);
         }
@@ -356,22 +428,24 @@ pub(super) fn build_buckets(
         window_ms: params.window_ms,
         mode: SlideMode::Buckets(buckets),
         updated_ms: t,
-        buffer: SlideBuffer { word: total, heap: encode_ring(&counters, width_for(widest)) },
+        buffer: SlideBuffer { word: total, heap: encode_ring(&counters, width_for(widest), &grid) },
     }
 }
 
-/// Judges a request of `cost` at `t` (≥ `updated_ms`) against the counters under `limit`.
+/// Judges a request of `cost` at `t` (≥ `updated_ms`) against the counters under `limit`,
+/// with the estimate rounded down first when `floor` (`FLOOR`).
 pub(super) fn decide_buckets(
     s: &SlideState,
-    buckets: NonZeroU16,
+    buckets: Buckets,
     limit: u64,
+    floor: bool,
     t: i64,
     cost: u64,
 ) -> (Decision, BucketView) {
     let view = bucket_view(s, buckets, t);
     let ring = Ring::of(&s.buffer.heap, &view.grid);
     let grid = view.grid;
-    let retry = || bucket_retry(&ring, &view, limit, cost, t);
+    let retry = || bucket_retry(&ring, &view, (limit, floor), cost, t);
     let reset = |admitted: bool| {
         if admitted {
             ms_until(grid.gone_at(view.i), i128::from(t))
@@ -382,7 +456,7 @@ pub(super) fn decide_buckets(
             newest.map_or(0, |j| ms_until(grid.gone_at(j), i128::from(t)))
         }
     };
-    let decision = verdict(limit, cost, view.estimate(), wide(grid.w), retry, reset);
+    let decision = verdict(limit, cost, (view.estimate(), wide(grid.w), floor), retry, reset);
     (decision, view)
 }
 
@@ -392,10 +466,18 @@ pub(super) fn decide_buckets(
 /// `C[k−b]·(w−r−1)/w + S_k` with `S_k = Σ C[k−b+1 … i]`, so the request first fits in the
 /// first `k` with `S_k + cost ≤ limit` — the current one, or `j + b` for the first `j` at which
 /// the oldest counters add up to `S_i + cost − limit` — at the first `r` (from `r_now` in the
-/// current sub-window) with `C[k−b]·(w−r−1) ≤ w·(limit − S_k − cost)`.
-fn bucket_retry(ring: &Ring, view: &BucketView, limit: u64, cost: u64, t: i64) -> i64 {
+/// current sub-window) with `C[k−b]·(w−r−1) ≤ w·(limit − S_k − cost)`, plus `w − 1` with
+/// `FLOOR` (`⌊C[k−b]·(w−r−1)/w⌋ ≤ limit − S_k − cost`; `S_k` is whole either way).
+fn bucket_retry(
+    ring: &Ring,
+    view: &BucketView,
+    (limit, floor): (u64, bool),
+    cost: u64,
+    t: i64,
+) -> i64 {
     let grid = view.grid;
     let w = wide(grid.w);
+    let slack = if floor { w - 1 } else { 0 };
     let (limit, cost) = (u128::from(limit), u128::from(cost));
     let newer = u128::from(view.total.saturating_sub(view.old));
     let found = if newer + cost <= limit {
@@ -411,7 +493,7 @@ fn bucket_retry(ring: &Ring, view: &BucketView, limit: u64, cost: u64, t: i64) -
         // Not reached for a consistent state: fall back to the full reset.
         return ms_until(grid.gone_at(view.iu), i128::from(t));
     };
-    let room = w * limit.saturating_sub(newer + cost);
+    let room = w * limit.saturating_sub(newer + cost) + slack;
     let r_need = if old == 0 { 0 } else { (w - 1).saturating_sub(div(room, old)) };
     let at = i128::from(grid.start(k)) + i128::try_from(r_start.max(r_need)).unwrap_or(i128::MAX);
     ms_until(at, i128::from(t))
@@ -437,11 +519,11 @@ pub(super) fn apply_buckets(s: &mut SlideState, view: BucketView, cost: u64) {
 /// is left as it is.
 pub(super) fn refund_buckets(
     s: &SlideState,
-    buckets: NonZeroU16,
+    buckets: Buckets,
     t: i64,
     count: u64,
 ) -> Refunded<SlideState> {
-    let grid = Grid::new(s.window_ms, buckets);
+    let grid = Grid::of(s, buckets);
     let newest = grid.index(s.updated_ms);
     let first = newest.saturating_sub(grid.b);
     // Sub-window `first + k` for every `k`, with its counter.
@@ -468,7 +550,7 @@ pub(super) fn refund_buckets(
     let ring: Vec<u64> = (j.saturating_sub(grid.b)..=j)
         .map(|k| counters.iter().find(|(at, _)| *at == k).map_or(0, |(_, c)| *c))
         .collect();
-    SlideState::from_counters(s.limit, s.window_ms, buckets, updated, &ring)
+    SlideState::from_counters(s.limit, s.window_ms, buckets, grid.origin, updated, &ring)
         .map_or(Refunded::Nothing, Refunded::To)
 }
 
@@ -478,7 +560,7 @@ pub(super) fn refund_buckets(
 /// a non-zero count, if any.
 /// With `counts` false (a limiter refunded back to its initial state during a ban), every
 /// counter reads 0.
-pub(super) fn window_at(s: &SlideState, buckets: NonZeroU16, t: i64, counts: bool) -> BucketWindow {
+pub(super) fn window_at(s: &SlideState, buckets: Buckets, t: i64, counts: bool) -> BucketWindow {
     let view = bucket_view(s, buckets, t);
     let ring = Ring::of(&s.buffer.heap, &view.grid);
     let grid = view.grid;
@@ -491,10 +573,10 @@ pub(super) fn window_at(s: &SlideState, buckets: NonZeroU16, t: i64, counts: boo
     let oldest = (0i64..)
         .zip(&counts)
         .find(|&(k, &c)| c > 0 && (k > 0 || oldest_weighs))
-        .map(|(k, _)| grid.start(first.saturating_add(k)));
+        .map(|(k, _)| grid.boundary(first.saturating_add(k)));
     let estimate = if counts.iter().any(|c| *c > 0) { view.estimate() } else { 0 };
     let used = crate::arith::saturate_u64(div(estimate, wide(grid.w)));
-    BucketWindow { counts, start_ms: grid.start(first), used, oldest_ms: oldest }
+    BucketWindow { counts, start_ms: grid.boundary(first), used, oldest_ms: oldest }
 }
 
 /// A bucketed window at an instant (see [`window_at`]).
@@ -508,7 +590,7 @@ pub(super) struct BucketWindow {
 
 /// The counted sub-windows at `t` as events, oldest first: each count at its sub-window's last
 /// ms (at most `t`), so that it counts as long as the estimate counts any part of it.
-pub(super) fn counter_events_at(s: &SlideState, buckets: NonZeroU16, t: i64) -> Vec<(i64, u64)> {
+pub(super) fn counter_events_at(s: &SlideState, buckets: Buckets, t: i64) -> Vec<(i64, u64)> {
     let view = bucket_view(s, buckets, t);
     let ring = Ring::of(&s.buffer.heap, &view.grid);
     let grid = view.grid;
@@ -527,7 +609,7 @@ impl SlideState {
     pub fn counters(&self) -> impl Iterator<Item = u64> + '_ {
         let grid = match self.mode {
             SlideMode::Exact => None,
-            SlideMode::Buckets(b) => Some(Grid::new(self.window_ms, b)),
+            SlideMode::Buckets(b) => Some(Grid::of(self, b)),
         };
         grid.into_iter().flat_map(move |grid| {
             let ring = Ring::of(&self.buffer.heap, &grid);
@@ -537,15 +619,19 @@ impl SlideState {
     }
 
     /// Rebuilds a bucketed window from its `b + 1` counters as [`SlideState::counters`] lists
-    /// them; the result is validated.
+    /// them, with its grid origin under `ANCHOR` (and only then); the result is validated.
     pub fn from_counters(
         limit: u64,
         window_ms: u64,
-        buckets: NonZeroU16,
+        buckets: Buckets,
+        origin_ms: Option<i64>,
         updated_ms: i64,
         counters: &[u64],
     ) -> Result<SlideState, CorruptState> {
-        let grid = Grid::new(window_ms, buckets);
+        if origin_ms.is_some() != buckets.anchor {
+            return Err(CorruptState("slide grid origin without ANCHOR, or ANCHOR without one"));
+        }
+        let grid = Grid::new(window_ms, buckets.count, origin_ms);
         if counters.len() != grid.slots() {
             return Err(CorruptState("slide counters do not match BUCKETS"));
         }
@@ -564,20 +650,34 @@ impl SlideState {
             window_ms,
             mode: SlideMode::Buckets(buckets),
             updated_ms,
-            buffer: SlideBuffer { word: total, heap: encode_ring(&by_slot, width_for(widest)) },
+            buffer: SlideBuffer {
+                word: total,
+                heap: encode_ring(&by_slot, width_for(widest), &grid),
+            },
         };
         state.validate()?;
         Ok(state)
     }
 
     /// [`SlideState::validate`] for bucketed mode: a ring of `b + 1` counters of one width
-    /// whose sum is the inline word, a non-empty newest sub-window, and an estimate within
-    /// `limit` at `updated_ms`.
-    pub(super) fn validate_buckets(&self, buckets: NonZeroU16) -> Result<(), CorruptState> {
-        let grid = Grid::new(self.window_ms, buckets);
+    /// (then the origin, with `ANCHOR`, at most `updated_ms`, and no count before it) whose
+    /// sum is the inline word, a non-empty newest sub-window, and an estimate within `limit`
+    /// at `updated_ms` (its floor within `limit` under `FLOOR`).
+    pub(super) fn validate_buckets(&self, buckets: Buckets) -> Result<(), CorruptState> {
+        let grid = Grid::of(self, buckets);
         let ring = Ring::of(&self.buffer.heap, &grid);
         if ring.width == 0 {
             return Err(CorruptState("slide counters corrupt"));
+        }
+        if let Some(origin) = grid.origin {
+            if !(0..=self.updated_ms).contains(&origin) {
+                return Err(CorruptState("slide grid origin out of range"));
+            }
+            let first = grid.index(self.updated_ms).saturating_sub(grid.b);
+            let before_origin = (first..0).map(|j| ring.get(grid.slot(j))).any(|c| c > 0);
+            if before_origin {
+                return Err(CorruptState("slide counters before the grid origin"));
+            }
         }
         let slots = grid.slots();
         let sum = ring.slots_sum(0, slots);
@@ -595,7 +695,9 @@ impl SlideState {
         if view.count(&ring, view.i) == 0 {
             return Err(CorruptState("slide newest sub-window empty"));
         }
-        if view.estimate() > wide(grid.w) * u128::from(self.limit) {
+        // Under `FLOOR` the estimate may exceed the limit by less than one permit.
+        let slack = if buckets.floor { wide(grid.w) - 1 } else { 0 };
+        if view.estimate() > wide(grid.w) * u128::from(self.limit) + slack {
             return Err(CorruptState("slide counters above the limit"));
         }
         Ok(())
