@@ -49,7 +49,8 @@ class Server:
         self.dir = tempfile.mkdtemp(prefix="rl-py-")
         self.port = free_port()
         args = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        args += ["--dir", self.dir]
+        self.socket = f"{self.dir}/redis.sock"
+        args += ["--dir", self.dir, "--unixsocket", self.socket, "--unixsocketperm", "700"]
         if module:
             assert MODULE.exists(), f"{MODULE} is missing: run `cargo build --release` (or make build)"
             args += ["--loadmodule", str(MODULE)]
