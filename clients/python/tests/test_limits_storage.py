@@ -99,8 +99,8 @@ def test_one_command_per_call_and_no_lua(storage: ModuleStorage, raw: redis.Redi
     item = parse("5/minute")
     for name, strategy in (("f", FixedWindowRateLimiter(storage)), ("m", MovingWindowRateLimiter(storage))):
         for call in (
-            lambda: strategy.hit(item, name),
-            lambda: strategy.test(item, name),
+            lambda strategy=strategy, name=name: strategy.hit(item, name),
+            lambda strategy=strategy, name=name: strategy.test(item, name),
         ):
             before = calls(raw)
             call()

@@ -38,6 +38,7 @@ import limits.storage
 from redis.exceptions import ResponseError
 
 from . import commands as cmd
+from .specs import Arg
 
 #: The limit of the unbounded counter behind the fixed window: ``limits`` counts past its own
 #: limit (``incr`` returns the new count), so the counter's own limit must never be reached.
@@ -66,7 +67,7 @@ def redis_uri(uri: str) -> str:
 # -- the commands and what their replies mean for limits (shared by sync and asyncio) --------
 
 
-def _incr_args(key: str, expiry: int, amount: int) -> List[cmd.Arg]:
+def _incr_args(key: str, expiry: int, amount: int) -> List[Arg]:
     return ["RL.PERIOD", key, COUNTER_LIMIT, expiry * 1000, "COST", amount]
 
 
@@ -79,7 +80,7 @@ def _count_from_peek(reply: Any) -> int:
     return d.limit - d.remaining - (1 if d.allowed else 0)
 
 
-def _moving_args(key: str, limit: int, expiry: int, amount: int) -> List[cmd.Arg]:
+def _moving_args(key: str, limit: int, expiry: int, amount: int) -> List[Arg]:
     return ["RL.SLIDE", key, limit, expiry * 1000, "COST", amount]
 
 
@@ -96,7 +97,7 @@ def _moving_window(reply: Any) -> Tuple[float, int]:
     return oldest / 1000, used
 
 
-def _sliding_args(key: str, limit: int, expiry: int, amount: int) -> List[cmd.Arg]:
+def _sliding_args(key: str, limit: int, expiry: int, amount: int) -> List[Arg]:
     return ["RL.SLIDE", key, limit, expiry * 1000, "BUCKETS", 1, "ANCHOR", "FLOOR", "COST", amount]
 
 
@@ -129,7 +130,7 @@ class _ModuleStorageMethods:
     def _connection(self) -> Any:
         return cast(Any, self).get_connection()
 
-    def _send(self, *args: cmd.Arg) -> Any:
+    def _send(self, *args: Arg) -> Any:
         try:
             return self._connection().execute_command(*args)
         except ResponseError as error:
@@ -228,7 +229,7 @@ class _AsyncModuleStorageMethods:
     def _coredis(self) -> bool:
         return type(self.bridge).__name__ == "CoredisBridge"
 
-    async def _send(self, *args: cmd.Arg) -> Any:
+    async def _send(self, *args: Arg) -> Any:
         try:
             if self._coredis():
                 from coredis.typing import RedisCommand
