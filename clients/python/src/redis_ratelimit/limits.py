@@ -17,8 +17,9 @@ handling, options (``key_prefix``, ``wrap_exceptions``, connection options; asyn
 ``implementation="coredis"|"redispy"``) and key names; they also accept the stock ``redis://``
 URIs. Each strategy maps to one command per call (see the package README, "limits storage"):
 
-- fixed window: an unbounded ``RL.PERIOD`` counter (limit 10^12; the count is
-  ``10^12 - remaining``), window fixed at the first hit, key expiring at the window's end;
+- fixed window: an ``RL.PERIOD`` counter that counts past the item's limit (its own ceiling is
+  2^32 - 1; the count is ``ceiling - remaining``), window fixed at the first hit, key expiring
+  at the window's end;
 - moving window: the exact ``RL.SLIDE`` log (same-ms hits merged, ≤ 16 bytes per distinct ms):
   a 100 000/day window costs per hit what a 10/day one costs;
 - sliding window counter: ``RL.SLIDE … BUCKETS 1 ANCHOR FLOOR``, limits' weighted two-window
@@ -40,9 +41,12 @@ from redis.exceptions import ResponseError
 from . import commands as cmd
 from .specs import Arg
 
-#: The limit of the unbounded counter behind the fixed window: ``limits`` counts past its own
-#: limit (``incr`` returns the new count), so the counter's own limit must never be reached.
-COUNTER_LIMIT = 1_000_000_000_000
+#: The ceiling of the counter behind the fixed window. ``limits`` counts past its own limit
+#: (``incr`` returns the new count), so the counter is an ``RL.PERIOD`` whose limit no real
+#: window reaches: 2^32 - 1 keeps the module's compact 48-byte form (10^12 would need the
+#: 80-byte one). A window counted past it stops there (``incr`` then answers the ceiling), which
+#: changes no decision for any limit below it.
+COUNTER_LIMIT = 4_294_967_295
 
 _SCHEME_MAP = (
     ("async+ratelimit+cluster", "async+redis+cluster"),
