@@ -9,7 +9,7 @@
 #                              bench/CLIENTS.md "## Python"
 PY_PKG  := clients/python
 PY_VENV := target/clients-python-venv
-PY_BIN  := $(PY_VENV)/bin
+PY_BIN   = $(abspath $(PY_VENV))/bin
 
 CLIENT_TESTS  += python-test
 CLIENT_COMPAT += python-compat
@@ -28,11 +28,11 @@ python-deps: deps
 	  cp $(PY_PKG)/requirements-dev.txt $(PY_VENV)/.requirements; fi
 
 python-test: python-deps build
-	cd $(PY_PKG) && ../../$(PY_BIN)/ruff check src tests bench ../../examples/python/flask_limiter_app.py \
+	cd $(PY_PKG) && $(PY_BIN)/ruff check src tests bench ../../examples/python/flask_limiter_app.py \
 	  ../../examples/python/fastapi_app.py
-	cd $(PY_PKG) && ../../$(PY_BIN)/ruff format --check src tests bench
-	cd $(PY_PKG) && ../../$(PY_BIN)/mypy --strict src
-	cd $(PY_PKG) && PYTHONPATH=src:tests ../../$(PY_BIN)/pytest -p no:cacheprovider tests
+	cd $(PY_PKG) && $(PY_BIN)/ruff format --check src tests bench
+	cd $(PY_PKG) && $(PY_BIN)/mypy --strict src
+	cd $(PY_PKG) && PYTHONPATH=src:tests $(PY_BIN)/pytest -p no:cacheprovider tests
 
 python-compat: build
 	bash $(PY_PKG)/compat/run.sh
