@@ -15,8 +15,9 @@ const autocannon = require('autocannon');
 const Redis = require('ioredis');
 
 const [redisPort, outFile] = process.argv.slice(2);
-const ROUNDS = Number(process.env.ROUNDS || 5);
-const DURATION_S = Number(process.env.DURATION_S || 8);
+const ROUNDS = Number(process.env.ROUNDS || 12);
+const DURATION_S = Number(process.env.DURATION_S || 3);
+const WARMUP_S = Number(process.env.WARMUP_S || 3);
 const CONNECTIONS = Number(process.env.CONNECTIONS || 32);
 const KEYS = Number(process.env.KEYS || 20000);
 
@@ -95,53 +96,45 @@ function load(port, seconds) {
   });
 }
 
-async function runOnce(v) {
-  await redis.flushall('SYNC'); // no keys of another limiter's type
-  const app = await startApp(v.id);
-  try {
-    await load(app.port, 1); // warm-up (JIT, connections, script cache)
-    await redis.flushall('SYNC');
-    await redis.config('RESETSTAT');
-    const mem0 = await usedMemory();
-    const cpu0 = cpuSeconds(app.child.pid);
-    const res = await load(app.port, DURATION_S);
-    const appCpu = cpuSeconds(app.child.pid) - cpu0;
-    const stats = await commandStats();
-    const keys = await redis.dbsize();
-    const mem1 = await usedMemory();
-    const decisions = res['2xx'] + res.non2xx;
-    let sentCalls = 0;
-    let sentUsec = 0;
-    let innerCalls = 0;
-    const sentNames = [];
-    for (const [name, s] of Object.entries(stats)) {
-      if (ADMIN.has(name)) continue;
-      if (SCRIPT_INNER.has(name) && (stats.evalsha || stats.eval)) {
-        innerCalls += s.calls;
-        continue;
-      }
-      sentCalls += s.calls;
-      sentUsec += s.usec;
-      sentNames.push(name.toUpperCase());
+async function runOnce(v, app) {
+  await redis.flushall('SYNC'); // only this limiter's keys in the memory figure
+  await redis.config('RESETSTAT');
+  const mem0 = await usedMemory();
+  const cpu0 = cpuSeconds(app.child.pid);
+  const res = await load(app.port, DURATION_S);
+  const appCpu = cpuSeconds(app.child.pid) - cpu0;
+  const stats = await commandStats();
+  const keys = await redis.dbsize();
+  const mem1 = await usedMemory();
+  const decisions = res['2xx'] + res.non2xx;
+  let sentCalls = 0;
+  let sentUsec = 0;
+  let innerCalls = 0;
+  const sentNames = [];
+  for (const [name, s] of Object.entries(stats)) {
+    if (ADMIN.has(name)) continue;
+    if (SCRIPT_INNER.has(name) && (stats.evalsha || stats.eval)) {
+      innerCalls += s.calls;
+      continue;
     }
-    return {
-      rps: res.requests.average,
-      appCpuUs: (appCpu * 1e6) / decisions,
-      p99: res.latency.p99,
-      decisions,
-      refused: res.non2xx,
-      errors: res.errors + res.timeouts,
-      cmdsPerDecision: sentCalls / decisions,
-      innerPerDecision: innerCalls / decisions,
-      usecPerDecision: sentUsec / decisions,
-      bytesPerKey: keys > 0 ? (mem1 - mem0) / keys : 0,
-      keys,
-      commands: sentNames.sort().join(', '),
-    };
-  } finally {
-    app.child.removeAllListeners('exit');
-    app.child.kill('SIGTERM');
+    sentCalls += s.calls;
+    sentUsec += s.usec;
+    sentNames.push(name.toUpperCase());
   }
+  return {
+    rps: res.requests.average,
+    appCpuUs: (appCpu * 1e6) / decisions,
+    p99: res.latency.p99,
+    decisions,
+    refused: res.non2xx,
+    errors: res.errors + res.timeouts,
+    cmdsPerDecision: sentCalls / decisions,
+    innerPerDecision: innerCalls / decisions,
+    usecPerDecision: sentUsec / decisions,
+    bytesPerKey: keys > 0 ? (mem1 - mem0) / keys : 0,
+    keys,
+    commands: sentNames.sort().join(', '),
+  };
 }
 
 const median = (xs) => {
@@ -168,13 +161,26 @@ function replaceSection(file, heading, body) {
 
 (async () => {
   const runs = Object.fromEntries(VARIANTS.map((v) => [v.id, []]));
+  // Every app runs for the whole benchmark (started and warmed once); the load moves between them.
+  const apps = {};
+  try {
+  for (const v of VARIANTS) {
+    apps[v.id] = await startApp(v.id);
+    await load(apps[v.id].port, WARMUP_S);
+  }
   for (let round = 1; round <= ROUNDS; round++) {
     // each round starts one limiter further on (A B C D E, B C D E A, …): no limiter always runs first
     const order = VARIANTS.map((_, i) => VARIANTS[(i + round - 1) % VARIANTS.length]);
     for (const v of order) {
-      const r = await runOnce(v);
+      const r = await runOnce(v, apps[v.id]);
       runs[v.id].push(r);
       process.stderr.write(`round ${round} ${v.id}: ${Math.round(r.rps)} req/s p99 ${r.p99} ms, app ${r.appCpuUs.toFixed(1)} us CPU/req, ${r.usecPerDecision.toFixed(2)} us/decision, ${r.cmdsPerDecision.toFixed(2)} cmds (${r.innerPerDecision.toFixed(2)} inside scripts), ${r.bytesPerKey.toFixed(1)} B/key, errors ${r.errors}\n`);
+    }
+  }
+  } finally {
+    for (const a of Object.values(apps)) {
+      a.child.removeAllListeners('exit');
+      a.child.kill('SIGTERM');
     }
   }
   const rows = VARIANTS.map((v) => {
@@ -220,7 +226,7 @@ function replaceSection(file, heading, body) {
   ];
   const when = new Date().toISOString().slice(0, 10);
   const body = `
-\`make bench-clients-node\` (${when}; ${os.cpus().length} vCPUs, Node ${process.version}, redis-server ${serverInfo.redis_version}; median of ${ROUNDS} rounds, the limiters alternated within each round and each round starting with the next one; ${DURATION_S} s of autocannon per run, ${CONNECTIONS} connections, after a 1 s warm-up). One Express 5 app (\`clients/node/bench/app.js\`), the same limit for every limiter — 1 000 requests per 60 s fixed window per key, the key drawn at random from ${fmt(KEYS)} per request — so every request is one limiting decision. Server time: the \`usec\` of the commands the client sent (INFO commandstats; a script's inner commands run inside its EVALSHA), divided by the decisions. Bytes per key: \`used_memory\` growth over the keys the run created (about ${fmt(median(rows.map((r) => r.keys)))}), TTL included. Ratios in the (c) rows: against the best of (a) and (b) in the same round (the lowest server time, the highest throughput), median over the rounds; the bars are those ratios.
+\`make bench-clients-node\` (${when}; ${os.cpus().length} vCPUs, Node ${process.version}, redis-server ${serverInfo.redis_version}; median of ${ROUNDS} rounds; the five apps run side by side for the whole benchmark, warmed ${WARMUP_S} s each, and the load moves between them: ${DURATION_S} s of autocannon with ${CONNECTIONS} connections per limiter per round, the limiters alternated within a round and each round starting with the next one). One Express 5 app (\`clients/node/bench/app.js\`), the same limit for every limiter — 1 000 requests per 60 s fixed window per key, the key drawn at random from ${fmt(KEYS)} per request — so every request is one limiting decision. Server time: the \`usec\` of the commands the client sent (INFO commandstats; a script's inner commands run inside its EVALSHA), divided by the decisions. Bytes per key: \`used_memory\` growth over the keys the run created (about ${fmt(median(rows.map((r) => r.keys)))}), TTL included. Ratios in the (c) rows: against the best of (a) and (b) in the same round (the lowest server time, the highest throughput), median over the rounds; the bars are those ratios.
 
 ${table.join('\n')}
 
