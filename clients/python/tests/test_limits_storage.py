@@ -247,3 +247,21 @@ async def test_async_cluster_storage(cluster: List[Server]) -> None:
     for user in ("alice", "bob", "carol"):
         assert [await mw.hit(item, user) for _ in range(2)] == [True, False]
     assert await s.reset() == 3
+
+
+def test_sliding_window_ttls_from_rl_info() -> None:
+    """The TTLs limits gets, from an RL.INFO reply: previous until start + 2P, current until
+    start + 3P, each at the middle of the server's ms; 0 for an empty counter."""
+    from redis_ratelimit.limits import _sliding_window
+
+    start, period = 4_000_000_000_000, 1000
+    info = [b"window_ms", period, b"window_counts", [0, 3], b"window_start_ms", start, b"now_ms", start + period]
+    previous, previous_ttl, current, current_ttl = _sliding_window(info, 1)
+    assert (previous, previous_ttl, current) == (0, 0.0, 3)
+    # read in the very ms of the first hit: limits' reset `current_ttl % 1` must be a whole
+    # period away, not 0
+    assert current_ttl == 1.9995 and current_ttl % 1 == pytest.approx(1, abs=0.001)
+    info[3] = [4, 1]
+    info[7] = start + period + 250  # 250 ms into the current window
+    assert _sliding_window(info, 1) == (4, 0.7495, 1, 1.7495)
+    assert _sliding_window(None, 1) == (0, 0.0, 0, 0.0)

@@ -32,7 +32,7 @@ Every instant comes from the server clock (one clock for all clients; see the RE
 from __future__ import annotations
 
 import time
-from typing import Any, List, Optional, Tuple, cast
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 import limits.aio.storage
 import limits.storage
@@ -71,6 +71,14 @@ def redis_uri(uri: str) -> str:
 # -- the commands and what their replies mean for limits (shared by sync and asyncio) --------
 
 
+def _require(info: Dict[str, cmd.InfoValue], field: str) -> None:
+    if field not in info:
+        raise RuntimeError(
+            f"RL.INFO has no {field}: the server's redis-ratelimit module predates what this storage needs "
+            "(RL.INFO window fields and RL.SLIDE … ANCHOR FLOOR); load a newer build of the module"
+        )
+
+
 def _incr_args(key: str, expiry: int, amount: int) -> List[Arg]:
     return ["RL.PERIOD", key, COUNTER_LIMIT, expiry * 1000, "COST", amount]
 
@@ -94,6 +102,7 @@ def _moving_window(reply: Any) -> Tuple[float, int]:
     info = cmd.info(reply)
     if not info:
         return time.time(), 0
+    _require(info, "window_used")
     used = int(cast(int, info.get("window_used", 0)))
     oldest = int(cast(int, info.get("window_oldest_ms", -1)))
     if used <= 0 or oldest < 0:
@@ -109,17 +118,23 @@ def _sliding_window(reply: Any, expiry: int) -> Tuple[int, float, int, float]:
     """limits' ``(previous count, previous ttl s, current count, current ttl s)`` from
     ``RL.INFO`` of a ``BUCKETS 1 ANCHOR FLOOR`` window: the counters at the server's ``now``
     and the times until each would expire in limits' two-key layout (previous: ``start + 2P``,
-    current: ``start + 3P``, ``start`` being the previous sub-window's start)."""
+    current: ``start + 3P``, ``start`` being the previous sub-window's start), 0 for an empty
+    counter."""
     info = cmd.info(reply)
-    if not info or "window_counts" not in info:
+    if not info:
         return 0, 0.0, 0, 0.0
+    _require(info, "window_counts")
     counts = cast(List[Any], info["window_counts"])
     previous, current = int(counts[-2]), int(counts[-1])
     period = int(cast(int, info.get("window_ms", expiry * 1000)))
     start = int(cast(int, info["window_start_ms"]))
     now = int(cast(int, info["now_ms"]))
-    previous_ttl = max(0, start + 2 * period - now) / 1000 if previous else 0.0
-    current_ttl = max(0, start + 3 * period - now) / 1000 if current else 0.0
+    # The server's clock has whole ms: at now_ms the true time left lies in (ttl - 1, ttl] ms.
+    # Report the middle of that ms, as limits' Redis TTLs are read a fraction of a ms after
+    # they were set; it also keeps limits' `ttl % period` off its boundary (a TTL of exactly
+    # 2 periods read in the very ms of the first hit would say "resets now").
+    previous_ttl = max(0.0, start + 2 * period - now - 0.5) / 1000 if previous else 0.0
+    current_ttl = max(0.0, start + 3 * period - now - 0.5) / 1000 if current else 0.0
     return previous, previous_ttl, current, current_ttl
 
 
