@@ -15,13 +15,16 @@ CLIENT_TESTS  += python-test
 CLIENT_COMPAT += python-compat
 CLIENT_BENCH  += bench-clients-python
 
-.PHONY: python-deps python-test python-compat bench-clients-python
+.PHONY: python-system python-deps python-test python-compat bench-clients-python
 
-## python-deps: python3 + venv (Debian's, when missing) and the pinned test requirements (PyPI)
-python-deps: deps
+## python-system: python3 with venv (Debian's, when missing)
+python-system: deps
 	@command -v python3 >/dev/null 2>&1 && python3 -c 'import venv, ensurepip' 2>/dev/null || { \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	  $(SUDO) apt-get install -y -qq --no-install-recommends python3 python3-venv; }
+
+## python-deps: the package's venv with the pinned test requirements (PyPI)
+python-deps: python-system
 	@[ -x $(PY_BIN)/python3 ] || python3 -m venv $(PY_VENV)
 	@if [ ! -f $(PY_VENV)/.requirements ] || ! cmp -s $(PY_PKG)/requirements-dev.txt $(PY_VENV)/.requirements; then \
 	  $(PY_BIN)/pip install -q -r $(PY_PKG)/requirements-dev.txt && \
@@ -34,7 +37,9 @@ python-test: python-deps build
 	cd $(PY_PKG) && $(PY_BIN)/mypy --strict src
 	cd $(PY_PKG) && PYTHONPATH=src:tests $(PY_BIN)/pytest -p no:cacheprovider tests
 
-python-compat: build
+## python-compat: the peers' own venvs (their pinned requirements, PyPI), servers and suites;
+## memcached (Debian's) is installed by compat/run.sh when missing
+python-compat: python-system build
 	bash $(PY_PKG)/compat/run.sh
 
 bench-clients-python: python-deps build
