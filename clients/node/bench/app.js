@@ -10,10 +10,14 @@ const LIMIT = 1000;
 const WINDOW_S = 60;
 const [variant, redisPort] = process.argv.slice(2);
 
+// rate-limiter-flexible has no middleware of its own: the usual few lines, with the same IETF
+// headers as the other limiters write.
 function rlfMiddleware(limiter) {
+  const policy = `"default";q=${LIMIT};w=${WINDOW_S}`;
   return (req, res, next) => {
     limiter.consume(req.query.k).then(
       (r) => {
+        res.setHeader('RateLimit-Policy', policy);
         res.setHeader('RateLimit', `"default";r=${r.remainingPoints};t=${Math.ceil(r.msBeforeNext / 1000)}`);
         next();
       },

@@ -15,8 +15,9 @@ const autocannon = require('autocannon');
 const Redis = require('ioredis');
 
 const [redisPort, outFile] = process.argv.slice(2);
-const ROUNDS = Number(process.env.ROUNDS || 3);
-const DURATION_S = Number(process.env.DURATION_S || 5);
+const ROUNDS = Number(process.env.ROUNDS || 12);
+const DURATION_S = Number(process.env.DURATION_S || 3);
+const WARMUP_S = Number(process.env.WARMUP_S || 3);
 const CONNECTIONS = Number(process.env.CONNECTIONS || 32);
 const KEYS = Number(process.env.KEYS || 20000);
 
@@ -29,6 +30,14 @@ const VARIANTS = [
 ];
 
 const redis = new Redis({ port: Number(redisPort) });
+const CLK_TCK = Number(require('node:child_process').execSync('getconf CLK_TCK').toString().trim()) || 100;
+
+/** CPU seconds (user + system) a process has used, from /proc/<pid>/stat. */
+function cpuSeconds(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLK_TCK; // utime, stime (fields 14 and 15)
+}
 const SCRIPT_INNER = new Set(['set', 'incrby', 'incr', 'pttl', 'expire', 'pexpire', 'get', 'del', 'decr']);
 const ADMIN = new Set(['info', 'config|resetstat', 'config', 'flushall', 'dbsize', 'ping', 'memory|usage', 'client|setinfo', 'client|setname', 'client', 'select', 'hello']);
 
@@ -87,50 +96,45 @@ function load(port, seconds) {
   });
 }
 
-async function runOnce(v) {
-  await redis.flushall('SYNC'); // no keys of another limiter's type
-  const app = await startApp(v.id);
-  try {
-    await load(app.port, 1); // warm-up (JIT, connections, script cache)
-    await redis.flushall('SYNC');
-    await redis.config('RESETSTAT');
-    const mem0 = await usedMemory();
-    const res = await load(app.port, DURATION_S);
-    const stats = await commandStats();
-    const keys = await redis.dbsize();
-    const mem1 = await usedMemory();
-    const decisions = res['2xx'] + res.non2xx;
-    let sentCalls = 0;
-    let sentUsec = 0;
-    let innerCalls = 0;
-    const sentNames = [];
-    for (const [name, s] of Object.entries(stats)) {
-      if (ADMIN.has(name)) continue;
-      if (SCRIPT_INNER.has(name) && (stats.evalsha || stats.eval)) {
-        innerCalls += s.calls;
-        continue;
-      }
-      sentCalls += s.calls;
-      sentUsec += s.usec;
-      sentNames.push(name.toUpperCase());
+async function runOnce(v, app) {
+  await redis.flushall('SYNC'); // only this limiter's keys in the memory figure
+  await redis.config('RESETSTAT');
+  const mem0 = await usedMemory();
+  const cpu0 = cpuSeconds(app.child.pid);
+  const res = await load(app.port, DURATION_S);
+  const appCpu = cpuSeconds(app.child.pid) - cpu0;
+  const stats = await commandStats();
+  const keys = await redis.dbsize();
+  const mem1 = await usedMemory();
+  const decisions = res['2xx'] + res.non2xx;
+  let sentCalls = 0;
+  let sentUsec = 0;
+  let innerCalls = 0;
+  const sentNames = [];
+  for (const [name, s] of Object.entries(stats)) {
+    if (ADMIN.has(name)) continue;
+    if (SCRIPT_INNER.has(name) && (stats.evalsha || stats.eval)) {
+      innerCalls += s.calls;
+      continue;
     }
-    return {
-      rps: res.requests.average,
-      p99: res.latency.p99,
-      decisions,
-      refused: res.non2xx,
-      errors: res.errors + res.timeouts,
-      cmdsPerDecision: sentCalls / decisions,
-      innerPerDecision: innerCalls / decisions,
-      usecPerDecision: sentUsec / decisions,
-      bytesPerKey: keys > 0 ? (mem1 - mem0) / keys : 0,
-      keys,
-      commands: sentNames.sort().join(', '),
-    };
-  } finally {
-    app.child.removeAllListeners('exit');
-    app.child.kill('SIGTERM');
+    sentCalls += s.calls;
+    sentUsec += s.usec;
+    sentNames.push(name.toUpperCase());
   }
+  return {
+    rps: res.requests.average,
+    appCpuUs: (appCpu * 1e6) / decisions,
+    p99: res.latency.p99,
+    decisions,
+    refused: res.non2xx,
+    errors: res.errors + res.timeouts,
+    cmdsPerDecision: sentCalls / decisions,
+    innerPerDecision: innerCalls / decisions,
+    usecPerDecision: sentUsec / decisions,
+    bytesPerKey: keys > 0 ? (mem1 - mem0) / keys : 0,
+    keys,
+    commands: sentNames.sort().join(', '),
+  };
 }
 
 const median = (xs) => {
@@ -157,11 +161,26 @@ function replaceSection(file, heading, body) {
 
 (async () => {
   const runs = Object.fromEntries(VARIANTS.map((v) => [v.id, []]));
+  // Every app runs for the whole benchmark (started and warmed once); the load moves between them.
+  const apps = {};
+  try {
+  for (const v of VARIANTS) {
+    apps[v.id] = await startApp(v.id);
+    await load(apps[v.id].port, WARMUP_S);
+  }
   for (let round = 1; round <= ROUNDS; round++) {
-    for (const v of VARIANTS) {
-      const r = await runOnce(v);
+    // each round starts one limiter further on (A B C D E, B C D E A, …): no limiter always runs first
+    const order = VARIANTS.map((_, i) => VARIANTS[(i + round - 1) % VARIANTS.length]);
+    for (const v of order) {
+      const r = await runOnce(v, apps[v.id]);
       runs[v.id].push(r);
-      process.stderr.write(`round ${round} ${v.id}: ${Math.round(r.rps)} req/s p99 ${r.p99} ms, ${r.usecPerDecision.toFixed(2)} us/decision, ${r.cmdsPerDecision.toFixed(2)} cmds (${r.innerPerDecision.toFixed(2)} inside scripts), ${r.bytesPerKey.toFixed(1)} B/key, errors ${r.errors}\n`);
+      process.stderr.write(`round ${round} ${v.id}: ${Math.round(r.rps)} req/s p99 ${r.p99} ms, app ${r.appCpuUs.toFixed(1)} us CPU/req, ${r.usecPerDecision.toFixed(2)} us/decision, ${r.cmdsPerDecision.toFixed(2)} cmds (${r.innerPerDecision.toFixed(2)} inside scripts), ${r.bytesPerKey.toFixed(1)} B/key, errors ${r.errors}\n`);
+    }
+  }
+  } finally {
+    for (const a of Object.values(apps)) {
+      a.child.removeAllListeners('exit');
+      a.child.kill('SIGTERM');
     }
   }
   const rows = VARIANTS.map((v) => {
@@ -170,6 +189,7 @@ function replaceSection(file, heading, body) {
       ...v,
       rps: median(rs.map((r) => r.rps)),
       p99: median(rs.map((r) => r.p99)),
+      appCpuUs: median(rs.map((r) => r.appCpuUs)),
       usec: median(rs.map((r) => r.usecPerDecision)),
       cmds: median(rs.map((r) => r.cmdsPerDecision)),
       inner: median(rs.map((r) => r.innerPerDecision)),
@@ -181,32 +201,38 @@ function replaceSection(file, heading, body) {
   });
   const peers = rows.filter((r) => r.peer);
   const ours = rows.filter((r) => !r.peer);
-  const bestPeerUsec = Math.min(...peers.map((r) => r.usec));
-  const bestPeerRps = Math.max(...peers.map((r) => r.rps));
   const serverInfo = parseInfo(await redis.info('server'));
   const fmt = (n, d = 0) => n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
+  // The bars, per round (each of ours against the best peer of the same round), then the median:
+  // the machine's load drifts between rounds, not within one.
+  const roundRatio = (id, field, best) =>
+    median(runs[id].map((r, i) => r[field] / best(peers.map((p) => runs[p.id][i][field]))));
+  const bars = ours.map((r) => {
+    const tRatio = roundRatio(r.id, 'usecPerDecision', (xs) => Math.min(...xs));
+    const hRatio = roundRatio(r.id, 'rps', (xs) => Math.max(...xs));
+    const cRatio = roundRatio(r.id, 'appCpuUs', (xs) => Math.min(...xs));
+    r.tRatio = tRatio;
+    r.hRatio = hRatio;
+    r.cRatio = cRatio;
+    return `- ${r.label.replace(/^\(c\) /, '')}: server time ${tRatio.toFixed(2)}× the best Lua peer's (bar ≤ 0.5: ${tRatio <= 0.5 ? 'met' : 'NOT met'}); HTTP throughput ${hRatio.toFixed(2)}× the best peer's (bar ≥ 1: ${hRatio >= 1 ? 'met' : 'NOT met'}); app CPU per request ${cRatio.toFixed(2)}× the leanest peer's.`;
+  });
   const table = [
-    '| limiter | commands sent per decision | Redis server time per decision | HTTP requests/s | p99 latency | bytes per limiter key |',
-    '|---|---|---|---|---|---|',
+    '| limiter | commands sent per decision | Redis server time per decision | HTTP requests/s | p99 latency | app CPU per request | bytes per limiter key |',
+    '|---|---|---|---|---|---|---|',
     ...rows.map(
       (r) =>
-        `| ${r.label} | ${r.cmds.toFixed(2)} (${r.commands}${r.inner ? `; ${r.inner.toFixed(2)} more inside the script` : ''}) | ${r.usec.toFixed(2)} µs${r.peer ? '' : ` (${(r.usec / bestPeerUsec).toFixed(2)}×)`} | ${fmt(r.rps)}${r.peer ? '' : ` (${(r.rps / bestPeerRps).toFixed(2)}×)`} | ${fmt(r.p99)} ms | ${r.bytes.toFixed(1)} |`,
+        `| ${r.label} | ${r.cmds.toFixed(2)} (${r.commands}${r.inner ? `; ${r.inner.toFixed(2)} more inside the script` : ''}) | ${r.usec.toFixed(2)} µs${r.peer ? '' : ` (${r.tRatio.toFixed(2)}×)`} | ${fmt(r.rps)}${r.peer ? '' : ` (${r.hRatio.toFixed(2)}×)`} | ${fmt(r.p99)} ms | ${r.appCpuUs.toFixed(1)} µs${r.peer ? '' : ` (${r.cRatio.toFixed(2)}×)`} | ${r.bytes.toFixed(1)} |`,
     ),
   ];
-  const bars = ours.map((r) => {
-    const t = r.usec <= 0.5 * bestPeerUsec;
-    const h = r.rps >= bestPeerRps;
-    return `- ${r.label.replace(/^\(c\) /, '')}: server time ${(r.usec / bestPeerUsec).toFixed(2)}× the best Lua peer's (bar ≤ 0.5: ${t ? 'met' : 'NOT met'}); HTTP throughput ${(r.rps / bestPeerRps).toFixed(2)}× the best peer's (bar ≥ 1: ${h ? 'met' : 'NOT met'}).`;
-  });
   const when = new Date().toISOString().slice(0, 10);
   const body = `
-\`make bench-clients-node\` (${when}; ${os.cpus().length} vCPUs, Node ${process.version}, redis-server ${serverInfo.redis_version}; median of ${ROUNDS} rounds, limiters alternated within each round; ${DURATION_S} s of autocannon per run, ${CONNECTIONS} connections, after a 1 s warm-up). One Express 5 app (\`clients/node/bench/app.js\`), the same limit for every limiter — 1 000 requests per 60 s fixed window per key, the key drawn at random from ${fmt(KEYS)} per request — so every request is one limiting decision. Server time: the \`usec\` of the commands the client sent (INFO commandstats; a script's inner commands run inside its EVALSHA), divided by the decisions. Bytes per key: \`used_memory\` growth over the keys the run created (about ${fmt(median(rows.map((r) => r.keys)))}), TTL included. Ratios of (c) rows: against the best peer of (a), (b).
+\`make bench-clients-node\` (${when}; ${os.cpus().length} vCPUs, Node ${process.version}, redis-server ${serverInfo.redis_version}; median of ${ROUNDS} rounds; the five apps run side by side for the whole benchmark, warmed ${WARMUP_S} s each, and the load moves between them: ${DURATION_S} s of autocannon with ${CONNECTIONS} connections per limiter per round, the limiters alternated within a round and each round starting with the next one). One Express 5 app (\`clients/node/bench/app.js\`), the same limit for every limiter — 1 000 requests per 60 s fixed window per key, the key drawn at random from ${fmt(KEYS)} per request — so every request is one limiting decision. Server time: the \`usec\` of the commands the client sent (INFO commandstats; a script's inner commands run inside its EVALSHA), divided by the decisions. Bytes per key: \`used_memory\` growth over the keys the run created (about ${fmt(median(rows.map((r) => r.keys)))}), TTL included. Ratios in the (c) rows: against the best of (a) and (b) in the same round (the lowest server time, the highest throughput), median over the rounds; the bars are those ratios.
 
 ${table.join('\n')}
 
 ${bars.join('\n')}
 
-Refused requests: none by design (the limit is not reached); errors across all runs: ${rows.reduce((n, r) => n + r.errors, 0)}. The HTTP figures are bounded by the single Node process serving Express on a 2-vCPU machine shared with redis-server and the load generator, so they move together; the server-time column is what the limiter costs Redis.
+Refused requests: none by design (the limit is not reached); errors across all runs: ${rows.reduce((n, r) => n + r.errors, 0)}. The HTTP figures are bounded by the single Node process serving Express on a 2-vCPU machine shared with redis-server, the load generator and whatever else runs there, so requests/s swing from run to run; the app's CPU time per request (user + system of the app process, /proc) is the steadier measure of what each limiter costs the application, and the server-time column is what it costs Redis.
 `;
   replaceSection(outFile, '## Node', body);
   process.stdout.write(`${table.join('\n')}\n\n${bars.join('\n')}\n`);

@@ -53,12 +53,13 @@ class Counter {
    * `{count, resetAfterMs}` after it. `resetAfterMs` is 0 while nothing is counted.
    * @param {number} [ceiling]  see ceilingFor (default 10^12)
    */
-  async add(key, points, ms, ceiling = UNBOUNDED) {
+  add(key, points, ms, ceiling = UNBOUNDED) {
     const args = ['RL.PERIOD', key, ceiling, windowMs(ms)];
     if (points !== 1) args.push('COST', points); // COST 1 is the default: fewer arguments to parse
-    const r = await this.transport.send(args);
-    const count = Number(r[1]) - Number(r[2]);
-    return { count: Number(r[0]) === 1 ? count : count + points, resetAfterMs: Number(r[4]) };
+    return this.transport.send(args).then((r) => {
+      const count = Number(r[1]) - Number(r[2]);
+      return { count: Number(r[0]) === 1 ? count : count + points, resetAfterMs: Number(r[4]) };
+    });
   }
 
   /**

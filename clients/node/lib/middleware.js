@@ -70,21 +70,24 @@ function rateLimit(options) {
   const transport = limiter.transport;
   const keyPrefix = (limiter.prefix || '') + prefix;
 
-  async function decide(req) {
-    const key = transport.serverKey(keyPrefix + (await keyOf(req)));
-    const args = [command, key, ...fixedArgs];
-    if (costOf) args.push('COST', toCount(await costOf(req), 'cost'));
-    return decision(await transport.send(args));
+  const isThenable = (x) => x !== null && typeof x === 'object' && typeof x.then === 'function';
+  const SKIPPED = Symbol('skipped');
+
+  function send(key, cost) {
+    const args = [command, transport.serverKey(keyPrefix + key), ...fixedArgs];
+    if (costOf) args.push('COST', toCount(cost, 'cost'));
+    return transport.send(args).then(decision);
   }
 
-  return async function rateLimitMiddleware(req, res, next) {
-    let d;
-    try {
-      if (o.skip && (await o.skip(req))) return next();
-      d = await decide(req);
-    } catch (err) {
-      return o.failOpen ? next() : next(err);
-    }
+  // One command per request; no extra promise when key() and cost() are synchronous.
+  function decide(req) {
+    const key = keyOf(req);
+    const cost = costOf ? costOf(req) : undefined;
+    if (isThenable(key) || isThenable(cost)) return Promise.all([key, cost]).then(([k, c]) => send(k, c));
+    return send(key, cost);
+  }
+
+  function respond(req, res, next, d) {
     res.setHeader('RateLimit-Policy', policyHeader);
     res.setHeader('RateLimit', `"${policyName}";r=${d.remaining};t=${ceilS(d.resetAfterMs)}`);
     req.rateLimit = d;
@@ -95,7 +98,27 @@ function rateLimit(options) {
     res.statusCode = 429;
     res.setHeader('Content-Type', 'application/json');
     res.setHeader('Content-Length', Buffer.byteLength(body));
-    res.end(body);
+    return res.end(body);
+  }
+
+  return function rateLimitMiddleware(req, res, next) {
+    let pending;
+    try {
+      pending = o.skip ? Promise.resolve(o.skip(req)).then((skip) => (skip ? SKIPPED : decide(req))) : decide(req);
+    } catch (err) {
+      pending = Promise.reject(err);
+    }
+    return pending.then(
+      (d) => {
+        if (d === SKIPPED) return next();
+        try {
+          return respond(req, res, next, d);
+        } catch (err) {
+          return next(err); // a throwing handler
+        }
+      },
+      (err) => (o.failOpen ? next() : next(err)),
+    );
   };
 }
 

@@ -114,6 +114,10 @@ class RateLimiterRedisModule extends RateLimiterStoreAbstract {
     const windowMs = secDuration > 0 ? secDuration * 1000 : 0;
     const never = windowMs === 0;
     const counter = this._counter;
+    if (n > 0 && !forceExpire) {
+      // consume / penalty: the hot path, one promise chain
+      return counter.add(rlKey, n, windowMs, this._ceiling()).then((r) => ({ consumed: r.count, msBeforeNext: msBefore(never, r.resetAfterMs, windowMs) }));
+    }
     if (forceExpire) {
       const r = await counter.fresh(rlKey, Math.max(n, 0), windowMs);
       return { consumed: r.count, msBeforeNext: never ? -1 : windowMs };
@@ -123,7 +127,7 @@ class RateLimiterRedisModule extends RateLimiterStoreAbstract {
       if (!r) return { consumed: 0, msBeforeNext: never ? -1 : 0 };
       return { consumed: r.count, msBeforeNext: msBefore(never, r.resetAfterMs, windowMs) };
     }
-    const r = await counter.add(rlKey, n, windowMs, this._ceiling());
+    const r = await counter.add(rlKey, 0, windowMs, this._ceiling());
     return { consumed: r.count, msBeforeNext: msBefore(never, r.resetAfterMs, windowMs) };
   }
 

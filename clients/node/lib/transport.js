@@ -85,14 +85,19 @@ class Transport {
    * @param {Array<string|number|Buffer>} args  the whole command, name first
    * @param {{keyIndex?: number, readonly?: boolean}} [opts]
    */
-  async send(args, opts = {}) {
+  send(args, opts = {}) {
     const keyIndex = opts.keyIndex === undefined ? 1 : opts.keyIndex;
-    const argv = stringArgs(args);
+    // ioredis converts numbers itself; node-redis and sendCommand functions take strings.
+    const argv = this.kind === 'ioredis' || this.kind === 'ioredis-cluster' ? args : stringArgs(args);
+    let reply;
     try {
-      return await this._send(argv, argv[keyIndex], !!opts.readonly);
+      reply = this._send(argv, argv[keyIndex], !!opts.readonly);
     } catch (err) {
-      throw translateError(err, String(argv[0]).toUpperCase());
+      return Promise.reject(translateError(err, String(argv[0]).toUpperCase()));
     }
+    return Promise.resolve(reply).catch((err) => {
+      throw translateError(err, String(argv[0]).toUpperCase());
+    });
   }
 
   _send(argv, key, readonly) {
@@ -106,7 +111,7 @@ class Transport {
         const Command = loadIoredisCommand();
         if (!Command || key === undefined) return c.call(...argv);
         const command = new Command(argv[0], argv.slice(1), { replyEncoding: 'utf8' });
-        command.slot = keySlot(key); // routes to the owner of the key (ioredis reads command.slot)
+        command.slot = keySlot(Buffer.isBuffer(key) ? key : String(key)); // routes to the owner of the key (ioredis reads command.slot)
         return c.sendCommand(command);
       }
       case 'node-redis':

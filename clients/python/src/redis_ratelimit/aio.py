@@ -63,7 +63,9 @@ class AsyncRateLimitCommands:
         at: Optional[int] = None,
     ) -> Decision:
         """``RL.TOKEN``: token bucket of ``capacity``, ``rate`` tokens per ``period``."""
-        return await self.apply(key, Token(capacity, rate, period, step), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at)
+        return await self.apply(
+            key, Token(capacity, rate, period, step), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at
+        )
 
     async def period(
         self,
@@ -129,7 +131,9 @@ class AsyncRateLimitCommands:
     ) -> Decision:
         """``CL.THROTTLE`` (redis-cell's GCRA, ``count`` per ``period_s`` seconds, burst
         ``max_burst``); its seconds are given as ms (× 1000)."""
-        return cmd.throttle_decision(await self._send(*cmd.throttle(key, max_burst, count, period_s, quantity, dryrun, at)))
+        return cmd.throttle_decision(
+            await self._send(*cmd.throttle(key, max_burst, count, period_s, quantity, dryrun, at))
+        )
 
     async def all(
         self,
@@ -175,10 +179,11 @@ class AsyncRateLimitCommands:
         return cmd.info(await self._send("RL.INFO", key))
 
 
-class AsyncRateLimit(AsyncRateLimitCommands, redis.asyncio.Redis):
+# redis-py's asyncio classes inherit two disagreeing `command_info` stubs (its own typing issue).
+class AsyncRateLimit(AsyncRateLimitCommands, redis.asyncio.Redis):  # type: ignore[misc]
     """A ``redis.asyncio.Redis`` with the module's commands (see :class:`AsyncRateLimitCommands`)."""
 
 
-class AsyncRateLimitCluster(AsyncRateLimitCommands, redis.asyncio.cluster.RedisCluster):
+class AsyncRateLimitCluster(AsyncRateLimitCommands, redis.asyncio.cluster.RedisCluster):  # type: ignore[misc]
     """A ``redis.asyncio.cluster.RedisCluster`` with the module's commands (``RL.ALL``: every
     key in one hash slot — use hash tags)."""

@@ -149,9 +149,7 @@ def all_decision(reply: Any) -> AllDecision:
     """The 7-element reply of ``RL.ALL`` (its 1-based index made 0-based)."""
     d = decision(reply)
     details = tuple(decision(r) for r in reply[6])
-    return AllDecision(
-        d.allowed, d.limit, d.remaining, d.retry_after_ms, d.reset_after_ms, int(reply[5]) - 1, details
-    )
+    return AllDecision(d.allowed, d.limit, d.remaining, d.retry_after_ms, d.reset_after_ms, int(reply[5]) - 1, details)
 
 
 def throttle_decision(reply: Any) -> Decision:

@@ -17,8 +17,9 @@ handling, options (``key_prefix``, ``wrap_exceptions``, connection options; asyn
 ``implementation="coredis"|"redispy"``) and key names; they also accept the stock ``redis://``
 URIs. Each strategy maps to one command per call (see the package README, "limits storage"):
 
-- fixed window: an unbounded ``RL.PERIOD`` counter (limit 10^12; the count is
-  ``10^12 - remaining``), window fixed at the first hit, key expiring at the window's end;
+- fixed window: an ``RL.PERIOD`` counter that counts past the item's limit (its own ceiling is
+  2^32 - 1; the count is ``ceiling - remaining``), window fixed at the first hit, key expiring
+  at the window's end;
 - moving window: the exact ``RL.SLIDE`` log (same-ms hits merged, ≤ 16 bytes per distinct ms):
   a 100 000/day window costs per hit what a 10/day one costs;
 - sliding window counter: ``RL.SLIDE … BUCKETS 1 ANCHOR FLOOR``, limits' weighted two-window
@@ -31,17 +32,21 @@ Every instant comes from the server clock (one clock for all clients; see the RE
 from __future__ import annotations
 
 import time
-from typing import Any, List, Optional, Tuple, cast
+from typing import Any, Dict, List, Optional, Tuple, cast
 
 import limits.aio.storage
 import limits.storage
 from redis.exceptions import ResponseError
 
 from . import commands as cmd
+from .specs import Arg
 
-#: The limit of the unbounded counter behind the fixed window: ``limits`` counts past its own
-#: limit (``incr`` returns the new count), so the counter's own limit must never be reached.
-COUNTER_LIMIT = 1_000_000_000_000
+#: The ceiling of the counter behind the fixed window. ``limits`` counts past its own limit
+#: (``incr`` returns the new count), so the counter is an ``RL.PERIOD`` whose limit no real
+#: window reaches: 2^32 - 1 keeps the module's compact 48-byte form (10^12 would need the
+#: 80-byte one). A window counted past it stops there (``incr`` then answers the ceiling), which
+#: changes no decision for any limit below it.
+COUNTER_LIMIT = 4_294_967_295
 
 _SCHEME_MAP = (
     ("async+ratelimit+cluster", "async+redis+cluster"),
@@ -66,7 +71,15 @@ def redis_uri(uri: str) -> str:
 # -- the commands and what their replies mean for limits (shared by sync and asyncio) --------
 
 
-def _incr_args(key: str, expiry: int, amount: int) -> List[cmd.Arg]:
+def _require(info: Dict[str, cmd.InfoValue], field: str) -> None:
+    if field not in info:
+        raise RuntimeError(
+            f"RL.INFO has no {field}: the server's redis-ratelimit module predates what this storage needs "
+            "(RL.INFO window fields and RL.SLIDE … ANCHOR FLOOR); load a newer build of the module"
+        )
+
+
+def _incr_args(key: str, expiry: int, amount: int) -> List[Arg]:
     return ["RL.PERIOD", key, COUNTER_LIMIT, expiry * 1000, "COST", amount]
 
 
@@ -79,7 +92,7 @@ def _count_from_peek(reply: Any) -> int:
     return d.limit - d.remaining - (1 if d.allowed else 0)
 
 
-def _moving_args(key: str, limit: int, expiry: int, amount: int) -> List[cmd.Arg]:
+def _moving_args(key: str, limit: int, expiry: int, amount: int) -> List[Arg]:
     return ["RL.SLIDE", key, limit, expiry * 1000, "COST", amount]
 
 
@@ -89,6 +102,7 @@ def _moving_window(reply: Any) -> Tuple[float, int]:
     info = cmd.info(reply)
     if not info:
         return time.time(), 0
+    _require(info, "window_used")
     used = int(cast(int, info.get("window_used", 0)))
     oldest = int(cast(int, info.get("window_oldest_ms", -1)))
     if used <= 0 or oldest < 0:
@@ -96,7 +110,7 @@ def _moving_window(reply: Any) -> Tuple[float, int]:
     return oldest / 1000, used
 
 
-def _sliding_args(key: str, limit: int, expiry: int, amount: int) -> List[cmd.Arg]:
+def _sliding_args(key: str, limit: int, expiry: int, amount: int) -> List[Arg]:
     return ["RL.SLIDE", key, limit, expiry * 1000, "BUCKETS", 1, "ANCHOR", "FLOOR", "COST", amount]
 
 
@@ -104,17 +118,23 @@ def _sliding_window(reply: Any, expiry: int) -> Tuple[int, float, int, float]:
     """limits' ``(previous count, previous ttl s, current count, current ttl s)`` from
     ``RL.INFO`` of a ``BUCKETS 1 ANCHOR FLOOR`` window: the counters at the server's ``now``
     and the times until each would expire in limits' two-key layout (previous: ``start + 2P``,
-    current: ``start + 3P``, ``start`` being the previous sub-window's start)."""
+    current: ``start + 3P``, ``start`` being the previous sub-window's start), 0 for an empty
+    counter."""
     info = cmd.info(reply)
-    if not info or "window_counts" not in info:
+    if not info:
         return 0, 0.0, 0, 0.0
+    _require(info, "window_counts")
     counts = cast(List[Any], info["window_counts"])
     previous, current = int(counts[-2]), int(counts[-1])
     period = int(cast(int, info.get("window_ms", expiry * 1000)))
     start = int(cast(int, info["window_start_ms"]))
     now = int(cast(int, info["now_ms"]))
-    previous_ttl = max(0, start + 2 * period - now) / 1000 if previous else 0.0
-    current_ttl = max(0, start + 3 * period - now) / 1000 if current else 0.0
+    # The server's clock has whole ms: at now_ms the true time left lies in (ttl - 1, ttl] ms.
+    # Report the middle of that ms, as limits' Redis TTLs are read a fraction of a ms after
+    # they were set; it also keeps limits' `ttl % period` off its boundary (a TTL of exactly
+    # 2 periods read in the very ms of the first hit would say "resets now").
+    previous_ttl = max(0.0, start + 2 * period - now - 0.5) / 1000 if previous else 0.0
+    current_ttl = max(0.0, start + 3 * period - now - 0.5) / 1000 if current else 0.0
     return previous, previous_ttl, current, current_ttl
 
 
@@ -129,7 +149,7 @@ class _ModuleStorageMethods:
     def _connection(self) -> Any:
         return cast(Any, self).get_connection()
 
-    def _send(self, *args: cmd.Arg) -> Any:
+    def _send(self, *args: Arg) -> Any:
         try:
             return self._connection().execute_command(*args)
         except ResponseError as error:
@@ -228,7 +248,7 @@ class _AsyncModuleStorageMethods:
     def _coredis(self) -> bool:
         return type(self.bridge).__name__ == "CoredisBridge"
 
-    async def _send(self, *args: cmd.Arg) -> Any:
+    async def _send(self, *args: Arg) -> Any:
         try:
             if self._coredis():
                 from coredis.typing import RedisCommand

@@ -1,0 +1,267 @@
+"""The limits storages (sync, asyncio with coredis and redis-py, cluster) on real servers,
+through limits' own strategies and storage_from_string."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, List
+
+import limits.aio.storage
+import limits.storage
+import pytest
+import redis
+from conftest import Server, calls
+from limits import RateLimitItemPerDay, RateLimitItemPerMinute, RateLimitItemPerSecond, parse
+from limits.aio import strategies as aio_strategies
+from limits.errors import StorageError
+from limits.storage import storage_from_string
+from limits.strategies import (
+    FixedWindowRateLimiter,
+    MovingWindowRateLimiter,
+    SlidingWindowCounterRateLimiter,
+)
+
+from redis_ratelimit import ModuleNotLoadedError
+from redis_ratelimit.limits import (
+    COUNTER_LIMIT,
+    AsyncModuleClusterStorage,
+    AsyncModuleStorage,
+    ModuleClusterStorage,
+    ModuleStorage,
+    redis_uri,
+)
+
+
+@pytest.fixture
+def storage(server: Server, raw: redis.Redis) -> Iterator[ModuleStorage]:
+    s = storage_from_string(f"ratelimit://127.0.0.1:{server.port}")
+    assert isinstance(s, ModuleStorage)
+    yield s
+
+
+def has_anchor_floor(raw: redis.Redis) -> bool:
+    try:
+        raw.execute_command("RL.SLIDE", "probe", 1, 1000, "BUCKETS", 1, "ANCHOR", "FLOOR", "DRYRUN")
+        return True
+    except redis.ResponseError:
+        return False
+
+
+def test_schemes_are_registered_and_the_classes_are_limits_redis_storages(server: Server) -> None:
+    p = server.port
+    for uri in (f"ratelimit://127.0.0.1:{p}", f"ratelimit://127.0.0.1:{p}/0", f"redis://127.0.0.1:{p}"):
+        s = ModuleStorage(uri)
+        assert isinstance(s, limits.storage.RedisStorage) and s.check()
+    assert type(storage_from_string(f"ratelimit://127.0.0.1:{p}")) is ModuleStorage
+    assert type(storage_from_string(f"async+ratelimit://127.0.0.1:{p}")) is AsyncModuleStorage
+    assert issubclass(AsyncModuleStorage, limits.aio.storage.RedisStorage)
+    assert issubclass(ModuleClusterStorage, limits.storage.RedisClusterStorage)
+    assert issubclass(AsyncModuleClusterStorage, limits.aio.storage.RedisClusterStorage)
+    assert redis_uri("ratelimit+unix:///tmp/s.sock") == "redis+unix:///tmp/s.sock"
+    assert redis_uri("async+ratelimits://h:1") == "async+rediss://h:1"
+    assert redis_uri("ratelimit+cluster://a:1,b:2") == "redis+cluster://a:1,b:2"
+
+
+def test_unix_socket_scheme(server: Server, raw: redis.Redis) -> None:
+    s = storage_from_string(f"ratelimit+unix://{server.socket}")
+    assert isinstance(s, ModuleStorage) and s.incr("k", 60, 2) == 2
+    assert raw.exists("LIMITS:k")
+
+
+def test_fixed_window_counter_is_unbounded_and_fixed_from_the_first_hit(
+    storage: ModuleStorage, raw: redis.Redis
+) -> None:
+    item = RateLimitItemPerMinute(1)
+    key = item.key_for("u")
+    assert storage.incr(key, item.get_expiry()) == 1
+    assert storage.incr(key, item.get_expiry(), amount=10) == 11  # counts past the limit
+    assert storage.get(key) == 11 and storage.get("nothing") == 0
+    assert raw.keys("*") == [f"LIMITS:{key}".encode()]  # limits' own key name, one key
+    assert 59_000 < raw.pttl(f"LIMITS:{key}") <= 60_000
+    assert storage.get_expiry(key) - time.time() == pytest.approx(60, abs=1)
+    info = raw.execute_command("RL.INFO", f"LIMITS:{key}")
+    assert info[info.index(b"limit") + 1] == COUNTER_LIMIT
+    storage.clear(key)
+    assert storage.get(key) == 0
+
+
+def test_fixed_window_strategy(storage: ModuleStorage) -> None:
+    fw = FixedWindowRateLimiter(storage)
+    item = parse("3/minute")
+    assert [fw.hit(item, "a") for _ in range(4)] == [True, True, True, False]
+    assert not fw.test(item, "a")
+    stats = fw.get_window_stats(item, "a")
+    assert stats.remaining == 0 and stats.reset_time - time.time() == pytest.approx(60, abs=1)
+    assert fw.hit(item, "b", cost=3) and not fw.hit(item, "c", cost=4)
+
+
+def test_one_command_per_call_and_no_lua(storage: ModuleStorage, raw: redis.Redis) -> None:
+    item = parse("5/minute")
+    for name, strategy in (("f", FixedWindowRateLimiter(storage)), ("m", MovingWindowRateLimiter(storage))):
+        for call in (
+            lambda strategy=strategy, name=name: strategy.hit(item, name),
+            lambda strategy=strategy, name=name: strategy.test(item, name),
+        ):
+            before = calls(raw)
+            call()
+            assert calls(raw) - before == 1
+    before = calls(raw)
+    MovingWindowRateLimiter(storage).get_window_stats(item, "m")
+    assert calls(raw) - before == 1
+    stats = str(raw.info("commandstats")).lower()
+    assert "eval" not in stats and "script" not in stats
+
+
+def test_moving_window_strategy(storage: ModuleStorage, raw: redis.Redis) -> None:
+    mw = MovingWindowRateLimiter(storage)
+    item = parse("3/minute")
+    first = time.time()
+    assert [mw.hit(item, "m") for _ in range(4)] == [True, True, True, False]
+    assert not mw.test(item, "m")
+    stats = mw.get_window_stats(item, "m")
+    assert stats.remaining == 0
+    assert stats.reset_time == pytest.approx(first + 60, abs=0.5)  # oldest hit + window
+    assert storage.get(item.key_for("m")) == 3
+    assert not mw.hit(item, "big", cost=4)  # a cost above the limit never fits
+    assert mw.hit(item, "two", cost=2) and not mw.hit(item, "two", cost=2) and mw.hit(item, "two")
+    empty = mw.get_window_stats(item, "nobody")
+    assert empty.remaining == 3 and empty.reset_time == pytest.approx(time.time() + 60, abs=0.5)  # as stock
+    assert raw.type(f"LIMITS:{item.key_for('m')}") != b"list"
+
+
+def test_a_moving_window_hit_costs_the_same_whatever_the_limit(storage: ModuleStorage, raw: redis.Redis) -> None:
+    mw = MovingWindowRateLimiter(storage)
+    small, large = RateLimitItemPerDay(10), RateLimitItemPerDay(100_000)
+    for _ in range(10):
+        assert mw.hit(small, "s") and mw.hit(large, "l")
+        time.sleep(0.002)  # distinct ms: one log entry each
+    small_bytes = raw.memory_usage(f"LIMITS:{small.key_for('s')}")
+    large_bytes = raw.memory_usage(f"LIMITS:{large.key_for('l')}")
+    assert small_bytes is not None and small_bytes == large_bytes
+
+
+def test_moving_window_key_expires_with_the_window(storage: ModuleStorage, raw: redis.Redis) -> None:
+    item = RateLimitItemPerSecond(1)
+    assert storage.acquire_entry(item.key_for("e"), 1, 1)
+    assert 0 < raw.pttl(f"LIMITS:{item.key_for('e')}") <= 1000
+    time.sleep(1.1)
+    assert storage.get(item.key_for("e")) == 0
+
+
+def test_reset_deletes_only_the_prefix_and_counts(server: Server, raw: redis.Redis) -> None:
+    ours = ModuleStorage(server.url, key_prefix="mine")
+    theirs = ModuleStorage(server.url, key_prefix="theirs")
+    for i in range(25):
+        ours.incr(f"k{i}", 60)
+    theirs.incr("k", 60)
+    assert ours.reset() == 25
+    assert raw.keys("*") == [b"theirs:k"]
+
+
+def test_wrap_exceptions_and_a_server_without_the_module(plain_server: Server) -> None:
+    plain = ModuleStorage(plain_server.url)
+    with pytest.raises(ModuleNotLoadedError, match="MODULE LOAD"):
+        plain.incr("k", 1)
+    wrapped = ModuleStorage(plain_server.url, wrap_exceptions=True)
+    with pytest.raises(StorageError):
+        wrapped.incr("k", 1)
+    assert plain.check()  # PING still works
+
+
+def test_sliding_window_counter_is_limits_weighted_estimate(storage: ModuleStorage, raw: redis.Redis) -> None:
+    if not has_anchor_floor(raw):
+        pytest.skip("the module has no RL.SLIDE … ANCHOR FLOOR yet")
+    sw = SlidingWindowCounterRateLimiter(storage)
+    item = parse("10/second")
+    assert all(sw.hit(item, "w") for _ in range(10)) and not sw.hit(item, "w")
+    previous, previous_ttl, current, current_ttl = storage.get_sliding_window(item.key_for("w"), 1)
+    assert (previous, current) == (0, 10) and 1.0 < current_ttl <= 2.0
+    assert raw.keys("*") == [f"LIMITS:{{{item.key_for('w')}}}".encode()]  # one key, not two
+    # the exact rule, at chosen instants on the same command the storage sends
+    t0, key = 4_000_000_000_000, "anchored"
+
+    def hit(at: int, cost: int = 1) -> bool:
+        reply = raw.execute_command("RL.SLIDE", key, 10, 1000, "BUCKETS", 1, "ANCHOR", "FLOOR", "COST", cost, "AT", at)
+        return bool(reply[0])
+
+    assert hit(t0 + 300, 10)  # the windows are anchored here: [t0+300, t0+1300)
+    assert not hit(t0 + 1299)
+    # at t0+1300+x the previous window's 10 weigh floor(10 × (1000 − x) / 1000)
+    assert hit(t0 + 1400)  # 9 + 0 + 1 <= 10
+    assert hit(t0 + 1550) and hit(t0 + 1550)  # 7 + 1 + 1, 7 + 2 + 1
+    assert not hit(t0 + 1550) and not hit(t0 + 1600)  # 7 + 3 + 1 > 10
+    assert hit(t0 + 1601)  # floor(6.99) = 6: 6 + 3 + 1 <= 10 (the weighted sum unfloored would refuse)
+    storage.clear_sliding_window(item.key_for("w"), 1)
+    assert storage.get_sliding_window(item.key_for("w"), 1) == (0, 0.0, 0, 0.0)
+
+
+async def _async_workload(s: Any) -> None:
+    fw = aio_strategies.FixedWindowRateLimiter(s)
+    mw = aio_strategies.MovingWindowRateLimiter(s)
+    item = parse("2/minute")
+    assert [await fw.hit(item, "f") for _ in range(3)] == [True, True, False]
+    assert [await mw.hit(item, "m") for _ in range(3)] == [True, True, False]
+    assert (await mw.get_window_stats(item, "m")).remaining == 0
+    assert await s.incr("x", 60, 5) == 5 and await s.get("x") == 5
+    assert await s.get_expiry("x") - time.time() == pytest.approx(60, abs=1)
+    assert await s.check()
+    assert await s.reset() == 3
+
+
+@pytest.mark.parametrize("implementation", ["coredis", "redispy"])
+async def test_async_storage(server: Server, raw: redis.Redis, implementation: str) -> None:
+    s = storage_from_string(f"async+ratelimit://127.0.0.1:{server.port}", implementation=implementation)
+    assert isinstance(s, AsyncModuleStorage)
+    await _async_workload(s)
+    stats = str(raw.info("commandstats")).lower()
+    assert "eval" not in stats and "script" not in stats
+
+
+@pytest.mark.parametrize("implementation", ["coredis", "redispy"])
+async def test_async_storage_without_the_module(plain_server: Server, implementation: str) -> None:
+    s = AsyncModuleStorage(f"async+ratelimit://127.0.0.1:{plain_server.port}", implementation=implementation)
+    with pytest.raises(ModuleNotLoadedError):
+        await s.incr("k", 1)
+
+
+def test_cluster_storage(cluster: List[Server]) -> None:
+    uri = "ratelimit+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in cluster)
+    s = storage_from_string(uri)
+    assert isinstance(s, ModuleClusterStorage)
+    s.reset()
+    fw, mw = FixedWindowRateLimiter(s), MovingWindowRateLimiter(s)
+    item = parse("2/minute")
+    for user in ("alice", "bob", "carol", "dave", "erin"):
+        assert [fw.hit(item, user) for _ in range(3)] == [True, True, False]
+        assert [mw.hit(item, "m" + user) for _ in range(3)] == [True, True, False]
+    assert s.reset() == 10
+
+
+async def test_async_cluster_storage(cluster: List[Server]) -> None:
+    uri = "async+ratelimit+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in cluster)
+    s = storage_from_string(uri, implementation="redispy")
+    assert isinstance(s, AsyncModuleClusterStorage)
+    await s.reset()
+    mw = aio_strategies.MovingWindowRateLimiter(s)
+    item = parse("1/minute")
+    for user in ("alice", "bob", "carol"):
+        assert [await mw.hit(item, user) for _ in range(2)] == [True, False]
+    assert await s.reset() == 3
+
+
+def test_sliding_window_ttls_from_rl_info() -> None:
+    """The TTLs limits gets, from an RL.INFO reply: previous until start + 2P, current until
+    start + 3P, each at the middle of the server's ms; 0 for an empty counter."""
+    from redis_ratelimit.limits import _sliding_window
+
+    start, period = 4_000_000_000_000, 1000
+    info = [b"window_ms", period, b"window_counts", [0, 3], b"window_start_ms", start, b"now_ms", start + period]
+    previous, previous_ttl, current, current_ttl = _sliding_window(info, 1)
+    assert (previous, previous_ttl, current) == (0, 0.0, 3)
+    # read in the very ms of the first hit: limits' reset `current_ttl % 1` must be a whole
+    # period away, not 0
+    assert current_ttl == 1.9995 and current_ttl % 1 == pytest.approx(1, abs=0.001)
+    info[3] = [4, 1]
+    info[7] = start + period + 250  # 250 ms into the current window
+    assert _sliding_window(info, 1) == (4, 0.7495, 1, 1.7495)
+    assert _sliding_window(None, 1) == (0, 0.0, 0, 0.0)
