@@ -107,28 +107,27 @@ class RateLimiterRedisModule extends RateLimiterStoreAbstract {
    * - block / set (forceExpire): RL.PERIOD key 10^12 <duration> COST points FRESH
    * A duration of 0 is the ten-year window, reported as msBeforeNext −1 ("never expires").
    */
-  async _upsert(rlKey, points, msDuration, forceExpire = false) {
-    const n = checkPoints(points);
-    if (!this._isRedisReady(rlKey, false)) throw new Error('Redis connection is not ready');
+  _upsert(rlKey, points, msDuration, forceExpire = false) {
+    let n;
+    try {
+      n = checkPoints(points);
+      if (!this._isRedisReady(rlKey, false)) throw new Error('Redis connection is not ready');
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const secDuration = Math.floor(msDuration / 1000);
     const windowMs = secDuration > 0 ? secDuration * 1000 : 0;
     const never = windowMs === 0;
     const counter = this._counter;
-    if (n > 0 && !forceExpire) {
-      // consume / penalty: the hot path, one promise chain
-      return counter.add(rlKey, n, windowMs, this._ceiling()).then((r) => ({ consumed: r.count, msBeforeNext: msBefore(never, r.resetAfterMs, windowMs) }));
-    }
+    const counted = (r) => ({ consumed: r.count, msBeforeNext: msBefore(never, r.resetAfterMs, windowMs) });
     if (forceExpire) {
-      const r = await counter.fresh(rlKey, Math.max(n, 0), windowMs);
-      return { consumed: r.count, msBeforeNext: never ? -1 : windowMs };
+      return counter.fresh(rlKey, Math.max(n, 0), windowMs).then((r) => ({ consumed: r.count, msBeforeNext: never ? -1 : windowMs }));
     }
     if (n < 0) {
-      const r = await counter.subtract(rlKey, -n);
-      if (!r) return { consumed: 0, msBeforeNext: never ? -1 : 0 };
-      return { consumed: r.count, msBeforeNext: msBefore(never, r.resetAfterMs, windowMs) };
+      return counter.subtract(rlKey, -n).then((r) => (r ? counted(r) : { consumed: 0, msBeforeNext: never ? -1 : 0 }));
     }
-    const r = await counter.add(rlKey, 0, windowMs, this._ceiling());
-    return { consumed: r.count, msBeforeNext: msBefore(never, r.resetAfterMs, windowMs) };
+    // consume / penalty (n ≥ 0): the hot path, one promise chain
+    return counter.add(rlKey, n, windowMs, this._ceiling()).then(counted);
   }
 
   /** get(): RL.INFO (read-only) — the count and its time to expiry (−1 for "never"). */
