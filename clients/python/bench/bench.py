@@ -126,7 +126,7 @@ def measure(raw: redis.Redis, storage: Any, prefix: str, scenario: Scenario) -> 
     return Result(usec / hits, sum(int(v["calls"]) for v in sent.values()) / hits, calls / hits, size, entries)
 
 
-ROUNDS = 3
+ROUNDS = 5
 
 
 def median(runs: List[Result]) -> Result:
@@ -164,7 +164,7 @@ def table(rows: List[Tuple[Scenario, Result, Optional[Result]]], server: str, sp
         "(Lua over strings and lists) against `redis_ratelimit.limits.ModuleStorage` (one module command",
         f"per call), on one {server} server with the module loaded, in one run. Each storage fills one key",
         "through limits' own strategy `hit()` (as Flask-Limiter and SlowAPI call it; one client, sequential)",
-        "until the window holds `limit` hits; stock and module alternate, 3 rounds each, the round with",
+        "until the window holds `limit` hits; stock and module alternate, 5 rounds each, the round with",
         "the median server time is shown. Server time: `INFO commandstats` usec of the commands the",
         "client sent (stock: `EVALSHA`, whose time includes the commands its script runs; module: `RL.*`),",
         "per hit. Commands: every command the server ran, those inside Lua included (`INFO commandstats`",
@@ -198,7 +198,20 @@ def table(rows: List[Tuple[Scenario, Result, Optional[Result]]], server: str, sp
         f" {spread:,} bytes, {spread / max(1, daily):.3f} × stock's full key.",
         "- `n/a`: the module of this run lacks `RL.SLIDE … BUCKETS 1 ANCHOR FLOOR` (limits' sliding-window counter).",
     ]
-    lines += notes[:1] + (notes[1:] if any(m is None for _, _, m in rows) else [])
+    notes.insert(
+        2,
+        "- Stock's sliding-window counter holds one key until its first period ends, then two"
+        " (current and previous, each a string with a TTL); the module's is one key throughout.",
+    )
+    lines += notes if any(m is None for _, _, m in rows) else notes[:-1]
+    for c, st, m in rows:
+        if c.limit == "100000/day" and m is not None:
+            size, usec = m.bytes_per_key / st.bytes_per_key, m.usec_per_hit / st.usec_per_hit
+            lines.append(
+                f"- Bars, moving window 100000/day: bytes per full key {size:.3f} × stock's (≤ 0.15: "
+                f"{'met' if size <= 0.15 else 'NOT met'}), server time per hit {usec:.2f} × stock's (≤ 0.2: "
+                f"{'met' if usec <= 0.2 else 'NOT met'})."
+            )
     return "\n".join(lines) + "\n"
 
 
