@@ -203,14 +203,19 @@ function replaceSection(file, heading, body) {
   const ours = rows.filter((r) => !r.peer);
   const serverInfo = parseInfo(await redis.info('server'));
   const fmt = (n, d = 0) => n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
-  // The bars, per round (each of ours against the best peer of the same round), then the median:
-  // the machine's load drifts between rounds, not within one.
-  const roundRatio = (id, field, best) =>
-    median(runs[id].map((r, i) => r[field] / best(peers.map((p) => runs[p.id][i][field]))));
+  // The bars: the best peer by its median (lowest server time, highest requests/s, lowest app
+  // CPU), then each of ours against that peer round by round, and the median of those ratios —
+  // the machine's load drifts between rounds, much less within one.
+  const bestBy = (field, pick) => peers.reduce((a, b) => (pick(rowOf(a, field), rowOf(b, field)) === rowOf(a, field) ? a : b));
+  const rowOf = (p, field) => median(runs[p.id].map((r) => r[field]));
+  const roundRatio = (id, field, peer) => median(runs[id].map((r, i) => r[field] / runs[peer.id][i][field]));
+  const timePeer = bestBy('usecPerDecision', Math.min);
+  const rpsPeer = bestBy('rps', Math.max);
+  const cpuPeer = bestBy('appCpuUs', Math.min);
   const bars = ours.map((r) => {
-    const tRatio = roundRatio(r.id, 'usecPerDecision', (xs) => Math.min(...xs));
-    const hRatio = roundRatio(r.id, 'rps', (xs) => Math.max(...xs));
-    const cRatio = roundRatio(r.id, 'appCpuUs', (xs) => Math.min(...xs));
+    const tRatio = roundRatio(r.id, 'usecPerDecision', timePeer);
+    const hRatio = roundRatio(r.id, 'rps', rpsPeer);
+    const cRatio = roundRatio(r.id, 'appCpuUs', cpuPeer);
     r.tRatio = tRatio;
     r.hRatio = hRatio;
     r.cRatio = cRatio;
@@ -226,7 +231,7 @@ function replaceSection(file, heading, body) {
   ];
   const when = new Date().toISOString().slice(0, 10);
   const body = `
-\`make bench-clients-node\` (${when}; ${os.cpus().length} vCPUs, Node ${process.version}, redis-server ${serverInfo.redis_version}; median of ${ROUNDS} rounds; the five apps run side by side for the whole benchmark, warmed ${WARMUP_S} s each, and the load moves between them: ${DURATION_S} s of autocannon with ${CONNECTIONS} connections per limiter per round, the limiters alternated within a round and each round starting with the next one). One Express 5 app (\`clients/node/bench/app.js\`), the same limit for every limiter — 1 000 requests per 60 s fixed window per key, the key drawn at random from ${fmt(KEYS)} per request — so every request is one limiting decision. Server time: the \`usec\` of the commands the client sent (INFO commandstats; a script's inner commands run inside its EVALSHA), divided by the decisions. Bytes per key: \`used_memory\` growth over the keys the run created (about ${fmt(median(rows.map((r) => r.keys)))}), TTL included. Ratios in the (c) rows: against the best of (a) and (b) in the same round (the lowest server time, the highest throughput), median over the rounds; the bars are those ratios.
+\`make bench-clients-node\` (${when}; ${os.cpus().length} vCPUs, Node ${process.version}, redis-server ${serverInfo.redis_version}; median of ${ROUNDS} rounds; the five apps run side by side for the whole benchmark, warmed ${WARMUP_S} s each, and the load moves between them: ${DURATION_S} s of autocannon with ${CONNECTIONS} connections per limiter per round, the limiters alternated within a round and each round starting with the next one). One Express 5 app (\`clients/node/bench/app.js\`), the same limit for every limiter — 1 000 requests per 60 s fixed window per key, the key drawn at random from ${fmt(KEYS)} per request — so every request is one limiting decision. Server time: the \`usec\` of the commands the client sent (INFO commandstats; a script's inner commands run inside its EVALSHA), divided by the decisions. Bytes per key: \`used_memory\` growth over the keys the run created (about ${fmt(median(rows.map((r) => r.keys)))}), TTL included. Ratios in the (c) rows: against the best peer by median (server time: ${timePeer.id}; requests/s: ${rpsPeer.id}; app CPU: ${cpuPeer.id}), taken round by round (the same round's run of that peer) and then the median over the rounds; the bars are those ratios.
 
 ${table.join('\n')}
 

@@ -40,18 +40,18 @@ class ThrottlerStorageRedisModule {
     const ttlMs = toMs(Math.ceil(ttl), 'ttl');
     const max = toCount(limit, 'limit');
     const blockMs = blockDuration === undefined || blockDuration === null ? ttlMs : toMs(Math.ceil(blockDuration), 'blockDuration');
+    if (max === 0) {
+      // limit 0: every hit is over the limit (the module's limits start at 1); nothing to store.
+      return { totalHits: 1, timeToExpire: Math.ceil(ttlMs / 1000), isBlocked: true, timeToBlockExpire: Math.ceil(blockMs / 1000) };
+    }
     const k = this.transport.serverKey(`${this.prefix}${key}:${throttlerName}`);
-    const args = ['RL.PERIOD', k, Math.max(max, 1), Math.max(ttlMs, 1)];
+    const args = ['RL.PERIOD', k, max, Math.max(ttlMs, 1)];
     if (blockMs > 0) args.push('BAN', blockMs);
     const r = await this.transport.send(args);
     const allowed = Number(r[0]) === 1;
     const remaining = Number(r[2]);
     const retryAfterMs = Number(r[3]);
     const resetAfterMs = Number(r[4]);
-    if (max === 0) {
-      // limit 0: every hit is over the limit (the module's limits start at 1).
-      return { totalHits: 1, timeToExpire: Math.ceil(ttlMs / 1000), isBlocked: true, timeToBlockExpire: Math.ceil(blockMs / 1000) };
-    }
     return {
       totalHits: allowed ? max - remaining : max + 1,
       timeToExpire: Math.ceil(resetAfterMs / 1000),

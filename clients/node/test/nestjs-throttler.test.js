@@ -58,3 +58,10 @@ test('one command per hit', async () => {
   const total = Object.keys(after).reduce((n, k) => n + (k === 'info' ? 0 : after[k] - (before[k] || 0)), 0);
   assert.equal(total, 10);
 });
+
+test('limit 0 blocks every hit and stores nothing', async () => {
+  const s = new ThrottlerStorageRedisModule(redis);
+  const r = await s.increment('t5', 10000, 0, 5000, 'zero');
+  assert.deepEqual(r, { totalHits: 1, timeToExpire: 10, isBlocked: true, timeToBlockExpire: 5 });
+  assert.equal(await redis.exists('throttler:t5:zero'), 0);
+});
