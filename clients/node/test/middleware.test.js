@@ -107,3 +107,15 @@ test('bad options fail at setup', () => {
   assert.throws(() => rateLimit({ capacity: 1, rate: 1, period: 1 }), /needs a client/);
   assert.throws(() => rateLimit({ client: redis, algorithm: 'slide', limit: 5, window: 'soon' }), TypeError);
 });
+
+test('plain Node / Connect: (req, res, next) without Express', async () => {
+  const mw = rateLimit({ client: redis, algorithm: 'slide', limit: 1, window: '1m', prefix: 'connect:' });
+  const app = (req, res) => mw(req, res, (err) => res.end(err ? 'error' : 'ok'));
+  await serve(app, async (get) => {
+    const ok = await get();
+    assert.deepEqual([ok.status, await ok.text(), ok.headers.get('ratelimit-policy')], [200, 'ok', '"default";q=1;w=60']);
+    const refused = await get();
+    assert.equal(refused.status, 429);
+    assert.equal(refused.headers.get('retry-after'), '60');
+  });
+});
