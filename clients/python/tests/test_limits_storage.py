@@ -39,14 +39,6 @@ def storage(server: Server, raw: redis.Redis) -> Iterator[ModuleStorage]:
     yield s
 
 
-def has_anchor_floor(raw: redis.Redis) -> bool:
-    try:
-        raw.execute_command("RL.SLIDE", "probe", 1, 1000, "BUCKETS", 1, "ANCHOR", "FLOOR", "DRYRUN")
-        return True
-    except redis.ResponseError:
-        return False
-
-
 def test_schemes_are_registered_and_the_classes_are_limits_redis_storages(server: Server) -> None:
     p = server.port
     for uri in (f"ratelimit://127.0.0.1:{p}", f"ratelimit://127.0.0.1:{p}/0", f"redis://127.0.0.1:{p}"):
@@ -169,8 +161,6 @@ def test_wrap_exceptions_and_a_server_without_the_module(plain_server: Server) -
 
 
 def test_sliding_window_counter_is_limits_weighted_estimate(storage: ModuleStorage, raw: redis.Redis) -> None:
-    if not has_anchor_floor(raw):
-        pytest.skip("the module has no RL.SLIDE … ANCHOR FLOOR yet")
     sw = SlidingWindowCounterRateLimiter(storage)
     item = parse("10/second")
     assert all(sw.hit(item, "w") for _ in range(10)) and not sw.hit(item, "w")
