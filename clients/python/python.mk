@@ -3,8 +3,9 @@
 #   make python-test           lint (ruff), types (mypy --strict) and the package's pytest suite
 #                              against servers it starts on free ports (single node, 3-master
 #                              cluster), with the Flask-Limiter and FastAPI/SlowAPI examples
-#   make python-compat         limits 5.8.0's and Flask-Limiter 4.1.1's own suites through the
-#                              package's storages (../shared/peers; clients/python/compat/run.sh)
+#   make python-compat         the package's suite on Redis 7.4.1 and Valkey 8.0.1, then limits
+#                              5.8.0's and Flask-Limiter 4.1.1's own suites through the package's
+#                              storages (../shared/peers; clients/python/compat/run.sh)
 #   make bench-clients-python  limits' stock RedisStorage against ModuleStorage:
 #                              bench/CLIENTS.md "## Python"
 PY_PKG  := clients/python
@@ -37,9 +38,15 @@ python-test: python-deps build
 	cd $(PY_PKG) && $(PY_BIN)/mypy --strict src
 	cd $(PY_PKG) && PYTHONPATH=src:tests $(PY_BIN)/pytest -p no:cacheprovider tests
 
-## python-compat: the peers' own venvs (their pinned requirements, PyPI), servers and suites;
-## memcached (Debian's) is installed by compat/run.sh when missing
-python-compat: python-system build
+## python-compat: the package's suite on Redis 7.4.1 and Valkey 8.0.1 (when make compat has built
+## them under target/servers), then the peers' suites in their own venvs (their pinned
+## requirements, PyPI); memcached (Debian's) is installed by compat/run.sh when missing
+PY_COMPAT_SERVERS := target/servers/redis-7.4.1/src/redis-server target/servers/valkey-8.0.1/src/valkey-server
+python-compat: python-deps build
+	@for server in $(PY_COMPAT_SERVERS); do \
+	  [ -x $$server ] || continue; echo "=== clients/python tests on $$server ==="; \
+	  (cd $(PY_PKG) && RL_SERVER=$(abspath .)/$$server PYTHONPATH=src:tests \
+	    $(PY_BIN)/pytest -q -p no:cacheprovider tests) || exit 1; done
 	bash $(PY_PKG)/compat/run.sh
 
 bench-clients-python: python-deps build

@@ -132,6 +132,8 @@ def cluster() -> Iterator[List[Server]]:
 
 
 def calls(r: redis.Redis) -> int:
-    """Commands other than INFO the server has run so far (INFO commandstats)."""
+    """Commands the server has run so far (INFO commandstats), less INFO itself and a new
+    connection's handshake (redis-py sends CLIENT SETINFO to servers from 7.2 on)."""
     stats = r.info("commandstats")
-    return sum(int(v["calls"]) for name, v in stats.items() if name != "cmdstat_info")
+    handshake = ("cmdstat_info", "cmdstat_client|setinfo", "cmdstat_hello")
+    return sum(int(v["calls"]) for name, v in stats.items() if name not in handshake)

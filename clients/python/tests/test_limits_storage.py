@@ -124,11 +124,13 @@ def test_moving_window_strategy(storage: ModuleStorage, raw: redis.Redis) -> Non
 def test_a_moving_window_hit_costs_the_same_whatever_the_limit(storage: ModuleStorage, raw: redis.Redis) -> None:
     mw = MovingWindowRateLimiter(storage)
     small, large = RateLimitItemPerDay(10), RateLimitItemPerDay(100_000)
+    # ids that make both key names equally long (MEMORY USAGE counts the name too)
     for _ in range(10):
-        assert mw.hit(small, "s") and mw.hit(large, "l")
+        assert mw.hit(small, "sssss") and mw.hit(large, "l")
         time.sleep(0.002)  # distinct ms: one log entry each
-    small_bytes = raw.memory_usage(f"LIMITS:{small.key_for('s')}")
-    large_bytes = raw.memory_usage(f"LIMITS:{large.key_for('l')}")
+    small_key, large_key = f"LIMITS:{small.key_for('sssss')}", f"LIMITS:{large.key_for('l')}"
+    assert len(small_key) == len(large_key)
+    small_bytes, large_bytes = raw.memory_usage(small_key), raw.memory_usage(large_key)
     assert small_bytes is not None and small_bytes == large_bytes
 
 
