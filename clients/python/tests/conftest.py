@@ -137,3 +137,38 @@ def calls(r: redis.Redis) -> int:
     stats = r.info("commandstats")
     handshake = ("cmdstat_info", "cmdstat_client|setinfo", "cmdstat_hello")
     return sum(int(v["calls"]) for name, v in stats.items() if name not in handshake)
+
+
+@pytest.fixture(scope="session")
+def sentinel() -> Iterator[List[Server]]:
+    """A master with the module and one sentinel monitoring it as ``mymaster``."""
+    master = Server()
+    directory = tempfile.mkdtemp(prefix="rl-py-sentinel-")
+    port = free_port()
+    config = Path(directory) / "sentinel.conf"
+    config.write_text(
+        f"port {port}\nbind 127.0.0.1\ndir {directory}\n"
+        f"sentinel monitor mymaster 127.0.0.1 {master.port} 1\n"
+        "sentinel down-after-milliseconds mymaster 60000\n"
+    )
+    process = subprocess.Popen(
+        [SERVER, str(config), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + STARTUP_DEADLINE_S
+        while True:
+            try:
+                if redis.Redis(port=port).execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"):
+                    break
+            except redis.ConnectionError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, "the sentinel did not start"
+            time.sleep(0.02)
+        watcher = Server.__new__(Server)
+        watcher.port, watcher.dir, watcher.process = port, directory, process
+        yield [master, watcher]
+    finally:
+        process.terminate()
+        process.wait(10)
+        shutil.rmtree(directory, ignore_errors=True)
+        master.stop()

@@ -25,8 +25,10 @@ from redis_ratelimit import ModuleNotLoadedError
 from redis_ratelimit.limits import (
     COUNTER_LIMIT,
     AsyncModuleClusterStorage,
+    AsyncModuleSentinelStorage,
     AsyncModuleStorage,
     ModuleClusterStorage,
+    ModuleSentinelStorage,
     ModuleStorage,
     redis_uri,
 )
@@ -257,3 +259,26 @@ def test_sliding_window_ttls_from_rl_info() -> None:
     info[7] = start + period + 250  # 250 ms into the current window
     assert _sliding_window(info, 1) == (4, 0.7495, 1, 1.7495)
     assert _sliding_window(None, 1) == (0, 0.0, 0, 0.0)
+
+
+def test_sentinel_storage(sentinel: List[Server]) -> None:
+    master, watcher = sentinel
+    s = storage_from_string(f"ratelimit+sentinel://127.0.0.1:{watcher.port}/mymaster")
+    assert isinstance(s, ModuleSentinelStorage) and isinstance(s, limits.storage.RedisSentinelStorage)
+    s.reset()
+    item = parse("2/minute")
+    assert [FixedWindowRateLimiter(s).hit(item, "f") for _ in range(3)] == [True, True, False]
+    assert [MovingWindowRateLimiter(s).hit(item, "m") for _ in range(3)] == [True, True, False]
+    assert [SlidingWindowCounterRateLimiter(s).hit(item, "w") for _ in range(3)] == [True, True, False]
+    assert redis.Redis(port=master.port).dbsize() == 3
+    assert s.reset() == 3
+
+
+@pytest.mark.parametrize("implementation", ["coredis", "redispy"])
+async def test_async_sentinel_storage(sentinel: List[Server], implementation: str) -> None:
+    master, watcher = sentinel
+    uri = f"async+ratelimit+sentinel://127.0.0.1:{watcher.port}/mymaster"
+    s = storage_from_string(uri, implementation=implementation)
+    assert isinstance(s, AsyncModuleSentinelStorage)
+    await s.reset()
+    await _async_workload(s)

@@ -9,6 +9,7 @@ scheme                        class                       connection
 ``ratelimit://h:p[/db]``      :class:`ModuleStorage`      ``redis://`` (``ratelimits://``: TLS)
 ``ratelimit+unix:///sock``    :class:`ModuleStorage`      ``unix://``
 ``ratelimit+cluster://h:p,…`` :class:`ModuleClusterStorage`  Redis Cluster
+``ratelimit+sentinel://h:p/s`` :class:`ModuleSentinelStorage` Sentinel
 ``async+ratelimit…``          :class:`AsyncModuleStorage` / :class:`AsyncModuleClusterStorage`
 ============================  ==========================  =====================================
 
@@ -49,10 +50,12 @@ from .specs import Arg
 COUNTER_LIMIT = 4_294_967_295
 
 _SCHEME_MAP = (
+    ("async+ratelimit+sentinel", "async+redis+sentinel"),
     ("async+ratelimit+cluster", "async+redis+cluster"),
     ("async+ratelimit+unix", "async+redis+unix"),
     ("async+ratelimits", "async+rediss"),
     ("async+ratelimit", "async+redis"),
+    ("ratelimit+sentinel", "redis+sentinel"),
     ("ratelimit+cluster", "redis+cluster"),
     ("ratelimit+unix", "redis+unix"),
     ("ratelimits", "rediss"),
@@ -226,6 +229,17 @@ class ModuleClusterStorage(_ModuleStorageMethods, limits.storage.RedisClusterSto
         super().__init__(redis_uri(uri), *args, **options)
 
 
+class ModuleSentinelStorage(_ModuleStorageMethods, limits.storage.RedisSentinelStorage):
+    """limits storage on a Sentinel-managed master that loads the module:
+    ``ratelimit+sentinel://host:port,host:port/service_name``. Every command goes to the master
+    (limits' ``get_expiry`` may read ``TTL`` from a replica with ``use_replicas``, as stock)."""
+
+    STORAGE_SCHEME = ["ratelimit+sentinel"]
+
+    def __init__(self, uri: str, *args: Any, **options: Any) -> None:
+        super().__init__(redis_uri(uri), *args, **options)
+
+
 # -- asyncio ---------------------------------------------------------------------------------
 
 
@@ -325,6 +339,15 @@ class AsyncModuleClusterStorage(_AsyncModuleStorageMethods, limits.aio.storage.R
     """asyncio limits storage on a Redis Cluster: ``async+ratelimit+cluster://host:port,…``."""
 
     STORAGE_SCHEME = ["async+ratelimit+cluster"]
+
+    def __init__(self, uri: str, *args: Any, **options: Any) -> None:
+        super().__init__(redis_uri(uri), *args, **options)
+
+
+class AsyncModuleSentinelStorage(_AsyncModuleStorageMethods, limits.aio.storage.RedisSentinelStorage):
+    """asyncio limits storage behind Sentinel: ``async+ratelimit+sentinel://host:port/service``."""
+
+    STORAGE_SCHEME = ["async+ratelimit+sentinel"]
 
     def __init__(self, uri: str, *args: Any, **options: Any) -> None:
         super().__init__(redis_uri(uri), *args, **options)
