@@ -72,7 +72,7 @@ def test_fixed_window_counter_is_unbounded_and_fixed_from_the_first_hit(
     assert storage.get(key) == 11 and storage.get("nothing") == 0
     assert raw.keys("*") == [f"LIMITS:{key}".encode()]  # limits' own key name, one key
     assert 59_000 < raw.pttl(f"LIMITS:{key}") <= 60_000
-    assert storage.get_expiry(key) - time.time() == pytest.approx(60, abs=1)
+    assert 55 <= storage.get_expiry(key) - time.time() <= 61  # whole-second TTL, as stock
     info = raw.execute_command("RL.INFO", f"LIMITS:{key}")
     assert info[info.index(b"limit") + 1] == COUNTER_LIMIT
     storage.clear(key)
@@ -85,7 +85,7 @@ def test_fixed_window_strategy(storage: ModuleStorage) -> None:
     assert [fw.hit(item, "a") for _ in range(4)] == [True, True, True, False]
     assert not fw.test(item, "a")
     stats = fw.get_window_stats(item, "a")
-    assert stats.remaining == 0 and stats.reset_time - time.time() == pytest.approx(60, abs=1)
+    assert stats.remaining == 0 and 55 <= stats.reset_time - time.time() <= 61
     assert fw.hit(item, "b", cost=3) and not fw.hit(item, "c", cost=4)
 
 
@@ -109,17 +109,19 @@ def test_one_command_per_call_and_no_lua(storage: ModuleStorage, raw: redis.Redi
 def test_moving_window_strategy(storage: ModuleStorage, raw: redis.Redis) -> None:
     mw = MovingWindowRateLimiter(storage)
     item = parse("3/minute")
-    first = time.time()
+    before = time.time()
     assert [mw.hit(item, "m") for _ in range(4)] == [True, True, True, False]
+    after = time.time()
     assert not mw.test(item, "m")
     stats = mw.get_window_stats(item, "m")
     assert stats.remaining == 0
-    assert stats.reset_time == pytest.approx(first + 60, abs=0.5)  # oldest hit + window
+    assert before + 60 - 0.001 <= stats.reset_time <= after + 60  # the oldest hit (whole ms) + window
     assert storage.get(item.key_for("m")) == 3
     assert not mw.hit(item, "big", cost=4)  # a cost above the limit never fits
     assert mw.hit(item, "two", cost=2) and not mw.hit(item, "two", cost=2) and mw.hit(item, "two")
+    before = time.time()
     empty = mw.get_window_stats(item, "nobody")
-    assert empty.remaining == 3 and empty.reset_time == pytest.approx(time.time() + 60, abs=0.5)  # as stock
+    assert empty.remaining == 3 and before + 60 <= empty.reset_time <= time.time() + 60  # now + window, as stock
     assert raw.type(f"LIMITS:{item.key_for('m')}") != b"list"
 
 
@@ -169,7 +171,7 @@ def test_sliding_window_counter_is_limits_weighted_estimate(storage: ModuleStora
     item = parse("10/second")
     assert all(sw.hit(item, "w") for _ in range(10)) and not sw.hit(item, "w")
     previous, previous_ttl, current, current_ttl = storage.get_sliding_window(item.key_for("w"), 1)
-    assert (previous, current) == (0, 10) and 1.0 < current_ttl <= 2.0
+    assert (previous, current) == (0, 10) and 0 < current_ttl < 2.0
     assert raw.keys("*") == [f"LIMITS:{{{item.key_for('w')}}}".encode()]  # one key, not two
     # the exact rule, at chosen instants on the same command the storage sends
     t0, key = 4_000_000_000_000, "anchored"
@@ -197,7 +199,7 @@ async def _async_workload(s: Any) -> None:
     assert [await mw.hit(item, "m") for _ in range(3)] == [True, True, False]
     assert (await mw.get_window_stats(item, "m")).remaining == 0
     assert await s.incr("x", 60, 5) == 5 and await s.get("x") == 5
-    assert await s.get_expiry("x") - time.time() == pytest.approx(60, abs=1)
+    assert 55 <= await s.get_expiry("x") - time.time() <= 61
     assert await s.check()
     assert await s.reset() == 3
 
