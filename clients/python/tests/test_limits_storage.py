@@ -233,9 +233,10 @@ def test_cluster_storage(cluster: List[Server]) -> None:
     assert s.reset() == 10
 
 
-async def test_async_cluster_storage(cluster: List[Server]) -> None:
+@pytest.mark.parametrize("implementation", ["coredis", "redispy"])
+async def test_async_cluster_storage(cluster: List[Server], implementation: str) -> None:
     uri = "async+ratelimit+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in cluster)
-    s = storage_from_string(uri, implementation="redispy")
+    s = storage_from_string(uri, implementation=implementation)
     assert isinstance(s, AsyncModuleClusterStorage)
     await s.reset()
     mw = aio_strategies.MovingWindowRateLimiter(s)
