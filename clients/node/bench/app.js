@@ -1,77 +1,16 @@
 'use strict';
-// One Express app, one limit (1000 requests per 60 s fixed window per key, the key in ?k=),
-// with the limiter named on the command line. Prints "listening <port>" once it serves.
+// One Express app with the limiter named on the command line (limiters.js). Prints
+// "listening <port>" once it serves.
 //   node app.js <variant> <redis port>
 const express = require('express');
-const Redis = require('ioredis');
-const { createClient } = require('redis');
+const { limiterFor } = require('./limiters');
 
-const LIMIT = 1000;
-const WINDOW_S = 60;
 const [variant, redisPort] = process.argv.slice(2);
-
-// rate-limiter-flexible has no middleware of its own: the usual few lines, with the same IETF
-// headers as the other limiters write.
-function rlfMiddleware(limiter) {
-  const policy = `"default";q=${LIMIT};w=${WINDOW_S}`;
-  return (req, res, next) => {
-    limiter.consume(req.query.k).then(
-      (r) => {
-        res.setHeader('RateLimit-Policy', policy);
-        res.setHeader('RateLimit', `"default";r=${r.remainingPoints};t=${Math.ceil(r.msBeforeNext / 1000)}`);
-        next();
-      },
-      (r) => {
-        if (r instanceof Error) return next(r);
-        res.setHeader('Retry-After', String(Math.ceil(r.msBeforeNext / 1000)));
-        res.status(429).send('Too Many Requests');
-      },
-    );
-  };
-}
-
-async function limiterFor(name) {
-  const ioredis = () => new Redis({ port: Number(redisPort) });
-  const nodeRedis = async () => {
-    const c = createClient({ socket: { port: Number(redisPort), host: '127.0.0.1' } });
-    await c.connect();
-    return c;
-  };
-  const erlOptions = { windowMs: WINDOW_S * 1000, limit: LIMIT, standardHeaders: 'draft-8', legacyHeaders: false, keyGenerator: (req) => req.query.k, validate: false };
-  switch (name) {
-    case 'rlf-stock': {
-      const { RateLimiterRedis } = require('rate-limiter-flexible');
-      return rlfMiddleware(new RateLimiterRedis({ storeClient: ioredis(), points: LIMIT, duration: WINDOW_S }));
-    }
-    case 'erl-rate-limit-redis': {
-      const { rateLimit } = require('express-rate-limit');
-      const { RedisStore } = require('rate-limit-redis');
-      const c = await nodeRedis();
-      return rateLimit({ ...erlOptions, store: new RedisStore({ sendCommand: (...args) => c.sendCommand(args) }) });
-    }
-    case 'rlf-module': {
-      const { RateLimiterRedisModule } = require('..');
-      return rlfMiddleware(new RateLimiterRedisModule({ storeClient: ioredis(), points: LIMIT, duration: WINDOW_S }));
-    }
-    case 'erl-module-store': {
-      const { rateLimit } = require('express-rate-limit');
-      const { RedisModuleStore } = require('..');
-      const c = await nodeRedis();
-      return rateLimit({ ...erlOptions, store: new RedisModuleStore({ sendCommand: (...args) => c.sendCommand(args) }) });
-    }
-    case 'middleware': {
-      const { rateLimit } = require('..');
-      return rateLimit({ client: ioredis(), algorithm: 'period', limit: LIMIT, period: `${WINDOW_S}s`, key: (req) => req.query.k });
-    }
-    default:
-      throw new Error(`unknown variant ${name}`);
-  }
-}
 
 (async () => {
   const app = express();
   app.disable('x-powered-by');
-  app.use(await limiterFor(variant));
+  app.use(await limiterFor(variant, redisPort));
   app.get('/', (_req, res) => res.send('ok'));
   const srv = app.listen(0, '127.0.0.1', () => process.stdout.write(`listening ${srv.address().port}\n`));
 })().catch((err) => {

@@ -18,6 +18,8 @@ const [redisPort, outFile] = process.argv.slice(2);
 const ROUNDS = Number(process.env.ROUNDS || 12);
 const DURATION_S = Number(process.env.DURATION_S || 3);
 const WARMUP_S = Number(process.env.WARMUP_S || 3);
+const INPROC_N = Number(process.env.INPROC_N || 20000);
+const { limiterFor } = require('./limiters');
 const CONNECTIONS = Number(process.env.CONNECTIONS || 32);
 const KEYS = Number(process.env.KEYS || 20000);
 
@@ -137,6 +139,41 @@ async function runOnce(v, app) {
   };
 }
 
+/**
+ * The limiter alone, in this process: its middleware called with a minimal request/response
+ * (no HTTP, no Express), CONNECTIONS calls in flight, INPROC_N decisions; CPU µs (user + system
+ * of this process) per decision — what the limiter costs the application, without the noise
+ * of the HTTP stack and the load generator.
+ */
+async function inProcess(mw) {
+  await redis.flushall('SYNC');
+  let i = 0;
+  const one = () =>
+    new Promise((resolve, reject) => {
+      const headers = {};
+      const req = { query: { k: `u${Math.floor(Math.random() * KEYS)}` }, ip: '127.0.0.1', headers: {}, method: 'GET', app: { get() {} } };
+      const res = {
+        headersSent: false,
+        statusCode: 200,
+        setHeader(k, v) { headers[k] = v; },
+        getHeader(k) { return headers[k]; },
+        append(k, v) { headers[k] = v; },
+        on() {},
+        status() { return this; },
+        send() { resolve(); },
+        end() { resolve(); },
+      };
+      mw(req, res, (err) => (err ? reject(err) : resolve()));
+    });
+  const worker = async () => {
+    while (i++ < INPROC_N) await one();
+  };
+  const c0 = process.cpuUsage();
+  await Promise.all(Array.from({ length: CONNECTIONS }, worker));
+  const c = process.cpuUsage(c0);
+  return (c.user + c.system) / INPROC_N;
+}
+
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
@@ -183,6 +220,18 @@ function replaceSection(file, heading, body) {
       a.child.kill('SIGTERM');
     }
   }
+  const middlewares = {};
+  for (const v of VARIANTS) {
+    middlewares[v.id] = await limiterFor(v.id, redisPort);
+    await inProcess(middlewares[v.id]); // warm-up
+  }
+  for (let round = 1; round <= ROUNDS; round++) {
+    const order = VARIANTS.map((_, i) => VARIANTS[(i + round - 1) % VARIANTS.length]);
+    for (const v of order) {
+      runs[v.id][round - 1].limiterCpuUs = await inProcess(middlewares[v.id]);
+    }
+  }
+  process.stderr.write(`in-process limiter CPU per decision (median): ${VARIANTS.map((v) => `${v.id} ${median(runs[v.id].map((r) => r.limiterCpuUs)).toFixed(2)} us`).join(', ')}\n`);
   const rows = VARIANTS.map((v) => {
     const rs = runs[v.id];
     return {
@@ -190,6 +239,7 @@ function replaceSection(file, heading, body) {
       rps: median(rs.map((r) => r.rps)),
       p99: median(rs.map((r) => r.p99)),
       appCpuUs: median(rs.map((r) => r.appCpuUs)),
+      limiterCpuUs: median(rs.map((r) => r.limiterCpuUs)),
       usec: median(rs.map((r) => r.usecPerDecision)),
       cmds: median(rs.map((r) => r.cmdsPerDecision)),
       inner: median(rs.map((r) => r.innerPerDecision)),
@@ -212,36 +262,40 @@ function replaceSection(file, heading, body) {
   const timePeer = bestBy('usecPerDecision', Math.min);
   const rpsPeer = bestBy('rps', Math.max);
   const cpuPeer = bestBy('appCpuUs', Math.min);
+  const limPeer = bestBy('limiterCpuUs', Math.min);
   const bars = ours.map((r) => {
     const tRatio = roundRatio(r.id, 'usecPerDecision', timePeer);
     const hRatio = roundRatio(r.id, 'rps', rpsPeer);
     const cRatio = roundRatio(r.id, 'appCpuUs', cpuPeer);
+    const lRatio = roundRatio(r.id, 'limiterCpuUs', limPeer);
+    r.lRatio = lRatio;
     r.tRatio = tRatio;
     r.hRatio = hRatio;
     r.cRatio = cRatio;
-    return `- ${r.label.replace(/^\(c\) /, '')}: server time ${tRatio.toFixed(2)}× the best Lua peer's (bar ≤ 0.5: ${tRatio <= 0.5 ? 'met' : 'NOT met'}); HTTP throughput ${hRatio.toFixed(2)}× the best peer's (bar ≥ 1: ${hRatio >= 1 ? 'met' : 'NOT met'}); app CPU per request ${cRatio.toFixed(2)}× the leanest peer's.`;
+    return `- ${r.label.replace(/^\(c\) /, '')}: server time ${tRatio.toFixed(2)}× the best Lua peer's (bar ≤ 0.5: ${tRatio <= 0.5 ? 'met' : 'NOT met'}); HTTP throughput ${hRatio.toFixed(2)}× the best peer's (bar ≥ 1: ${hRatio >= 1 ? 'met' : 'NOT met'}); app CPU per request ${cRatio.toFixed(2)}× the leanest peer's; the limiter's own CPU per decision ${lRatio.toFixed(2)}× the leanest peer's.`;
   });
   const table = [
-    '| limiter | commands sent per decision | Redis server time per decision | HTTP requests/s | p99 latency | app CPU per request | bytes per limiter key |',
-    '|---|---|---|---|---|---|---|',
+    '| limiter | commands sent per decision | Redis server time per decision | HTTP requests/s | p99 latency | app CPU per request | limiter CPU per decision (in-process) | bytes per limiter key |',
+    '|---|---|---|---|---|---|---|---|',
     ...rows.map(
       (r) =>
-        `| ${r.label} | ${r.cmds.toFixed(2)} (${r.commands}${r.inner ? `; ${r.inner.toFixed(2)} more inside the script` : ''}) | ${r.usec.toFixed(2)} µs${r.peer ? '' : ` (${r.tRatio.toFixed(2)}×)`} | ${fmt(r.rps)}${r.peer ? '' : ` (${r.hRatio.toFixed(2)}×)`} | ${fmt(r.p99)} ms | ${r.appCpuUs.toFixed(1)} µs${r.peer ? '' : ` (${r.cRatio.toFixed(2)}×)`} | ${r.bytes.toFixed(1)} |`,
+        `| ${r.label} | ${r.cmds.toFixed(2)} (${r.commands}${r.inner ? `; ${r.inner.toFixed(2)} more inside the script` : ''}) | ${r.usec.toFixed(2)} µs${r.peer ? '' : ` (${r.tRatio.toFixed(2)}×)`} | ${fmt(r.rps)}${r.peer ? '' : ` (${r.hRatio.toFixed(2)}×)`} | ${fmt(r.p99)} ms | ${r.appCpuUs.toFixed(1)} µs${r.peer ? '' : ` (${r.cRatio.toFixed(2)}×)`} | ${r.limiterCpuUs.toFixed(2)} µs${r.peer ? '' : ` (${r.lRatio.toFixed(2)}×)`} | ${r.bytes.toFixed(1)} |`,
     ),
   ];
   const when = new Date().toISOString().slice(0, 10);
   const body = `
-\`make bench-clients-node\` (${when}; ${os.cpus().length} vCPUs, Node ${process.version}, redis-server ${serverInfo.redis_version}; median of ${ROUNDS} rounds; the five apps run side by side for the whole benchmark, warmed ${WARMUP_S} s each, and the load moves between them: ${DURATION_S} s of autocannon with ${CONNECTIONS} connections per limiter per round, the limiters alternated within a round and each round starting with the next one). One Express 5 app (\`clients/node/bench/app.js\`), the same limit for every limiter — 1 000 requests per 60 s fixed window per key, the key drawn at random from ${fmt(KEYS)} per request — so every request is one limiting decision. Server time: the \`usec\` of the commands the client sent (INFO commandstats; a script's inner commands run inside its EVALSHA), divided by the decisions. Bytes per key: \`used_memory\` growth over the keys the run created (about ${fmt(median(rows.map((r) => r.keys)))}), TTL included. Ratios in the (c) rows: against the best peer by median (server time: ${timePeer.id}; requests/s: ${rpsPeer.id}; app CPU: ${cpuPeer.id}), taken round by round (the same round's run of that peer) and then the median over the rounds; the bars are those ratios.
+\`make bench-clients-node\` (${when}; ${os.cpus().length} vCPUs, Node ${process.version}, redis-server ${serverInfo.redis_version}; median of ${ROUNDS} rounds; the five apps run side by side for the whole benchmark, warmed ${WARMUP_S} s each, and the load moves between them: ${DURATION_S} s of autocannon with ${CONNECTIONS} connections per limiter per round, the limiters alternated within a round and each round starting with the next one). One Express 5 app (\`clients/node/bench/app.js\`), the same limit for every limiter — 1 000 requests per 60 s fixed window per key, the key drawn at random from ${fmt(KEYS)} per request — so every request is one limiting decision. Server time: the \`usec\` of the commands the client sent (INFO commandstats; a script's inner commands run inside its EVALSHA), divided by the decisions. Bytes per key: \`used_memory\` growth over the keys the run created (about ${fmt(median(rows.map((r) => r.keys)))}), TTL included. Ratios in the (c) rows: against the best peer by median (server time: ${timePeer.id}; requests/s: ${rpsPeer.id}; app CPU: ${cpuPeer.id}; limiter CPU: ${limPeer.id}), taken round by round (the same round's run of that peer) and then the median over the rounds; the bars are those ratios.
 
 ${table.join('\n')}
 
 ${bars.join('\n')}
 
-Refused requests: none by design (the limit is not reached); errors across all runs: ${rows.reduce((n, r) => n + r.errors, 0)}. The HTTP figures are bounded by the single Node process serving Express on a 2-vCPU machine shared with redis-server, the load generator and whatever else runs there, so requests/s swing from run to run; the app's CPU time per request (user + system of the app process, /proc) is the steadier measure of what each limiter costs the application, and the server-time column is what it costs Redis.
+Refused requests: none by design (the limit is not reached); errors across all runs: ${rows.reduce((n, r) => n + r.errors, 0)}. The HTTP figures are bounded by the single Node process serving Express on a 2-vCPU machine shared with redis-server, the load generator and whatever else runs there, so requests/s swing from run to run; the app's CPU time per request (user + system of the app process, /proc) is steadier, and the in-process column isolates the limiter: its Express middleware called ${fmt(INPROC_N)} times per round in the benchmark's own process with a minimal request and response (${CONNECTIONS} in flight, no HTTP), CPU µs of that process per decision. The server-time column is what each limiter costs Redis.
 `;
   replaceSection(outFile, '## Node', body);
   process.stdout.write(`${table.join('\n')}\n\n${bars.join('\n')}\n`);
   redis.disconnect();
+  process.exit(0); // the in-process limiters' clients are still connected
 })().catch((err) => {
   console.error(err);
   process.exit(1);
