@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+import pytest
 import redis
-from conftest import Server
+from conftest import Server, free_port
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -86,3 +87,16 @@ def test_middleware_default_key_is_the_client_address(server: Server, raw: redis
         assert http.get("/").status_code == 200
         assert http.get("/").status_code == 429
     assert raw.exists("ratelimit:testclient")
+
+
+def test_middleware_when_redis_is_down() -> None:
+    down = Server.__new__(Server)
+    down.port = free_port()  # nobody listens there
+    closed = _app(down, limit=Period(1, "1m"))
+    with TestClient(closed) as http, pytest.raises(redis.ConnectionError):
+        http.get("/")
+    open_ = _app(down, limit=Period(1, "1m"), fail_open=True)
+    with TestClient(open_) as http:
+        for _ in range(3):
+            reply = http.get("/")
+            assert reply.status_code == 200 and "ratelimit" not in reply.headers

@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 from typing import Awaitable, Callable, List, Optional, Tuple, Union
 
+from redis.exceptions import RedisError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -42,7 +43,9 @@ def _one(request: Request) -> int:
 class RateLimitMiddleware:
     """Limits every HTTP request by ``limit`` on ``prefix + key(request)``, costing
     ``cost(request)`` (both may be coroutines). ``key`` returning ``None`` lets the request
-    through unlimited (health checks, internal callers)."""
+    through unlimited (health checks, internal callers). When Redis cannot be reached the
+    error propagates (the request fails), unless ``fail_open``: then the request goes through
+    unlimited and without rate-limit fields."""
 
     def __init__(
         self,
@@ -53,6 +56,7 @@ class RateLimitMiddleware:
         cost: CostFunction = _one,
         prefix: str = "ratelimit:",
         policy: str = "default",
+        fail_open: bool = False,
     ) -> None:
         self.app = app
         self.client = client
@@ -61,6 +65,7 @@ class RateLimitMiddleware:
         self.cost = cost
         self.prefix = prefix
         self.policy = policy
+        self.fail_open = fail_open
         window_ms = limit.window_ms()
         self.window_s = None if window_ms is None else -(-window_ms // 1000)
 
@@ -78,7 +83,13 @@ class RateLimitMiddleware:
         cost = self.cost(request)
         if inspect.isawaitable(cost):
             cost = await cost
-        decision = await self.client.apply(self.prefix + str(key), self.limit, cost=int(cost))
+        try:
+            decision = await self.client.apply(self.prefix + str(key), self.limit, cost=int(cost))
+        except (RedisError, OSError):
+            if not self.fail_open:
+                raise
+            await self.app(scope, receive, send)
+            return
         fields = decision.headers(self.policy, self.window_s)
         if not decision.allowed:
             body = {"error": "too many requests", "retry_after_ms": decision.retry_after_ms}
