@@ -26,7 +26,7 @@ const KEYS = Number(process.env.KEYS || 20000);
 const VARIANTS = [
   { id: 'rlf-stock', label: "(a) rate-limiter-flexible `RateLimiterRedis` (stock Lua, ioredis)", peer: true },
   { id: 'erl-rate-limit-redis', label: '(b) express-rate-limit + rate-limit-redis (stock Lua, node-redis)', peer: true },
-  { id: 'middleware', label: '(c) redis-ratelimit `rateLimit()` middleware (ioredis)' },
+  { id: 'middleware', label: '(c) redis-ratelimit `rateLimit()` middleware (node-redis)' },
   { id: 'rlf-module', label: '(c) rate-limiter-flexible + `RateLimiterRedisModule` (ioredis)' },
   { id: 'erl-module-store', label: '(c) express-rate-limit + `RedisModuleStore` (node-redis)' },
 ];

@@ -66,7 +66,7 @@ function rateLimit(options) {
 
   // The command without its key (and cost, when a cost function is given), built once.
   const command = COMMAND_OF[o.algorithm];
-  const fixedArgs = limitArgs(o.algorithm, costOf ? { ...limitOpts, cost: undefined } : limitOpts);
+  const fixedArgs = limitArgs(o.algorithm, costOf ? { ...limitOpts, cost: undefined } : limitOpts).map(String);
   const transport = limiter.transport;
   const keyPrefix = (limiter.prefix || '') + prefix;
 
