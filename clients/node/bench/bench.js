@@ -1,6 +1,6 @@
 'use strict';
 // make bench-clients-node: one Express app (app.js), the same limit (1000 per 60 s per key, keys
-// drawn from KEYS), driven by autocannon, with five limiters, alternated A B C D E per round and
+// drawn from KEYS), driven by autocannon, with six limiters, alternated per round and
 // the median of ROUNDS rounds reported. Per limiter: HTTP requests/s and p99 latency, Redis
 // server time per decision (INFO commandstats: the usec of the commands the client sent, a
 // script's inner commands included in its EVALSHA), commands per decision, and bytes per limiter
@@ -28,6 +28,7 @@ const VARIANTS = [
   { id: 'erl-rate-limit-redis', label: '(b) express-rate-limit + rate-limit-redis (stock Lua, node-redis)', peer: true },
   { id: 'middleware', label: '(c) redis-ratelimit `rateLimit()` middleware (node-redis)' },
   { id: 'rlf-module', label: '(c) rate-limiter-flexible + `RateLimiterRedisModule` (ioredis)' },
+  { id: 'rlf-module-node-redis', label: '(c) rate-limiter-flexible + `RateLimiterRedisModule` (node-redis)' },
   { id: 'erl-module-store', label: '(c) express-rate-limit + `RedisModuleStore` (node-redis)' },
 ];
 
@@ -284,7 +285,7 @@ function replaceSection(file, heading, body) {
   ];
   const when = new Date().toISOString().slice(0, 10);
   const body = `
-\`make bench-clients-node\` (${when}; ${os.cpus().length} vCPUs, Node ${process.version}, redis-server ${serverInfo.redis_version}; median of ${ROUNDS} rounds; the five apps run side by side for the whole benchmark, warmed ${WARMUP_S} s each, and the load moves between them: ${DURATION_S} s of autocannon with ${CONNECTIONS} connections per limiter per round, the limiters alternated within a round and each round starting with the next one). One Express 5 app (\`clients/node/bench/app.js\`), the same limit for every limiter — 1 000 requests per 60 s fixed window per key, the key drawn at random from ${fmt(KEYS)} per request — so every request is one limiting decision. Server time: the \`usec\` of the commands the client sent (INFO commandstats; a script's inner commands run inside its EVALSHA), divided by the decisions. Bytes per key: \`used_memory\` growth over the keys the run created (about ${fmt(median(rows.map((r) => r.keys)))}), TTL included. Ratios in the (c) rows: against the best peer by median (server time: ${timePeer.id}; requests/s: ${rpsPeer.id}; app CPU: ${cpuPeer.id}; limiter CPU: ${limPeer.id}), taken round by round (the same round's run of that peer) and then the median over the rounds; the bars are those ratios.
+\`make bench-clients-node\` (${when}; ${os.cpus().length} vCPUs, Node ${process.version}, redis-server ${serverInfo.redis_version}; median of ${ROUNDS} rounds; the ${VARIANTS.length} apps run side by side for the whole benchmark, warmed ${WARMUP_S} s each, and the load moves between them: ${DURATION_S} s of autocannon with ${CONNECTIONS} connections per limiter per round, the limiters alternated within a round and each round starting with the next one). One Express 5 app (\`clients/node/bench/app.js\`), the same limit for every limiter — 1 000 requests per 60 s fixed window per key, the key drawn at random from ${fmt(KEYS)} per request — so every request is one limiting decision. Server time: the \`usec\` of the commands the client sent (INFO commandstats; a script's inner commands run inside its EVALSHA), divided by the decisions. Bytes per key: \`used_memory\` growth over the keys the run created (about ${fmt(median(rows.map((r) => r.keys)))}), TTL included. Ratios in the (c) rows: against the best peer by median (server time: ${timePeer.id}; requests/s: ${rpsPeer.id}; app CPU: ${cpuPeer.id}; limiter CPU: ${limPeer.id}), taken round by round (the same round's run of that peer) and then the median over the rounds; the bars are those ratios.
 
 ${table.join('\n')}
 

@@ -1,5 +1,5 @@
 'use strict';
-// The five limiters of the benchmark, as Express middleware: the same limit for each (1000
+// The six limiters of the benchmark, as Express middleware: the same limit for each (1000
 // requests per 60 s fixed window per key, the key in ?k=). Used by app.js (one per process)
 // and by bench.js (in-process, for the limiter's own CPU per decision).
 const Redis = require('ioredis');
@@ -50,6 +50,10 @@ async function limiterFor(name, redisPort) {
     case 'rlf-module': {
       const { RateLimiterRedisModule } = require('..');
       return rlfMiddleware(new RateLimiterRedisModule({ storeClient: ioredis(), points: LIMIT, duration: WINDOW_S }));
+    }
+    case 'rlf-module-node-redis': {
+      const { RateLimiterRedisModule } = require('..');
+      return rlfMiddleware(new RateLimiterRedisModule({ storeClient: await nodeRedis(), useRedisPackage: true, points: LIMIT, duration: WINDOW_S }));
     }
     case 'erl-module-store': {
       const { rateLimit } = require('express-rate-limit');

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-clients-node: a redis-server with the module on a free port, then bench.js (five
+# make bench-clients-node: a redis-server with the module on a free port, then bench.js (six
 # limiters behind one Express app under autocannon); writes bench/CLIENTS.md "## Node".
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
