@@ -2,7 +2,7 @@
 #   make node-test           the package's own tests (node --test) against servers they start
 #   make node-compat         rate-limiter-flexible, @nest-lab/throttler-storage-redis and
 #                            express-rate-limit's own suites through the package (../shared/peers)
-#   make bench-clients-node  one Express app, three limiters, autocannon: bench/CLIENTS.md "## Node"
+#   make bench-clients-node  one Express app, six limiters, autocannon: bench/CLIENTS.md "## Node"
 NODE_PKG := clients/node
 
 CLIENT_TESTS  += node-test
