@@ -2,14 +2,15 @@
 #   make node-test           the package's own tests (node --test) against servers they start
 #   make node-compat         rate-limiter-flexible, @nest-lab/throttler-storage-redis and
 #                            express-rate-limit's own suites through the package (../shared/peers)
+#   make node-test-servers   the package's tests on Redis 7.4.1 and Valkey 8.0.1 (make compat)
 #   make bench-clients-node  one Express app, six limiters, autocannon: bench/CLIENTS.md "## Node"
 NODE_PKG := clients/node
 
 CLIENT_TESTS  += node-test
-CLIENT_COMPAT += node-compat
+CLIENT_COMPAT += node-compat node-test-servers
 CLIENT_BENCH  += bench-clients-node
 
-.PHONY: node-deps node-test node-compat bench-clients-node
+.PHONY: node-deps node-test node-test-servers node-compat bench-clients-node
 
 ## node-deps: node + npm (Debian's, when missing) and the package's pinned dev dependencies (npm ci)
 node-deps: deps
@@ -22,6 +23,14 @@ node-deps: deps
 
 node-test: build node-deps
 	cd $(NODE_PKG) && RL_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=1 test/
+
+## node-test-servers: the package's tests again on Redis 7.4.1 and Valkey 8.0.1, when make compat
+## has built them under target/servers/ (skipped otherwise)
+node-test-servers: build node-deps
+	@ran=0; for s in target/servers/redis-7.4.1/src/redis-server target/servers/valkey-8.0.1/src/valkey-server; do \
+	  [ -x "$$s" ] || continue; ran=1; echo "node-test on $$s"; \
+	  (cd $(NODE_PKG) && RL_SERVER=$(CURDIR)/$$s RL_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=1 test/) || exit 1; \
+	done; [ $$ran = 1 ] || echo "node-test-servers: no servers under target/servers (make compat builds them); skipped"
 
 node-compat: build node-deps
 	RL_MODULE=$(CURDIR)/$(MODULE) bash $(NODE_PKG)/compat/run.sh
