@@ -11,7 +11,7 @@
  */
 const { RateLimit } = require('./client');
 const { toMs, toCount } = require('./duration');
-const { ALGORITHMS, COMMAND_OF, limitArgs, decision } = require('./commands');
+const { ALGORITHMS, COMMAND_OF, limitArgs, callOptions, decision } = require('./commands');
 
 const ceilS = (ms) => Math.ceil(ms / 1000);
 
@@ -48,6 +48,7 @@ function defaultKey(req) {
  * @param {(req) => boolean|Promise<boolean>} [options.skip]
  * @param {(req, res, next, decision) => void} [options.handler]  replaces the default 429 reply
  * @param {boolean} [options.failOpen]  on a Redis error let the request through (default: next(err))
+ * @param {number|string} [options.ban]  a refused request locks the key out this long (BAN)
  */
 function rateLimit(options) {
   const o = { algorithm: 'token', ...options };
@@ -66,7 +67,10 @@ function rateLimit(options) {
 
   // The command without its key (and cost, when a cost function is given), built once.
   const command = COMMAND_OF[o.algorithm];
-  const fixedArgs = limitArgs(o.algorithm, costOf ? { ...limitOpts, cost: undefined } : limitOpts).map(String);
+  const fixedArgs = [
+    ...limitArgs(o.algorithm, costOf ? { ...limitOpts, cost: undefined } : limitOpts),
+    ...callOptions({ ban: o.ban }, { wait: false, fresh: false }), // BAN: the penalty box
+  ].map(String);
   const transport = limiter.transport;
   const keyPrefix = (limiter.prefix || '') + prefix;
 

@@ -102,6 +102,19 @@ for (const [name, express] of [['Express 4', require('express4')], ['Express 5',
   });
 }
 
+test('ban: the request past the limit locks the key out', async () => {
+  const express = require('express');
+  const app = express();
+  app.use(rateLimit({ client: redis, algorithm: 'slide', limit: 1, window: '1s', ban: '1h', prefix: 'ban:' }));
+  app.get('/', (_req, res) => res.send('ok'));
+  await serve(app, async (get) => {
+    assert.equal((await get()).status, 200);
+    const banned = await get();
+    assert.equal(banned.status, 429);
+    assert.equal(banned.headers.get('retry-after'), '3600');
+  });
+});
+
 test('bad options fail at setup', () => {
   assert.throws(() => rateLimit({ client: redis, algorithm: 'period', period: '1m' }), /limit is required/);
   assert.throws(() => rateLimit({ capacity: 1, rate: 1, period: 1 }), /needs a client/);
