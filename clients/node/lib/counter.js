@@ -54,7 +54,7 @@ class Counter {
    * @param {number} [ceiling]  see ceilingFor (default 10^12)
    */
   add(key, points, ms, ceiling = UNBOUNDED) {
-    const args = ['RL.PERIOD', key, ceiling, windowMs(ms)];
+    const args = ['RL.PERIOD', this.transport.serverKey(key), ceiling, windowMs(ms)];
     if (points !== 1) args.push('COST', points); // COST 1 is the default: fewer arguments to parse
     return this.transport.send(args).then((r) => {
       const count = Number(r[1]) - Number(r[2]);
@@ -67,7 +67,7 @@ class Counter {
    * expires): RL.PERIOD … COST points FRESH (a count of 0 deletes the key).
    */
   async fresh(key, points, ms) {
-    const r = await this.transport.send(['RL.PERIOD', key, ceilingFor(points), windowMs(ms), 'COST', points, 'FRESH']);
+    const r = await this.transport.send(['RL.PERIOD', this.transport.serverKey(key), ceilingFor(points), windowMs(ms), 'COST', points, 'FRESH']);
     return { count: Number(r[1]) - Number(r[2]), resetAfterMs: Number(r[4]) };
   }
 
@@ -76,14 +76,14 @@ class Counter {
    * time to reset after it, or null when there was no count.
    */
   async subtract(key, points) {
-    const r = await this.transport.send(['RL.REFUND', key, points]);
+    const r = await this.transport.send(['RL.REFUND', this.transport.serverKey(key), points]);
     if (r === null || r === undefined) return null;
     return { count: countOfProbe(r), resetAfterMs: Number(r[4]) };
   }
 
   /** The count now and the time until it resets, or null: RL.PEEK (read-only). */
   async peek(key) {
-    const r = await this.transport.send(['RL.PEEK', key], { readonly: true });
+    const r = await this.transport.send(['RL.PEEK', this.transport.serverKey(key)], { readonly: true });
     if (r === null || r === undefined) return null;
     return { count: countOfProbe(r), resetAfterMs: Number(r[4]) };
   }
@@ -93,14 +93,17 @@ class Counter {
    * window is the ten-year one. Null when there is no count.
    */
   async info(key) {
-    const r = await this.transport.send(['RL.INFO', key], { readonly: true });
+    const r = await this.transport.send(['RL.INFO', this.transport.serverKey(key)], { readonly: true });
     if (r === null || r === undefined) return null;
     const f = infoObject(r);
     const periodMs = Number(f.period_ms);
     return { count: Number(f.used), periodMs, ttlMs: Number(f.ttl_ms), never: periodMs >= NEVER_MS };
   }
 
-  /** Deletes the count; resolves true if there was one. */
+  /**
+   * Deletes the count; resolves true if there was one. (DEL is a command ioredis knows: it applies
+   * its keyPrefix itself, where the module commands above get it from transport.serverKey.)
+   */
   async remove(key) {
     return Number(await this.transport.send(['DEL', key])) > 0;
   }

@@ -37,7 +37,7 @@ class RedisModuleStore {
   }
 
   _key(key) {
-    return this.transport.serverKey(this.prefix + key);
+    return this.prefix + key;
   }
 
   async increment(key) {

@@ -58,6 +58,21 @@ for (const [name, storeOptions] of [
   });
 }
 
+test('an ioredis keyPrefix applies to every store call', async () => {
+  const prefixed = new Redis({ port: server.port, keyPrefix: 'app:' });
+  try {
+    const store = new RedisModuleStore({ client: prefixed });
+    store.init({ windowMs: 60000, limit: 5 });
+    await store.increment('ip1');
+    assert.equal(await ioredis.exists('app:rl:ip1'), 1);
+    assert.equal((await store.get('ip1')).totalHits, 1);
+    await store.resetKey('ip1');
+    assert.equal(await ioredis.exists('app:rl:ip1'), 0);
+  } finally {
+    prefixed.disconnect();
+  }
+});
+
 test('store calls: increment, decrement (stops at 0), get, resetKey', async () => {
   const store = new RedisModuleStore({ client: ioredis, prefix: 'erl3:' });
   store.init({ windowMs: 1000 });

@@ -123,6 +123,23 @@ for (const kind of ['ioredis', 'node-redis']) {
   });
 }
 
+test('an ioredis keyPrefix applies to every store call, as with the stock class', async () => {
+  const prefixed = new Redis({ port: server.port, keyPrefix: 'app:' });
+  try {
+    const l = new RateLimiterRedisModule({ storeClient: prefixed, keyPrefix: 'kp', points: 5, duration: 60 });
+    await l.consume('x', 2);
+    assert.equal(await clients.ioredis.exists('app:kp:x'), 1);
+    assert.equal((await l.get('x')).consumedPoints, 2);
+    assert.equal((await l.reward('x', 1)).consumedPoints, 1);
+    await l.set('x', 4, 60);
+    assert.equal((await l.get('x')).consumedPoints, 4);
+    assert.equal(await l.delete('x'), true);
+    assert.equal(await clients.ioredis.exists('app:kp:x'), 0);
+  } finally {
+    prefixed.disconnect();
+  }
+});
+
 describe('RateLimiterUnionModule (RL.ALL)', () => {
   test('all or nothing: a refusal charges no other limiter', async () => {
     const perSecond = new RateLimiterRedisModule({ storeClient: clients.ioredis, keyPrefix: 'u-s', points: 5, duration: 1 });
