@@ -27,9 +27,9 @@ const VARIANTS = [
   { id: 'rlf-stock', label: "(a) rate-limiter-flexible `RateLimiterRedis` (stock Lua, ioredis)", peer: true },
   { id: 'erl-rate-limit-redis', label: '(b) express-rate-limit + rate-limit-redis (stock Lua, node-redis)', peer: true },
   { id: 'middleware', label: '(c) redis-ratelimit `rateLimit()` middleware (node-redis)' },
-  { id: 'rlf-module', label: '(c) rate-limiter-flexible + `RateLimiterRedisModule` (ioredis)' },
-  { id: 'rlf-module-node-redis', label: '(c) rate-limiter-flexible + `RateLimiterRedisModule` (node-redis)' },
-  { id: 'erl-module-store', label: '(c) express-rate-limit + `RedisModuleStore` (node-redis)' },
+  { id: 'rlf-module', label: '(c) rate-limiter-flexible + `RateLimiterRedisModule` (ioredis)', stock: 'rlf-stock' },
+  { id: 'rlf-module-node-redis', label: '(c) rate-limiter-flexible + `RateLimiterRedisModule` (node-redis)', stock: 'rlf-stock' },
+  { id: 'erl-module-store', label: '(c) express-rate-limit + `RedisModuleStore` (node-redis)', stock: 'erl-rate-limit-redis' },
 ];
 
 const redis = new Redis({ port: Number(redisPort) });
@@ -273,7 +273,11 @@ function replaceSection(file, heading, body) {
     r.tRatio = tRatio;
     r.hRatio = hRatio;
     r.cRatio = cRatio;
-    return `- ${r.label.replace(/^\(c\) /, '')}: server time ${tRatio.toFixed(2)}× the best Lua peer's (bar ≤ 0.5: ${tRatio <= 0.5 ? 'met' : 'NOT met'}); HTTP throughput ${hRatio.toFixed(2)}× the best peer's (bar ≥ 1: ${hRatio >= 1 ? 'met' : 'NOT met'}); app CPU per request ${cRatio.toFixed(2)}× the leanest peer's; the limiter's own CPU per decision ${lRatio.toFixed(2)}× the leanest peer's.`;
+    const stock = r.stock ? peers.find((p) => p.id === r.stock) : null;
+    const vsStock = stock
+      ? ` Against its own stock pairing ${stock.label.slice(0, 3)}: server time ${roundRatio(r.id, 'usecPerDecision', stock).toFixed(2)}×, HTTP throughput ${roundRatio(r.id, 'rps', stock).toFixed(2)}×.`
+      : '';
+    return `- ${r.label.replace(/^\(c\) /, '')}: server time ${tRatio.toFixed(3)}× the best Lua peer's (bar ≤ 0.5: ${tRatio <= 0.5 ? 'met' : 'NOT met'}); HTTP throughput ${hRatio.toFixed(3)}× the best peer's (bar ≥ 1: ${hRatio >= 1 ? 'met' : 'NOT met'}); app CPU per request ${cRatio.toFixed(2)}× the leanest peer's; the limiter's own CPU per decision ${lRatio.toFixed(2)}× the leanest peer's.${vsStock}`;
   });
   const table = [
     '| limiter | commands sent per decision | Redis server time per decision | HTTP requests/s | p99 latency | app CPU per request | limiter CPU per decision (in-process) | bytes per limiter key |',
