@@ -95,7 +95,12 @@ function rateLimit(options) {
     res.setHeader('RateLimit-Policy', policyHeader);
     res.setHeader('RateLimit', `"${policyName}";r=${d.remaining};t=${ceilS(d.resetAfterMs)}`);
     req.rateLimit = d;
-    if (d.allowed) return next();
+    if (d.allowed) {
+      // RL.LEAKY in delay mode: the request proceeds after the water ahead of it has drained
+      // (nginx limit_req); with nodelay (or any other algorithm) retryAfterMs is 0.
+      if (d.retryAfterMs > 0) return void setTimeout(next, d.retryAfterMs);
+      return next();
+    }
     if (d.retryAfterMs >= 0) res.setHeader('Retry-After', String(ceilS(d.retryAfterMs)));
     if (o.handler) return o.handler(req, res, next, d);
     const body = JSON.stringify({ error: 'too many requests', retryAfterMs: d.retryAfterMs });

@@ -116,6 +116,20 @@ test('ban: the request past the limit locks the key out', async () => {
   });
 });
 
+test('leaky bucket in delay mode: admitted requests are spread out, not refused', async () => {
+  const express = require('express');
+  const app = express();
+  app.use(rateLimit({ client: redis, algorithm: 'leaky', capacity: 5, rate: 1, period: 300, prefix: 'leaky:' }));
+  app.get('/', (_req, res) => res.send(String(Date.now())));
+  await serve(app, async (get) => {
+    const t0 = Date.now();
+    const replies = await Promise.all([get(), get(), get()]);
+    assert.deepEqual(replies.map((r) => r.status), [200, 200, 200]);
+    const served = (await Promise.all(replies.map((r) => r.text()))).map(Number).sort((a, b) => a - b);
+    assert.ok(served[2] - t0 >= 550, `the third served after ${served[2] - t0} ms, not before two drain steps (600 ms)`);
+  });
+});
+
 test('bad options fail at setup', () => {
   assert.throws(() => rateLimit({ client: redis, algorithm: 'period', period: '1m' }), /limit is required/);
   assert.throws(() => rateLimit({ capacity: 1, rate: 1, period: 1 }), /needs a client/);
