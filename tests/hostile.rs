@@ -98,6 +98,7 @@ const TOKENS: &[&[u8]] = &[
     b"LEAKY",
     b"BAN",
     b"WAIT",
+    b"KEEPPERIOD",
     b"ID",
     b"16",
     b"17",

@@ -167,11 +167,14 @@ pub enum Keyword {
     Anchor,
     /// `FLOOR`: with `BUCKETS`, the estimate is rounded down before it is compared.
     Floor,
+    /// `KEEPPERIOD` (fixed window): while a window is in force, the call is judged with the
+    /// stored period and alignment; the call's period only starts a new window.
+    KeepPeriod,
 }
 
 impl Keyword {
     /// Every keyword, in a fixed order.
-    pub const ALL: [Keyword; 13] = [
+    pub const ALL: [Keyword; 14] = [
         Keyword::Cost,
         Keyword::DryRun,
         Keyword::At,
@@ -185,6 +188,7 @@ impl Keyword {
         Keyword::Fresh,
         Keyword::Anchor,
         Keyword::Floor,
+        Keyword::KeepPeriod,
     ];
 
     /// The keyword as users write it (matched case-insensitively).
@@ -203,6 +207,7 @@ impl Keyword {
             Keyword::Fresh => "FRESH",
             Keyword::Anchor => "ANCHOR",
             Keyword::Floor => "FLOOR",
+            Keyword::KeepPeriod => "KEEPPERIOD",
         }
     }
 
@@ -234,6 +239,8 @@ pub struct Options {
     pub anchor: bool,
     /// `FLOOR` (with `BUCKETS`): the estimate is rounded down before it is compared.
     pub floor: bool,
+    /// `KEEPPERIOD`: a window in force keeps its stored period and alignment.
+    pub keep_period: bool,
 }
 
 impl Default for Options {
@@ -252,6 +259,7 @@ impl Default for Options {
             fresh: false,
             anchor: false,
             floor: false,
+            keep_period: false,
         }
     }
 }
@@ -293,6 +301,7 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
             Keyword::Fresh => options.fresh = true,
             Keyword::Anchor => options.anchor = true,
             Keyword::Floor => options.floor = true,
+            Keyword::KeepPeriod => options.keep_period = true,
             Keyword::Align => {
                 // The offset is optional: a following keyword starts the next option.
                 let offset = match rest.as_slice().first() {
@@ -308,6 +317,9 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
     }
     if options.no_delay && options.delay.is_some() {
         return Err(ArgError::Conflict("NODELAY", "DELAY"));
+    }
+    if options.keep_period && options.align_offset_ms.is_some() {
+        return Err(ArgError::Conflict("KEEPPERIOD", "ALIGN"));
     }
     if options.wait_ms.is_some() && (options.at_ms.is_some() || options.dry_run) {
         return Err(ArgError::Invalid(

@@ -48,6 +48,11 @@ pub trait Variant: Stored + Sized {
     fn into_limiter(self) -> Limiter;
     /// The parameters of the last admitted call.
     fn params(&self) -> Self::Params;
+    /// Whether a call with `params` judges this (live) state under other parameters than the
+    /// stored ones — a parameter change, whose limited answers [`judge`] searches for.
+    fn judged_otherwise(&self, params: &Self::Params) -> bool {
+        self.params() != *params
+    }
     /// Checks the state is one admitted calls can produce.
     fn validate(&self) -> Result<(), CorruptState>;
     /// `RL.REFUND`: gives `count` permits back at `now' = max(now_ms, updated_ms)` under the
@@ -75,7 +80,7 @@ pub trait Variant: Stored + Sized {
 }
 
 macro_rules! variant {
-    ($state:ty, $params:ty, $variant:ident, $module:ident $(, $in_place:item)*) => {
+    ($state:ty, $params:ty, $variant:ident, $module:ident $(, $in_place:item)* $(; $own:item)*) => {
         impl Variant for $state {
             const ALGORITHM: Algorithm = Algorithm::$variant;
             type Params = $params;
@@ -111,12 +116,22 @@ macro_rules! variant {
             ) -> Evaluation<Self> {
                 $module::evaluate(stored, params, now_ms, cost)
             }
+            $($own)*
         }
     };
 }
 
 variant!(TokenBucket, TokenParams, Token, token);
-variant!(PeriodWindow, PeriodParams, Period, period);
+variant!(
+    PeriodWindow,
+    PeriodParams,
+    Period,
+    period;
+    /// `KEEPPERIOD` judges a window in force with its own period: only the limit can differ.
+    fn judged_otherwise(&self, params: &PeriodParams) -> bool {
+        self.params() != params.in_force(Some(self))
+    }
+);
 variant!(LeakyBucket, LeakyParams, Leaky, leaky);
 variant!(GcraState, GcraParams, Gcra, gcra);
 variant!(
@@ -156,7 +171,7 @@ pub fn judge<V: Variant>(
     if evaluation.next.is_some() {
         return evaluation;
     }
-    let Some(held) = stored.filter(|s| s.params() != *params) else {
+    let Some(held) = stored.filter(|s| s.judged_otherwise(params)) else {
         return evaluation;
     };
     let Some(held) = live(Some(held), now_ms) else {

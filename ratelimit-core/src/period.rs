@@ -36,6 +36,15 @@
 //! which is exactly when the stored limiter resets (so if every call under the new parameters
 //! is limited until then, the stored window simply ends). A window's end is never more than one
 //! maximal period (10 years) after its last admitted call.
+//!
+//! # Keeping the stored period (`KEEPPERIOD`)
+//!
+//! A call with `KEEPPERIOD` is not a change of period: while a window is in force, the call is
+//! judged with the stored period and alignment (and its own limit), so the window keeps its
+//! bounds and an admitted call stores the stored period. With no window in force (a missing
+//! key, one past its reset instant, or `FRESH`) the call's period starts the window, as
+//! without `KEEPPERIOD`. This is rate-limiter-flexible's per-call duration: its counter's TTL
+//! is set only when the counter is created.
 
 use super::args::{MAX_AT_MS, MAX_COUNT, MAX_DURATION_MS};
 use super::arith::{elapsed_ms, saturate_u64};
@@ -57,6 +66,9 @@ pub struct PeriodParams {
     /// `None`: windows start at the first admitted call of a fresh limiter. `Some(offset)`:
     /// windows start at every `t` with `(t + offset) mod period_ms = 0` (`ALIGN offset`).
     pub align: Option<i64>,
+    /// `KEEPPERIOD`: a window in force is judged with its stored period and alignment; only a
+    /// new window takes `period_ms` (a request option, never stored: see the module docs).
+    pub keep_period: bool,
 }
 
 /// A fixed-window limiter as stored in a key: the parameters of its last admitted call and
@@ -114,7 +126,27 @@ impl PeriodParams {
                 )));
             }
         }
-        Ok(PeriodParams { limit, period_ms, align: align_offset_ms })
+        Ok(PeriodParams { limit, period_ms, align: align_offset_ms, keep_period: false })
+    }
+
+    /// These parameters with `KEEPPERIOD` on or off.
+    pub fn keeping_period(self, keep_period: bool) -> Self {
+        PeriodParams { keep_period, ..self }
+    }
+
+    /// The parameters a call is judged with when `window` is the window in force (`None`:
+    /// none is): with `KEEPPERIOD` and a window in force, the stored period and alignment with
+    /// the call's limit; otherwise the call's own parameters. Never `KEEPPERIOD` itself.
+    pub fn in_force(&self, window: Option<&PeriodWindow>) -> PeriodParams {
+        match window.filter(|_| self.keep_period) {
+            Some(w) => PeriodParams {
+                limit: self.limit,
+                period_ms: w.period_ms,
+                align: w.align(),
+                keep_period: false,
+            },
+            None => PeriodParams { keep_period: false, ..*self },
+        }
     }
 
     /// The window these parameters put around instant `t` for a fresh limiter (nothing used):
@@ -174,7 +206,12 @@ impl PeriodWindow {
 
     /// The parameters this limiter was last admitted with.
     pub fn params(&self) -> PeriodParams {
-        PeriodParams { limit: self.limit, period_ms: self.period_ms, align: self.align() }
+        PeriodParams {
+            limit: self.limit,
+            period_ms: self.period_ms,
+            align: self.align(),
+            keep_period: false,
+        }
     }
 
     /// Checks a decoded limiter for consistency (RDB, RESTORE): every field within what an
@@ -230,14 +267,23 @@ impl Stored for PeriodWindow {
 /// A window that has ended counts as missing: the request opens a fresh window under
 /// `params`. Otherwise, at `now' = max(now_ms, updated_ms)`, the window's count is judged
 /// against `params.limit`; an admitted request stores the window as carried to `params`
-/// (see the module docs).
+/// (see the module docs). With `KEEPPERIOD`, a window in force is judged with its own period
+/// and alignment ([`PeriodParams::in_force`]).
 pub fn evaluate(
     stored: Option<&PeriodWindow>,
     params: &PeriodParams,
     now_ms: i64,
     cost: u64,
 ) -> Evaluation<PeriodWindow> {
-    let (now, current, carried) = match live(stored, now_ms) {
+    let in_force = live(stored, now_ms);
+    let resolved;
+    let params = if params.keep_period {
+        resolved = params.in_force(in_force);
+        &resolved
+    } else {
+        params
+    };
+    let (now, current, carried) = match in_force {
         None => {
             let fresh = params.fresh_window(now_ms);
             (now_ms, fresh, fresh)

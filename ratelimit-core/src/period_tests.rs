@@ -261,6 +261,87 @@ fn a_limited_call_under_new_parameters_reports_the_stored_window() {
     assert!(sim.call(&params(2, DAY, None), 1000, 1).allowed);
 }
 
+// ---------------------------------------------------------------------------------------
+// KEEPPERIOD: a window in force keeps its stored period and alignment
+// ---------------------------------------------------------------------------------------
+
+fn keeping(limit: u64, period_ms: u64) -> PeriodParams {
+    params(limit, period_ms, None).keeping_period(true)
+}
+
+#[test]
+fn keep_period_judges_a_window_in_force_with_its_own_period() {
+    let mut sim = Sim::new();
+    sim.call(&params(5, HOUR, None), 0, 2);
+    // A 1-day KEEPPERIOD call 10 minutes in: judged in the 1-hour window, which keeps its end.
+    let at = 10 * 60_000;
+    assert_eq!(reply(sim.call(&keeping(5, DAY), at, 1)), (true, 2, 0, HOUR as i64 - at));
+    let s = sim.state.unwrap();
+    assert_eq!(
+        (s.used, s.period_ms, s.window_start_ms, s.window_end_ms, s.updated_ms),
+        (3, HOUR, 0, HOUR as i64, at)
+    );
+    // Without KEEPPERIOD the same call is a parameter change: the window's end moves.
+    let mut plain = Sim::new();
+    plain.call(&params(5, HOUR, None), 0, 2);
+    plain.call(&params(5, DAY, None), at, 1);
+    assert_eq!(plain.state.unwrap().window_end_ms, DAY as i64);
+    // Refused in the window in force: the wait is to its end, and nothing is stored.
+    sim.call(&keeping(5, DAY), at + 1, 2);
+    let d = sim.call(&keeping(5, DAY), at + 2, 1);
+    assert_eq!(reply(d), (false, 0, HOUR as i64 - at - 2, HOUR as i64 - at - 2));
+    // Once it has ended, the call's period starts the next window.
+    let later = HOUR as i64 + 7;
+    assert_eq!(reply(sim.call(&keeping(5, DAY), later, 1)), (true, 4, 0, DAY as i64));
+    let s = sim.state.unwrap();
+    assert_eq!((s.period_ms, s.window_start_ms, s.window_end_ms), (DAY, later, later + DAY as i64));
+}
+
+#[test]
+fn keep_period_starts_a_missing_window_with_the_calls_period() {
+    let e = evaluate(None, &keeping(3, 1000), 50, 1);
+    let s = e.next.unwrap();
+    assert_eq!((reply(e.decision), s.period_ms, s.window_end_ms), ((true, 2, 0, 1000), 1000, 1050));
+    assert_eq!(
+        evaluate(None, &keeping(3, 1000), 50, 1),
+        evaluate(None, &params(3, 1000, None), 50, 1)
+    );
+}
+
+#[test]
+fn keep_period_keeps_the_stored_alignment_and_takes_the_calls_limit() {
+    let mut sim = Sim::new();
+    let daily_utc8 = params(5, DAY, Some(8 * HOUR as i64));
+    let start = JAN1 + 20 * HOUR as i64; // in the UTC+8 day [JAN1 + 16h, JAN1 + 40h)
+    sim.call(&daily_utc8, start, 3);
+    let d = sim.call(&keeping(10, HOUR), start + 1000, 4);
+    let end = JAN1 + 40 * HOUR as i64;
+    assert_eq!(reply(d), (true, 3, 0, end - start - 1000));
+    let s = sim.state.unwrap();
+    assert_eq!(
+        (s.limit, s.period_ms, s.align(), s.used, s.window_end_ms),
+        (10, DAY, Some(8 * HOUR as i64), 7, end)
+    );
+    // A lower limit refuses what the count no longer fits; judge's retry is the window's end.
+    let stored = sim.state.unwrap();
+    let e = crate::limiter::judge(Some(&stored), &keeping(7, HOUR), start + 2000, 1);
+    assert_eq!(reply(e.decision), (false, 0, end - start - 2000, end - start - 2000));
+    assert!(e.next.is_none());
+}
+
+#[test]
+fn keep_period_is_a_request_option_never_stored() {
+    let p = keeping(5, HOUR);
+    assert!(p.keep_period);
+    assert_eq!(p.in_force(None), params(5, HOUR, None));
+    let s = evaluate(None, &p, 0, 1).next.unwrap();
+    assert!(!s.params().keep_period);
+    assert_eq!(p.in_force(Some(&s)), params(5, HOUR, None));
+    let other = keeping(9, DAY);
+    assert_eq!(other.in_force(Some(&s)), params(9, HOUR, None));
+    assert_eq!(params(9, DAY, None).in_force(Some(&s)), params(9, DAY, None));
+}
+
 #[test]
 fn validate_accepts_produced_states_and_rejects_corrupt_ones() {
     let p = params(5, 1000, Some(-300));
@@ -502,6 +583,41 @@ proptest! {
         prop_assert!(before_e <= bound, "{} > {}", before_e, bound);
         if first_admitted == Some(true) {
             prop_assert!(before_carried <= bound, "{} > {}", before_carried, bound);
+        }
+    }
+
+    /// `KEEPPERIOD` is judging with the stored period and alignment (and the call's limit)
+    /// whenever a window is in force, and the plain call otherwise (no window, one that has
+    /// ended): through random histories of plain and `KEEPPERIOD` calls, parameter changes,
+    /// backward time, and `judge`'s search for a limited call's retry.
+    #[test]
+    fn keep_period_is_the_stored_period_while_a_window_is_in_force(
+        pool in proptest::collection::vec(arb_params(), 3),
+        start in 0i64..100,
+        ops in proptest::collection::vec(
+            (0usize..3, -30i64..60, prop_oneof![4 => 0u64..4, 1 => 0u64..9], any::<bool>()),
+            1..40,
+        ),
+    ) {
+        let mut state: Option<PeriodWindow> = None;
+        let mut t = start;
+        for (i, gap, cost, keep) in ops {
+            t = (t + gap).max(0);
+            let call = PeriodParams { align: if keep { None } else { pool[i].align }, ..pool[i] };
+            let kept = call.keeping_period(true);
+            let expected_params = match live(state.as_ref(), t) {
+                Some(s) => PeriodParams { limit: call.limit, ..s.params() },
+                None => call,
+            };
+            let got = crate::limiter::judge(state.as_ref(), &kept, t, cost);
+            let expected = crate::limiter::judge(state.as_ref(), &expected_params, t, cost);
+            prop_assert_eq!(&got, &expected);
+            let applied = if keep { got } else { crate::limiter::judge(state.as_ref(), &call, t, cost) };
+            if let Some(next) = applied.next {
+                prop_assert_eq!(next.validate(), Ok(()));
+                prop_assert!(!next.params().keep_period);
+                state = Some(next);
+            }
         }
     }
 

@@ -18,7 +18,7 @@ use super::token::TokenParams;
 pub enum Command {
     /// `RL.TOKEN key capacity rate period [COST n] [STEP] [DRYRUN] [AT ms]`
     Token,
-    /// `RL.PERIOD key limit period [COST n] [ALIGN [utc-offset]] [DRYRUN] [AT ms]`
+    /// `RL.PERIOD key limit period [COST n] [ALIGN [utc-offset] | KEEPPERIOD] [DRYRUN] [AT ms]`
     Period,
     /// `RL.SLIDE key limit window [COST n] [BUCKETS b [ANCHOR] [FLOOR]] [DRYRUN] [AT ms]`
     Slide,
@@ -77,6 +77,7 @@ const TOKEN_OPTIONS: &[Keyword] = &[
 const PERIOD_OPTIONS: &[Keyword] = &[
     Keyword::Cost,
     Keyword::Align,
+    Keyword::KeepPeriod,
     Keyword::Ban,
     Keyword::Wait,
     Keyword::DryRun,
@@ -148,7 +149,8 @@ impl Request {
             Command::Period => {
                 let (limit, period_ms, rest) = window_arguments(args, "period")?;
                 let options = parse_options(rest, PERIOD_OPTIONS)?;
-                let params = PeriodParams::new(limit, period_ms, options.align_offset_ms)?;
+                let params = PeriodParams::new(limit, period_ms, options.align_offset_ms)?
+                    .keeping_period(options.keep_period);
                 Ok(Request::with(Limit::Period(params), &options))
             }
             Command::Slide => {
@@ -224,7 +226,7 @@ pub const MAX_ALL_KEYS: u64 = 16;
 ///
 /// ```text
 /// limit := TOKEN capacity rate period [STEP] [COST n]
-///        | PERIOD limit period [ALIGN [utc-offset]] [COST n]
+///        | PERIOD limit period [ALIGN [utc-offset] | KEEPPERIOD] [COST n]
 ///        | SLIDE limit window [BUCKETS b [ANCHOR] [FLOOR]] [COST n]
 ///        | LEAKY capacity rate period [NODELAY | DELAY d] [COST n]
 /// ```
@@ -487,6 +489,60 @@ mod tests {
         assert_eq!(
             parse(Command::Leaky, &["10", "1", "1s", "NODELAY", "DELAY", "1"]),
             Err(ArgError::Conflict("NODELAY", "DELAY"))
+        );
+    }
+
+    #[test]
+    fn keep_period_is_a_fixed_window_option() {
+        let period = |args: &[&str]| match parse(Command::Period, args) {
+            Ok(Request { limit: Limit::Period(p), .. }) => Ok(p),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        };
+        assert!(!period(&["5", "1m"]).unwrap().keep_period);
+        for args in [
+            &["5", "1m", "KEEPPERIOD"][..],
+            &["5", "1m", "keepperiod", "COST", "2"],
+            &["5", "1m", "FRESH", "BAN", "1h", "DRYRUN", "AT", "5", "KeepPeriod"],
+            &["5", "1m", "WAIT", "1s", "KEEPPERIOD"],
+        ] {
+            let p = period(args).unwrap();
+            assert!(p.keep_period && p.align.is_none(), "{args:?}");
+        }
+        let conflict = Err(ArgError::Conflict("KEEPPERIOD", "ALIGN"));
+        assert_eq!(period(&["5", "1d", "ALIGN", "8h", "KEEPPERIOD"]), conflict);
+        assert_eq!(period(&["5", "1d", "KEEPPERIOD", "ALIGN"]), conflict);
+        assert_eq!(
+            ArgError::Conflict("KEEPPERIOD", "ALIGN").to_string(),
+            "ERR syntax error: KEEPPERIOD and ALIGN cannot be combined"
+        );
+        assert_eq!(
+            period(&["5", "1m", "KEEPPERIOD", "KEEPPERIOD"]),
+            Err(ArgError::RepeatedOption("KEEPPERIOD"))
+        );
+        for (command, positional) in [
+            (Command::Token, &["10", "1", "1s"][..]),
+            (Command::Slide, &["10", "1s"]),
+            (Command::Leaky, &["10", "1", "1s"]),
+            (Command::Throttle, &["10", "1", "1"]),
+        ] {
+            let args = [positional, &["KEEPPERIOD"]].concat();
+            assert_eq!(
+                parse(command, &args),
+                Err(ArgError::UnknownOption(b"KEEPPERIOD".to_vec())),
+                "{command:?}"
+            );
+        }
+        // RL.ALL's PERIOD groups take it too; other groups do not.
+        let all = parse_all("2 a b PERIOD 5 1m KEEPPERIOD COST 2 TOKEN 1 1 1").unwrap();
+        assert!(matches!(all.limits[0].limit, Limit::Period(p) if p.keep_period));
+        assert_eq!(
+            parse_all("1 a PERIOD 5 1d ALIGN KEEPPERIOD"),
+            Err(ArgError::Conflict("KEEPPERIOD", "ALIGN"))
+        );
+        assert_eq!(
+            parse_all("1 a SLIDE 5 1m KEEPPERIOD"),
+            Err(ArgError::UnknownOption(b"KEEPPERIOD".to_vec()))
         );
     }
 

@@ -38,6 +38,8 @@ const ALIGN_OFFSET: &[ArgSpec] = &[ArgSpec::new(c"utc-offset", ArgKind::String)
     .doc(c"UTC offset of the calendar, e.g. 8h or -5h (default 0)")];
 const ALIGN: ArgSpec = ArgSpec::option(c"ALIGN", c"align", ArgKind::Block(ALIGN_OFFSET))
     .doc(c"windows start on calendar boundaries of the period");
+const KEEPPERIOD: ArgSpec = ArgSpec::option(c"KEEPPERIOD", c"keepperiod", ArgKind::PureToken)
+    .doc(c"a window in force keeps its stored period and alignment; the call's period starts only a new window (not with ALIGN)");
 const BUCKETS: ArgSpec = ArgSpec::option(c"BUCKETS", c"b", ArgKind::Integer)
     .doc(c"approximate with b sub-window counters (1 to 1000) instead of an exact log");
 const ANCHOR: ArgSpec = ArgSpec::option(c"ANCHOR", c"anchor", ArgKind::PureToken)
@@ -56,7 +58,8 @@ const MODE: ArgSpec = ArgSpec::new(c"mode", ArgKind::OneOf(LEAK_MODE))
 
 const TOKEN_ARGS: &[ArgSpec] =
     &[KEY, CAPACITY, RATE, PERIOD, COST, STEP, BAN, WAIT, DRYRUN, AT, FRESH];
-const PERIOD_ARGS: &[ArgSpec] = &[KEY, LIMIT, PERIOD, COST, ALIGN, BAN, WAIT, DRYRUN, AT, FRESH];
+const PERIOD_ARGS: &[ArgSpec] =
+    &[KEY, LIMIT, PERIOD, COST, ALIGN, KEEPPERIOD, BAN, WAIT, DRYRUN, AT, FRESH];
 const SLIDE_ARGS: &[ArgSpec] =
     &[KEY, LIMIT, WINDOW, COST, BUCKETS, ANCHOR, FLOOR, BAN, WAIT, DRYRUN, AT, FRESH];
 const LEAKY_ARGS: &[ArgSpec] =
@@ -75,8 +78,12 @@ const THROTTLE_ARGS: &[ArgSpec] = &[
 const ALL_LIMITS: &[ArgSpec] = &[
     ArgSpec::keyword(c"TOKEN", c"token", ArgKind::Block(&[CAPACITY, RATE, PERIOD, STEP, COST]))
         .doc(c"a token bucket, as RL.TOKEN"),
-    ArgSpec::keyword(c"PERIOD", c"fixed-window", ArgKind::Block(&[LIMIT, PERIOD, ALIGN, COST]))
-        .doc(c"a fixed window, as RL.PERIOD"),
+    ArgSpec::keyword(
+        c"PERIOD",
+        c"fixed-window",
+        ArgKind::Block(&[LIMIT, PERIOD, ALIGN, KEEPPERIOD, COST]),
+    )
+    .doc(c"a fixed window, as RL.PERIOD"),
     ArgSpec::keyword(
         c"SLIDE",
         c"sliding-window",

@@ -3,7 +3,7 @@
  * The counter the host libraries' stores keep (the store counts, the library decides), as one
  * module command each: a fixed window whose limit the library's counts do not reach,
  *
- *     RL.PERIOD key <ceiling> <window ms> [COST <points>]
+ *     RL.PERIOD key <ceiling> <window ms> [COST <points>] [KEEPPERIOD]
  *
  * admits every request the library could still accept, so the count is `ceiling − remaining`,
  * the window starts at the first count of a fresh key and the key expires by itself when it
@@ -52,10 +52,13 @@ class Counter {
    * Adds `points` (≥ 0) to the count at `key` in a window of `ms`; resolves to
    * `{count, resetAfterMs}` after it. `resetAfterMs` is 0 while nothing is counted.
    * @param {number} [ceiling]  see ceilingFor (default 10^12)
+   * @param {boolean} [keepPeriod]  `ms` starts a new window only: a window in force keeps its
+   *   own length and end (RL.PERIOD … KEEPPERIOD), as a TTL set when the key is created
    */
-  add(key, points, ms, ceiling = UNBOUNDED) {
+  add(key, points, ms, ceiling = UNBOUNDED, keepPeriod = false) {
     const args = ['RL.PERIOD', this.transport.serverKey(key), ceiling, windowMs(ms)];
     if (points !== 1) args.push('COST', points); // COST 1 is the default: fewer arguments to parse
+    if (keepPeriod) args.push('KEEPPERIOD');
     return this.transport.send(args).then((r) => {
       const count = Number(r[1]) - Number(r[2]);
       return { count: Number(r[0]) === 1 ? count : count + points, resetAfterMs: Number(r[4]) };

@@ -102,9 +102,12 @@ class RateLimiterRedisModule extends RateLimiterStoreAbstract {
 
   /**
    * One command per store call:
-   * - consume / penalty (points ≥ 0): RL.PERIOD key 10^12 <duration> COST points
+   * - consume / penalty (points ≥ 0): RL.PERIOD key <ceiling> <duration> COST points KEEPPERIOD
+   *   (the duration, a customDuration included, starts a new window only: the stock script
+   *   sets the TTL when it creates the key, so a window in force keeps its end)
    * - reward (points < 0): RL.REFUND key −points (stops at 0: no negative counts)
-   * - block / set (forceExpire): RL.PERIOD key 10^12 <duration> COST points FRESH
+   * - block / set (forceExpire): RL.PERIOD key <ceiling> <duration> COST points FRESH (the
+   *   duration is the new window by definition)
    * A duration of 0 is the ten-year window, reported as msBeforeNext −1 ("never expires").
    */
   _upsert(rlKey, points, msDuration, forceExpire = false) {
@@ -127,7 +130,7 @@ class RateLimiterRedisModule extends RateLimiterStoreAbstract {
       return counter.subtract(rlKey, -n).then((r) => (r ? counted(r) : { consumed: 0, msBeforeNext: never ? -1 : 0 }));
     }
     // consume / penalty (n ≥ 0): the hot path, one promise chain
-    return counter.add(rlKey, n, windowMs, this._ceiling()).then(counted);
+    return counter.add(rlKey, n, windowMs, this._ceiling(), true).then(counted);
   }
 
   /** get(): RL.INFO (read-only) — the count and its time to expiry (−1 for "never"). */

@@ -75,6 +75,30 @@ for (const kind of ['ioredis', 'node-redis']) {
       assert.ok(custom.msBeforeNext <= 1000);
     });
 
+    test('customDuration on an existing key leaves msBeforeNext on the original window (KEEPPERIOD), as the stock script', async () => {
+      const l = limiter({ points: 10, duration: 60 });
+      const first = await l.consume('keep');
+      assert.ok(first.msBeforeNext > 59000 && first.msBeforeNext <= 60000, `${first.msBeforeNext}`);
+      // A shorter and a longer customDuration: the window in force keeps its end.
+      const shorter = await l.consume('keep', 1, { customDuration: 1 });
+      assert.ok(shorter.msBeforeNext > 58000 && shorter.msBeforeNext <= first.msBeforeNext, `${shorter.msBeforeNext}`);
+      const longer = await l.penalty('keep', 2, { customDuration: 3600 });
+      assert.ok(longer.msBeforeNext > 58000 && longer.msBeforeNext <= first.msBeforeNext, `${longer.msBeforeNext}`);
+      const got = await l.get('keep');
+      assert.equal(got.consumedPoints, 4);
+      assert.ok(got.msBeforeNext > 58000 && got.msBeforeNext <= 60000, `${got.msBeforeNext}`);
+      // The window is 60 s long on the server too, whatever the later calls said.
+      const ttl = await clients.ioredis.pttl(l.getKey('keep'));
+      assert.ok(ttl > 58000 && ttl <= 60000, `${ttl}`);
+      // On a new key the customDuration starts the window.
+      const fresh = await l.consume('keep-new', 1, { customDuration: 2 });
+      assert.ok(fresh.msBeforeNext > 1000 && fresh.msBeforeNext <= 2000, `${fresh.msBeforeNext}`);
+      // block/set (FRESH) still replace the window with their own duration.
+      await l.set('keep', 1, 30);
+      const set = await l.get('keep');
+      assert.ok(set.msBeforeNext > 29000 && set.msBeforeNext <= 30000, `${set.msBeforeNext}`);
+    });
+
     test('counts past the 2^32 − 1 ceiling still reach the library (refused there, reported as count + points)', async () => {
       const l = limiter({ points: 5, duration: 60 });
       await l.set('ceil', 4294967290, 60); // a count above 2^31 is stored under the 10^12 ceiling
