@@ -99,6 +99,7 @@ const TOKENS: &[&[u8]] = &[
     b"BAN",
     b"WAIT",
     b"KEEPPERIOD",
+    b"CLEAR",
     b"ID",
     b"16",
     b"17",

@@ -170,11 +170,14 @@ pub enum Keyword {
     /// `KEEPPERIOD` (fixed window): while a window is in force, the call is judged with the
     /// stored period and alignment; the call's period only starts a new window.
     KeepPeriod,
+    /// `CLEAR` (with `BAN d`): the request that starts a ban also clears the limiter, which is
+    /// fresh when the ban ends.
+    Clear,
 }
 
 impl Keyword {
     /// Every keyword, in a fixed order.
-    pub const ALL: [Keyword; 14] = [
+    pub const ALL: [Keyword; 15] = [
         Keyword::Cost,
         Keyword::DryRun,
         Keyword::At,
@@ -189,6 +192,7 @@ impl Keyword {
         Keyword::Anchor,
         Keyword::Floor,
         Keyword::KeepPeriod,
+        Keyword::Clear,
     ];
 
     /// The keyword as users write it (matched case-insensitively).
@@ -208,6 +212,7 @@ impl Keyword {
             Keyword::Anchor => "ANCHOR",
             Keyword::Floor => "FLOOR",
             Keyword::KeepPeriod => "KEEPPERIOD",
+            Keyword::Clear => "CLEAR",
         }
     }
 
@@ -241,6 +246,9 @@ pub struct Options {
     pub floor: bool,
     /// `KEEPPERIOD`: a window in force keeps its stored period and alignment.
     pub keep_period: bool,
+    /// `CLEAR`: a ban this request starts also clears the limiter (needs `BAN`; checked by the
+    /// command's parser, so that `RL.ALL` can refuse it as an unknown option).
+    pub clear: bool,
 }
 
 impl Default for Options {
@@ -260,6 +268,7 @@ impl Default for Options {
             anchor: false,
             floor: false,
             keep_period: false,
+            clear: false,
         }
     }
 }
@@ -302,6 +311,7 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
             Keyword::Anchor => options.anchor = true,
             Keyword::Floor => options.floor = true,
             Keyword::KeepPeriod => options.keep_period = true,
+            Keyword::Clear => options.clear = true,
             Keyword::Align => {
                 // The offset is optional: a following keyword starts the next option.
                 let offset = match rest.as_slice().first() {

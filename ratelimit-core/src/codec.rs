@@ -470,10 +470,11 @@ mod tests {
         }
     }
 
-    /// The committed decoder seeds of the sliding window options decode (and re-encode).
+    /// The committed decoder seeds of the sliding window options and of a cleared limiter under
+    /// its ban (`BAN d CLEAR`: the ban's flags byte, no new field) decode (and re-encode).
     #[test]
     fn option_seeds_decode() {
-        for name in ["slide-anchored-floor", "slide-anchored-banned"] {
+        for name in ["slide-anchored-floor", "slide-anchored-banned", "period-banned-clear"] {
             let path = format!("{}/../fuzz/seeds/decoder/{name}", env!("CARGO_MANIFEST_DIR"));
             let bytes = std::fs::read(&path).unwrap();
             let (limiter, ban) = decode_value(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));

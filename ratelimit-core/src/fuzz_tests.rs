@@ -35,7 +35,7 @@ fn token() -> impl Strategy<Value = Vec<u8>> {
         3 => prop::sample::select(vec![
             "COST", "cost", "DRYRUN", "AT", "STEP", "ALIGN", "BUCKETS", "NODELAY", "DELAY", "0",
             "1", "-1", "+8h", "-5h", "1000000000000", "1000000000001", "253402300799999", "1s",
-            "3650d", "3651d", "1.5", "", "\u{ff}", "TOKEN", "PERIOD", "SLIDE", "LEAKY", "2", "10", "ID", "WAIT", "FRESH", "fresh", "BAN", "ANCHOR", "FLOOR", "floor", "KEEPPERIOD", "keepperiod",
+            "3650d", "3651d", "1.5", "", "\u{ff}", "TOKEN", "PERIOD", "SLIDE", "LEAKY", "2", "10", "ID", "WAIT", "FRESH", "fresh", "BAN", "ANCHOR", "FLOOR", "floor", "KEEPPERIOD", "keepperiod", "CLEAR", "clear",
         ])
         .prop_map(|s| s.as_bytes().to_vec()),
         1 => proptest::collection::vec(any::<u8>(), 0..8),

@@ -58,7 +58,10 @@ pub fn describe_key<H: Held>(held: Option<&H>, now_ms: i64) -> Option<Descriptio
     packed.view(|limiter| {
         let standing = Standing::of(limiter, ban, now_ms);
         standing.live().then(|| {
-            let mut fields = limiter.describe();
+            // A limiter cleared by its ban (`BAN d CLEAR`, or refunded back to its initial
+            // state during one) is in its initial state, whatever the value still holds.
+            let cleared = ban.is_some_and(|b| b.limiter_fresh);
+            let mut fields = if cleared { limiter.describe_initial() } else { limiter.describe() };
             fields.extend(ban.map(|b| ("banned_until_ms", b.until_ms)));
             let updated_ms = limiter.updated_ms().max(ban.map_or(i64::MIN, |b| b.since_ms));
             let leases = match limiter {

@@ -109,18 +109,21 @@ pub fn judge_key<H: Held>(
         cost: request.cost,
         commit: !request.dry_run,
         ban_ms: request.ban_ms,
+        clear: request.clear,
         fresh: request.fresh,
     };
     judge_limit(held, &request.limit, how, now_ms)
 }
 
 /// How a request is judged: what it takes, whether it may change the key, the ban a refusal
-/// by the algorithm starts, and whether it is judged against a fresh limiter (`FRESH`).
+/// by the algorithm starts (and whether it clears the limiter: `CLEAR`), and whether it is
+/// judged against a fresh limiter (`FRESH`).
 #[derive(Debug, Clone, Copy)]
 struct How {
     cost: u64,
     commit: bool,
     ban_ms: Option<u64>,
+    clear: bool,
     fresh: bool,
 }
 
@@ -281,6 +284,10 @@ fn judge_held<V: Variant>(
     }
     let starts = how.ban_ms.filter(|_| !decision.allowed && decision.retry_after_ms >= 0);
     match (starts, V::from_limiter(held).filter(|_| counts)) {
+        (Some(duration), Some(stored)) if how.clear => {
+            let since = now_ms.max(stored.updated_ms());
+            Ok(start_clearing_ban::<V>(held, ban, params, since, duration, how))
+        }
         (Some(duration), Some(stored)) => {
             let since = now_ms.max(stored.updated_ms());
             let new_ban = Ban::start(since, duration);
@@ -293,6 +300,34 @@ fn judge_held<V: Variant>(
         }
         _ => Ok(Judged { decision, expiry: None, ban }),
     }
+}
+
+/// `BAN d CLEAR`: the refused request starts a ban at `since` (its `now'`) and clears the
+/// limiter. The key then holds the call's limiter in its initial state — stored as a state with
+/// the call's parameters that counts as missing ([`Ban::limiter_fresh`]: no new stored field)
+/// — under the ban, and expires when the ban ends, a fresh limiter. The reply is the ban's over
+/// a fresh limiter: `[0, limit, 0, d, d]`. A dry run (`!how.commit`) only replies (the key
+/// keeps `current`, the past ban it may hold).
+fn start_clearing_ban<V: Variant>(
+    held: &mut Limiter,
+    current: Option<Ban>,
+    params: &V::Params,
+    since: i64,
+    duration: u64,
+    how: How,
+) -> Judged {
+    let ban = Ban { limiter_fresh: true, ..Ban::start(since, duration) };
+    let fresh = judge::<V>(None, params, since, how.cost);
+    let decision = ban.refusal(&fresh.decision, since, since, since, how.cost);
+    if !how.commit {
+        return Judged { decision, expiry: None, ban: current };
+    }
+    // The parameters the fresh limiter has: any state they admit (a fresh limiter admits one
+    // unit, limits being at least 1), which counts as missing under the ban.
+    if let Some(state) = V::evaluate(None, params, since, 1).next {
+        *held = state.into_limiter();
+    }
+    Judged { decision, expiry: Some(ban.until_ms), ban: Some(ban) }
 }
 
 /// The algorithm on the held limiter (`counts`: whether it is this key's state at all),
@@ -360,7 +395,7 @@ pub fn judge_all<H: Held>(
     let mut details = Vec::with_capacity(all.limits.len());
     let mut allowed = true;
     for (slot, limit) in held.iter_mut().zip(&all.limits) {
-        let how = How { cost: limit.cost, commit: false, ban_ms: None, fresh: false };
+        let how = How { cost: limit.cost, commit: false, ban_ms: None, clear: false, fresh: false };
         let verdict = judge_limit(slot.as_deref_mut(), &limit.limit, how, now_ms)?;
         allowed &= verdict.allowed;
         details.push(verdict.reply);
@@ -368,7 +403,8 @@ pub fn judge_all<H: Held>(
     let mut changes = Vec::with_capacity(all.limits.len());
     for (slot, limit) in held.iter_mut().zip(&all.limits) {
         let change = if allowed && !all.dry_run {
-            let how = How { cost: limit.cost, commit: true, ban_ms: None, fresh: false };
+            let how =
+                How { cost: limit.cost, commit: true, ban_ms: None, clear: false, fresh: false };
             judge_limit(slot.as_deref_mut(), &limit.limit, how, now_ms)?.change
         } else {
             Change::Unchanged

@@ -518,7 +518,7 @@ proptest! {
 
     /// The inline path (expand, judge, encode again; boxed under a ban) agrees with the packed
     /// path on every verdict and leaves the same limiter, over random traffic mixing
-    /// algorithms, parameters, bans and clock jumps on one key (keys fall back to their box
+    /// algorithms, parameters, bans (clearing ones too) and clock jumps on one key (keys fall back to their box
     /// while banned and return inline).
     #[test]
     fn the_inline_path_agrees_with_the_packed_path(
@@ -534,6 +534,7 @@ proptest! {
             request.dry_run = dry_run && cost % 2 == 0;
             if ban && which != 8 {
                 request.ban_ms = Some(150);
+                request.clear = fresh % 3 == 1;
             }
             request.fresh = fresh == 0 && which != 8;
             let expected = run(&mut packed, &request, now);
@@ -725,4 +726,217 @@ fn describe_reports_the_window_at_now() {
     let (counts, start) = window.buckets.unwrap();
     assert_eq!(counts, vec![0; 5]);
     assert_eq!(start, (T0 + 10).div_euclid(250) * 250 - 1000);
+}
+
+// ---------------------------------------------------------------------------------------
+// BAN d CLEAR: the ban that clears the limiter
+// ---------------------------------------------------------------------------------------
+
+/// Requests of every algorithm and mode that takes `BAN`, each with a short clearing ban.
+fn clearing_requests() -> Vec<Request> {
+    [
+        (Command::Token, "3 1 100 BAN 250 CLEAR"),
+        (Command::Token, "3 2 100 STEP BAN 250 CLEAR"),
+        (Command::Period, "3 300 BAN 500 CLEAR"),
+        (Command::Period, "3 300 ALIGN 100 BAN 500 CLEAR"),
+        (Command::Slide, "3 250 BAN 400 CLEAR"),
+        (Command::Slide, "3 250 BUCKETS 5 ANCHOR BAN 400 CLEAR"),
+        (Command::Leaky, "3 1 100 BAN 300 CLEAR"),
+        (Command::Leaky, "3 1 100 NODELAY BAN 300 CLEAR"),
+    ]
+    .into_iter()
+    .map(|(c, a)| request(c, a))
+    .collect()
+}
+
+/// The limit a request's reply reports (its capacity or limit).
+fn limit_of(request: &Request) -> i64 {
+    run(&mut None, &Request { cost: 0, dry_run: true, ..request.clone() }, T0).unwrap().reply[1]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// `BAN d CLEAR` on random traffic (clearing, plain and dry requests of one algorithm and
+    /// mode): while a clearing ban is in force every request of cost ≥ 1 is refused with
+    /// exactly `banned_until − now'` (or -1 for a cost no fresh limiter admits) and changes
+    /// nothing; once it has ended, every request gets exactly the reply the same request gets
+    /// on a missing key and leaves the key as that request leaves a missing key (a fresh
+    /// limiter). The request that starts one replies `[0, limit, 0, d, d]` and the key expires
+    /// at the ban's end.
+    #[test]
+    fn a_clearing_ban_refuses_until_it_ends_then_the_limiter_is_fresh(
+        which in 0usize..8,
+        ops in prop::collection::vec((0u64..5, any::<bool>(), any::<bool>(), -20i64..200), 1..60),
+    ) {
+        let clearing = clearing_requests()[which].clone();
+        let duration = i64::try_from(clearing.ban_ms.unwrap()).unwrap();
+        let limit = limit_of(&clearing);
+        let mut slot: Option<PackedLimiter> = None;
+        let mut now = T0;
+        for (cost, with_ban, dry_run, gap) in ops {
+            now += gap;
+            let request = if with_ban {
+                Request { cost, dry_run, ..clearing.clone() }
+            } else {
+                Request { cost, dry_run, ban_ms: None, clear: false, ..clearing.clone() }
+            };
+            let before = held_value(&slot);
+            let cleared = before.as_ref().and_then(|(_, b)| *b).filter(|b| b.limiter_fresh);
+            let on_missing = run(&mut None, &request, now).unwrap();
+            let verdict = run(&mut slot, &request, now).unwrap();
+            match cleared {
+                Some(b) if b.active_at(now.max(b.since_ms)) => {
+                    let now2 = now.max(b.since_ms);
+                    let left = b.until_ms - now2;
+                    let expected = match (cost, on_missing.reply[3]) {
+                        (0, _) => [1, limit, 0, 0, left],
+                        (_, -1) => [0, limit, 0, -1, left],
+                        _ => [0, limit, 0, left, left],
+                    };
+                    prop_assert_eq!(verdict.reply, expected);
+                    prop_assert!(!verdict.changed());
+                    prop_assert_eq!(&held_value(&slot), &before);
+                    prop_assert_eq!(peek_key(slot.as_ref(), now), Some([0, limit, 0, left, left]));
+                }
+                Some(_) => {
+                    // Ended: a fresh limiter, exactly.
+                    prop_assert_eq!(verdict.reply, on_missing.reply);
+                    match on_missing.change {
+                        Change::Created { limiter, expire_at_ms } => {
+                            prop_assert!(
+                                matches!(verdict.change, Change::Updated { expire_at_ms: e, .. } if e == expire_at_ms),
+                                "{:?}", verdict.change
+                            );
+                            prop_assert_eq!(held_value(&slot), Some((limiter, None)));
+                        }
+                        _ => {
+                            prop_assert!(!verdict.changed());
+                            prop_assert_eq!(&held_value(&slot), &before);
+                        }
+                    }
+                }
+                None => {
+                    let after = slot.as_ref().and_then(PackedLimiter::ban);
+                    let started = after.filter(|b| b.limiter_fresh && Some(*b) != before.as_ref().and_then(|(_, b)| *b));
+                    if let Some(b) = started {
+                        prop_assert!(with_ban && !dry_run && cost > 0);
+                        prop_assert_eq!(verdict.reply, [0, limit, 0, duration, duration]);
+                        prop_assert_eq!(b.until_ms - b.since_ms, duration);
+                        prop_assert!(
+                            matches!(verdict.change, Change::Updated { expire_at_ms, .. } if expire_at_ms == b.until_ms),
+                            "{:?}", verdict.change
+                        );
+                        prop_assert_eq!(value_expiry(&slot.as_ref().unwrap().view(Limiter::clone), after), b.until_ms);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// NestJS' block: 2 hits per second, then blocked for 300 ms, after which the first hit starts
+/// a new window (not at the old window's end, as a plain `BAN` would have it).
+#[test]
+fn a_clearing_ban_ends_with_a_fresh_window() {
+    let hit = request(Command::Period, "2 1000 BAN 300 CLEAR");
+    let mut slot = None;
+    assert_eq!(run(&mut slot, &hit, T0).unwrap().reply, [1, 2, 1, 0, 1000]);
+    assert_eq!(run(&mut slot, &hit, T0 + 10).unwrap().reply, [1, 2, 0, 0, 990]);
+    let start = run(&mut slot, &hit, T0 + 20).unwrap();
+    assert_eq!(start.reply, [0, 2, 0, 300, 300]);
+    assert!(
+        matches!(start.change, Change::Updated { expire_at_ms, .. } if expire_at_ms == T0 + 320)
+    );
+    let ban = slot.as_ref().and_then(PackedLimiter::ban).unwrap();
+    assert_eq!((ban.since_ms, ban.until_ms, ban.limiter_fresh), (T0 + 20, T0 + 320, true));
+    // During the ban: refused until its end, with or without BAN, never extended; a COST 0
+    // peek is admitted; RL.PEEK and RL.INFO see the ban and the cleared limiter.
+    let plain = request(Command::Period, "2 1000");
+    assert_eq!(run(&mut slot, &plain, T0 + 100).unwrap().reply, [0, 2, 0, 220, 220]);
+    let again = run(&mut slot, &hit, T0 + 319).unwrap();
+    assert_eq!((again.reply, again.changed()), ([0, 2, 0, 1, 1], false));
+    let peek = Request { cost: 0, ..plain.clone() };
+    assert_eq!(run(&mut slot, &peek, T0 + 100).unwrap().reply, [1, 2, 0, 0, 220]);
+    assert_eq!(peek_key(slot.as_ref(), T0 + 100), Some([0, 2, 0, 220, 220]));
+    let info = describe_key(slot.as_ref(), T0 + 100).unwrap();
+    for field in [
+        ("limit", 2),
+        ("period_ms", 1000),
+        ("used", 0),
+        ("window_start_ms", T0 + 20),
+        ("window_end_ms", T0 + 20),
+        ("banned_until_ms", T0 + 320),
+    ] {
+        assert!(info.fields.contains(&field), "{field:?} in {:?}", info.fields);
+    }
+    assert_eq!(info.updated_ms, T0 + 20);
+    // Nothing to refund: the limiter is cleared; the refund answers with the ban.
+    let refund = crate::refund::refund_key(slot.as_mut(), 5, T0 + 100);
+    assert_eq!(refund.reply, Some([0, 2, 0, 220, 220]));
+    assert_eq!(refund.change, crate::refund::RefundChange::Unchanged);
+    // At the ban's end, a fresh window of its own: hit 1 of 2, a full second from now.
+    assert_eq!(run(&mut slot, &hit, T0 + 320).unwrap().reply, [1, 2, 1, 0, 1000]);
+    assert_eq!(slot.as_ref().and_then(PackedLimiter::ban), None);
+    // A plain BAN would have kept refusing until the window's end, T0 + 1000.
+    let mut slot = None;
+    let banned = request(Command::Period, "2 1000 BAN 300");
+    for t in [0, 10, 20] {
+        run(&mut slot, &banned, T0 + t).unwrap();
+    }
+    assert_eq!(run(&mut slot, &banned, T0 + 320).unwrap().reply, [0, 2, 0, 680, 680]);
+}
+
+/// The call's parameters are the cleared limiter's; the rules of `BAN` hold: a cost no
+/// limiter admits never bans, a dry run only reports, `CLEAR` needs `BAN` and is not an
+/// `RL.ALL` option, and a limiter cleared while another algorithm calls is fresh for it.
+#[test]
+fn clear_follows_the_ban_rules() {
+    let mut slot = None;
+    run(&mut slot, &request(Command::Token, "3 1 1s COST 3"), T0).unwrap();
+    let huge = run(&mut slot, &request(Command::Token, "3 1 1s COST 4 BAN 1m CLEAR"), T0).unwrap();
+    assert_eq!((huge.reply[3], huge.changed()), (-1, false));
+    let before = held_value(&slot);
+    let dry = run(&mut slot, &request(Command::Token, "5 1 1s BAN 1m CLEAR DRYRUN"), T0).unwrap();
+    assert_eq!((dry.reply, dry.changed()), ([0, 5, 0, 60_000, 60_000], false));
+    assert_eq!(held_value(&slot), before);
+    // Started with other parameters: the key holds the call's, in their initial state.
+    run(&mut slot, &request(Command::Token, "5 1 1s BAN 1m CLEAR"), T0 + 1).unwrap();
+    let info = describe_key(slot.as_ref(), T0 + 2).unwrap();
+    for field in [("capacity", 5), ("tokens", 5), ("fraction", 0), ("banned_until_ms", T0 + 60_001)]
+    {
+        assert!(info.fields.contains(&field), "{field:?} in {:?}", info.fields);
+    }
+    assert_eq!(peek_key(slot.as_ref(), T0 + 2), Some([0, 5, 0, 59_999, 59_999]));
+    // After it: a full bucket of the cleared limiter's capacity.
+    assert_eq!(
+        run(&mut slot, &request(Command::Token, "5 1 1s COST 5"), T0 + 60_001).unwrap().reply,
+        [1, 5, 0, 0, 5000]
+    );
+    // Parsing.
+    let parse = |command: Command, args: &str| {
+        let bytes: Vec<&[u8]> = args.split(' ').map(str::as_bytes).collect();
+        Request::parse(command, &bytes, 100_000)
+    };
+    let needs_ban = parse(Command::Slide, "3 1m CLEAR").unwrap_err().to_string();
+    assert!(needs_ban.starts_with("ERR syntax error: CLEAR needs BAN d"), "{needs_ban}");
+    assert!(parse(Command::Leaky, "3 1 1s clear BAN 1s").unwrap().clear);
+    assert_eq!(
+        parse(Command::Token, "3 1 1s BAN 1s CLEAR CLEAR"),
+        Err(crate::error::ArgError::RepeatedOption("CLEAR"))
+    );
+    assert_eq!(
+        parse(Command::Throttle, "3 1 1 1 CLEAR"),
+        Err(crate::error::ArgError::UnknownOption(b"CLEAR".to_vec()))
+    );
+    for group in ["PERIOD 3 1m CLEAR", "TOKEN 1 1 1 CLEAR"] {
+        let bytes: Vec<Vec<u8>> =
+            format!("1 a {group}").split(' ').map(|w| w.as_bytes().to_vec()).collect();
+        let refs: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
+        assert_eq!(
+            AllRequest::parse(&refs, 100_000),
+            Err(crate::error::ArgError::UnknownOption(b"CLEAR".to_vec())),
+            "{group}"
+        );
+    }
 }

@@ -285,6 +285,29 @@ impl Limiter {
     pub fn describe(&self) -> Vec<(&'static str, i64)> {
         self.stored().info_fields()
     }
+
+    /// `RL.INFO`'s fields for the stored parameters with the limiter in its initial state
+    /// (nothing used: a full bucket, an empty window, log or bucket), as of `updated_ms`: what
+    /// a key cleared by a ban (`BAN d CLEAR`), or refunded back to its initial state during a
+    /// ban, holds. A fixed window shows no window in force (`window_start_ms` =
+    /// `window_end_ms` = `updated_ms`); an anchored grid or `STEP` origin is the one the next
+    /// admitted call replaces.
+    pub fn describe_initial(&self) -> Vec<(&'static str, i64)> {
+        let full = match self {
+            Limiter::Token(s) => super::state::info_int(s.capacity),
+            _ => 0,
+        };
+        let updated = self.updated_ms();
+        self.describe()
+            .into_iter()
+            .map(|(name, value)| match name {
+                "tokens" => (name, full),
+                "fraction" | "used" | "entries" | "level" => (name, 0),
+                "window_start_ms" | "window_end_ms" => (name, updated),
+                _ => (name, value),
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -57,6 +57,9 @@ pub struct Request {
     pub at_ms: Option<i64>,
     /// `BAN duration` (ms): a refusal by the algorithm locks the key out this long.
     pub ban_ms: Option<u64>,
+    /// `CLEAR` (with `BAN`): the request that starts a ban also clears the limiter — the key
+    /// holds the limiter in its initial state under the ban, and a fresh one after it.
+    pub clear: bool,
     /// `WAIT timeout` (ms, 0 = no limit): wait on the server until admitted.
     pub wait_ms: Option<u64>,
     /// `FRESH`: judged against a fresh limiter with these parameters, as if the key were
@@ -69,6 +72,7 @@ const TOKEN_OPTIONS: &[Keyword] = &[
     Keyword::Cost,
     Keyword::Step,
     Keyword::Ban,
+    Keyword::Clear,
     Keyword::Wait,
     Keyword::DryRun,
     Keyword::At,
@@ -79,6 +83,7 @@ const PERIOD_OPTIONS: &[Keyword] = &[
     Keyword::Align,
     Keyword::KeepPeriod,
     Keyword::Ban,
+    Keyword::Clear,
     Keyword::Wait,
     Keyword::DryRun,
     Keyword::At,
@@ -90,6 +95,7 @@ const SLIDE_OPTIONS: &[Keyword] = &[
     Keyword::Anchor,
     Keyword::Floor,
     Keyword::Ban,
+    Keyword::Clear,
     Keyword::Wait,
     Keyword::DryRun,
     Keyword::At,
@@ -100,6 +106,7 @@ const LEAKY_OPTIONS: &[Keyword] = &[
     Keyword::NoDelay,
     Keyword::Delay,
     Keyword::Ban,
+    Keyword::Clear,
     Keyword::Wait,
     Keyword::DryRun,
     Keyword::At,
@@ -135,6 +142,23 @@ impl Request {
     /// Parses a limiting command's arguments after the key. `slide_log_max` is the largest
     /// `limit` an exact sliding log accepts (`ratelimit.slide-log-max`).
     pub fn parse(
+        command: Command,
+        args: &[&[u8]],
+        slide_log_max: u64,
+    ) -> Result<Request, ArgError> {
+        let request = Request::parse_limit(command, args, slide_log_max)?;
+        if request.clear && request.ban_ms.is_none() {
+            return Err(ArgError::Invalid(
+                "syntax error: CLEAR needs BAN d (the ban that clears the limiter when it starts)"
+                    .into(),
+            ));
+        }
+        Ok(request)
+    }
+
+    /// [`Request::parse`] without the checks across options that `RL.ALL` groups refuse as
+    /// unknown options anyway (`CLEAR` without `BAN`).
+    fn parse_limit(
         command: Command,
         args: &[&[u8]],
         slide_log_max: u64,
@@ -179,6 +203,7 @@ impl Request {
                     dry_run: parsed.options.dry_run,
                     at_ms: parsed.options.at_ms,
                     ban_ms: None,
+                    clear: false,
                     wait_ms: None,
                     fresh: false,
                 })
@@ -193,6 +218,7 @@ impl Request {
             dry_run: options.dry_run,
             at_ms: options.at_ms,
             ban_ms: options.ban_ms,
+            clear: options.clear,
             wait_ms: options.wait_ms,
             fresh: options.fresh,
         }
@@ -286,9 +312,10 @@ impl AllRequest {
             })?;
             let end = tail.iter().position(|t| group_command(t).is_some()).unwrap_or(tail.len());
             let (group, next) = tail.split_at(end);
-            let mut limit = Request::parse(command, group, slide_log_max)?;
+            let mut limit = Request::parse_limit(command, group, slide_log_max)?;
             for (given, keyword) in [
                 (limit.ban_ms.is_some(), Keyword::Ban),
+                (limit.clear, Keyword::Clear),
                 (limit.wait_ms.is_some(), Keyword::Wait),
                 (limit.fresh, Keyword::Fresh),
             ] {

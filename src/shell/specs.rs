@@ -17,7 +17,12 @@ const DRYRUN: ArgSpec = ArgSpec::option(c"DRYRUN", c"dryrun", ArgKind::PureToken
     .doc(c"evaluate and reply exactly as if made, change nothing");
 const AT: ArgSpec = ArgSpec::option(c"AT", c"unix-ms", ArgKind::UnixTime)
     .doc(c"evaluate at this unix time in ms instead of the server clock");
-const BAN: ArgSpec = ArgSpec::option(c"BAN", c"duration", ArgKind::String)
+const BAN_ARGS: &[ArgSpec] = &[
+    ArgSpec::new(c"duration", ArgKind::String).doc(c"how long the ban lasts (1ms to 10 years)"),
+    ArgSpec::option(c"CLEAR", c"clear", ArgKind::PureToken)
+        .doc(c"the request that starts the ban also clears the limiter: fresh when the ban ends"),
+];
+const BAN: ArgSpec = ArgSpec::option(c"BAN", c"ban", ArgKind::Block(BAN_ARGS))
     .doc(c"a refusal by the algorithm locks the key out for this long (1ms to 10 years)");
 const FRESH: ArgSpec = ArgSpec::option(c"FRESH", c"fresh", ArgKind::PureToken)
     .doc(c"judge against a fresh limiter, as if the key were missing; admitted, replace its state and ban (COST 0: delete it)");

@@ -256,7 +256,7 @@ export interface ThrottlerStorageRecord {
   timeToBlockExpire: number;
 }
 
-/** @nestjs/throttler ThrottlerStorage on the module: one RL.PERIOD … BAN per hit. */
+/** @nestjs/throttler ThrottlerStorage on the module: one RL.PERIOD … BAN blockDuration CLEAR per hit. */
 export class ThrottlerStorageRedisModule {
   constructor(client: any, options?: { prefix?: string });
   increment(key: string, ttl: number, limit: number, blockDuration: number, throttlerName: string): Promise<ThrottlerStorageRecord>;

@@ -3,16 +3,17 @@
  * @nestjs/throttler storage on the module: ThrottlerStorage.increment(key, ttl, limit,
  * blockDuration, throttlerName) is one command on one key per (tracker, throttler):
  *
- *     RL.PERIOD <prefix><key>:<throttlerName> <limit> <ttl ms> BAN <blockDuration ms>
+ *     RL.PERIOD <prefix><key>:<throttlerName> <limit> <ttl ms> BAN <blockDuration ms> CLEAR
  *
  * The fixed window counts up to `limit` hits per `ttl`; the hit that finds it full is refused and
- * starts the module's penalty box for `blockDuration`, during which every hit is refused. Times
- * are returned in whole seconds rounded up, as @nestjs/throttler expects.
+ * starts the module's penalty box for `blockDuration`, during which every hit is refused; CLEAR
+ * clears the window as the block starts, so the first hit after the block starts a new window
+ * (the stock storage resets its hits when the block expires). Times are returned in whole
+ * seconds rounded up, as @nestjs/throttler expects.
  *
- * Differences from the stock Lua storage (@nest-lab/throttler-storage-redis), all documented in
- * the README: a refused hit is not counted (totalHits stays at limit + 1, which is all the guard
- * reads); with a blockDuration shorter than ttl, hits stay refused until the window also ends
- * (the stock script starts a new window when the block ends).
+ * Difference from the stock Lua storage (@nest-lab/throttler-storage-redis), documented in the
+ * README: a refused hit is not counted (totalHits stays at limit + 1, which is all the guard
+ * reads).
  */
 const { Transport } = require('./transport');
 const { toMs, toCount } = require('./duration');
@@ -46,7 +47,7 @@ class ThrottlerStorageRedisModule {
     }
     const k = this.transport.serverKey(`${this.prefix}${key}:${throttlerName}`);
     const args = ['RL.PERIOD', k, max, Math.max(ttlMs, 1)];
-    if (blockMs > 0) args.push('BAN', blockMs);
+    if (blockMs > 0) args.push('BAN', blockMs, 'CLEAR');
     const r = await this.transport.send(args);
     const allowed = Number(r[0]) === 1;
     const remaining = Number(r[2]);

@@ -1,5 +1,5 @@
 'use strict';
-// ThrottlerStorageRedisModule: @nestjs/throttler's storage contract, one RL.PERIOD … BAN per hit.
+// ThrottlerStorageRedisModule: @nestjs/throttler's storage contract, one RL.PERIOD … BAN … CLEAR per hit.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const Redis = require('ioredis');
@@ -40,6 +40,23 @@ test('a longer blockDuration keeps the tracker out past the window', async () =>
   assert.equal((await s.increment('t2', 100, 1, 60000, 'short')).isBlocked, true);
   // throttlers are independent
   assert.equal((await s.increment('t2', 100, 1, 60000, 'other')).isBlocked, false);
+});
+
+test('a blockDuration shorter than ttl: blocked for blockDuration, then hit 1 of a new window (BAN … CLEAR), as NestJS\' in-memory storage', async () => {
+  const s = new ThrottlerStorageRedisModule(redis);
+  const hit = () => s.increment('t6', 60000, 2, 300, 'short-block');
+  assert.deepEqual(await hit(), { totalHits: 1, timeToExpire: 60, isBlocked: false, timeToBlockExpire: 0 });
+  assert.equal((await hit()).totalHits, 2);
+  const blocked = await hit();
+  assert.deepEqual([blocked.totalHits, blocked.isBlocked, blocked.timeToBlockExpire], [3, true, 1]);
+  // The block clears the window: the key lives only as long as the block.
+  const pttl = await redis.pttl('throttler:t6:short-block');
+  assert.ok(pttl > 0 && pttl <= 300, `${pttl}`);
+  assert.equal((await hit()).isBlocked, true);
+  await new Promise((r) => setTimeout(r, 350)); // the block is over, the 60 s window would not be
+  assert.deepEqual(await hit(), { totalHits: 1, timeToExpire: 60, isBlocked: false, timeToBlockExpire: 0 });
+  assert.equal((await hit()).totalHits, 2);
+  assert.equal((await hit()).isBlocked, true);
 });
 
 test('after the block and the window end, the tracker starts afresh', async () => {
