@@ -721,6 +721,8 @@ fn describe_reports_the_window_at_now() {
     assert!(slot.as_ref().and_then(PackedLimiter::ban).is_some());
     let _ = crate::refund::refund_key(slot.as_mut(), 10, T0 + 3);
     let info = describe_key(slot.as_ref(), T0 + 10).unwrap();
+    // Its stored fields show the initial state too (as under a clearing ban).
+    assert!(info.fields.contains(&("used", 0)) && info.fields.contains(&("entries", 0)));
     let window = info.window.unwrap();
     assert_eq!((window.used, window.oldest_ms), (0, None));
     let (counts, start) = window.buckets.unwrap();
