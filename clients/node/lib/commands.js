@@ -47,6 +47,7 @@ function limitArgs(algorithm, o) {
         a.push('ALIGN');
         if (o.align !== true) a.push(toOffsetMs(o.align));
       }
+      if (o.keepPeriod) a.push('KEEPPERIOD');
       break;
     case 'slide':
       a.push(toCount(required(o, 'limit'), 'limit'), toMs(required(o, 'window', 'period'), 'window'));
@@ -64,10 +65,13 @@ function limitArgs(algorithm, o) {
   return a;
 }
 
-/** BAN, WAIT, DRYRUN, AT and FRESH, in that order, from an options object. */
+/** BAN (and CLEAR), WAIT, DRYRUN, AT and FRESH, in that order, from an options object. */
 function callOptions(o, { ban = true, wait = true, fresh = true } = {}) {
   const a = [];
-  if (ban && o.ban !== undefined && o.ban !== null) a.push('BAN', toMs(o.ban, 'ban'));
+  if (ban && o.ban !== undefined && o.ban !== null) {
+    a.push('BAN', toMs(o.ban, 'ban'));
+    if (o.clear) a.push('CLEAR');
+  }
   if (wait && o.wait !== undefined && o.wait !== null && o.wait !== false) a.push('WAIT', toMs(o.wait, 'wait'));
   if (o.dryRun) a.push('DRYRUN');
   if (o.at !== undefined && o.at !== null) a.push('AT', toCount(o.at, 'at'));

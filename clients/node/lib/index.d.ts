@@ -30,6 +30,8 @@ export interface CallOptions {
   cost?: number;
   /** refused by the algorithm: locked out for this long (the module's penalty box) */
   ban?: Duration;
+  /** with `ban`: the refusal that starts the ban also clears the limiter, which is fresh when the ban ends (BAN d CLEAR) */
+  clear?: boolean;
   /** wait in the server's FIFO queue up to this long until admitted (0: without limit). Blocks the connection. */
   wait?: Duration;
   /** judge, reply, change nothing */
@@ -53,6 +55,8 @@ export interface PeriodOptions extends CallOptions {
   period: Duration;
   /** windows on calendar boundaries: true (UTC) or a UTC offset ("8h", "-5h", ms) */
   align?: boolean | Duration;
+  /** `period` starts a new window only: a window in force keeps its own (KEEPPERIOD; not with align) */
+  keepPeriod?: boolean;
 }
 
 export interface SlideOptions extends CallOptions {

@@ -133,6 +133,21 @@ for (const kind of ['ioredis', 'node-redis']) {
       assert.equal(await c.peek('fr'), null);
     });
 
+    test('keepPeriod keeps the window in force; ban with clear ends with a fresh limiter', async () => {
+      const c = rl();
+      await c.period('kp', { limit: 5, period: '1m', at: T0 });
+      const kept = await c.period('kp', { limit: 5, period: '1h', keepPeriod: true, at: T0 + 1000 });
+      assert.deepEqual([kept.allowed, kept.remaining, kept.resetAfterMs], [true, 3, 59000]);
+      assert.equal((await c.info('kp')).period_ms, 60000);
+      const o = { limit: 1, period: '1m', ban: 500, clear: true };
+      await c.period('cl', { ...o, at: T0 });
+      const banned = await c.period('cl', { ...o, at: T0 + 1 });
+      assert.deepEqual([banned.allowed, banned.retryAfterMs, banned.resetAfterMs], [false, 500, 500]);
+      assert.equal((await c.info('cl')).used, 0);
+      const after = await c.period('cl', { ...o, at: T0 + 501 });
+      assert.deepEqual([after.allowed, after.remaining, after.resetAfterMs], [true, 0, 60000]);
+    });
+
     test('info and peek', async () => {
       const c = rl();
       await c.token('inf', { capacity: 5, rate: 1, period: '1s', cost: 2 });

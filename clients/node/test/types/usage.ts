@@ -31,6 +31,7 @@ async function main(): Promise<void> {
   const retry: number = d.retryAfterMs + d.resetAfterMs + d.limit + d.remaining;
   await rl.period('k', { limit: 5, period: '1d', align: '8h' });
   await rl.period('k', { limit: 5, period: 86400000, align: true, at: 4000000000000 });
+  await rl.period('k', { limit: 5, period: '1m', keepPeriod: true, ban: '10s', clear: true });
   await rl.slide('k', { limit: 100, window: '1m', buckets: 60 });
   await rl.leaky('k', { capacity: 5, rate: 1, period: '1s', nodelay: true });
   await rl.leaky('k', { capacity: 5, rate: 1, period: '1s', delay: 2 });
