@@ -277,10 +277,18 @@ impl Default for Options {
 /// case-insensitive, may come in any order, each at most once; only those in `allowed` are
 /// accepted. Range checks that depend on other parameters (an `ALIGN` offset shorter than
 /// the period, `DELAY` at most the capacity) are left to the algorithm's parameter checks.
+///
+/// Inline: most calls carry no option, and they then cost no call.
+#[inline]
 pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, ArgError> {
     if args.is_empty() {
         return Ok(Options::default());
     }
+    parse_given_options(args, allowed)
+}
+
+/// [`parse_options`] when there are arguments.
+fn parse_given_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, ArgError> {
     let mut options = Options::default();
     // Keywords seen so far, one bit each (no allocation on the hot path).
     let mut seen: u16 = 0;

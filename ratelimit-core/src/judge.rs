@@ -134,13 +134,39 @@ fn judge_limit<H: Held>(
     how: How,
     now_ms: i64,
 ) -> Result<Verdict, KeyError> {
+    if how.fresh {
+        judge_limit_fresh(held, limit, how, now_ms)
+    } else {
+        judge_limit_as::<H, false>(held, limit, how, now_ms)
+    }
+}
+
+/// [`judge_limit`] with `FRESH`: its own copy, out of line, so that the calls without the
+/// option (nearly all) carry none of its code.
+#[inline(never)]
+fn judge_limit_fresh<H: Held>(
+    held: Option<&mut H>,
+    limit: &Limit,
+    how: How,
+    now_ms: i64,
+) -> Result<Verdict, KeyError> {
+    judge_limit_as::<H, true>(held, limit, how, now_ms)
+}
+
+/// [`judge_limit`] for the algorithm of `limit`, against a fresh limiter when `FRESH`.
+fn judge_limit_as<H: Held, const FRESH: bool>(
+    held: Option<&mut H>,
+    limit: &Limit,
+    how: How,
+    now_ms: i64,
+) -> Result<Verdict, KeyError> {
     let (decision, change) = match limit {
-        Limit::Token(p) => judge_variant::<TokenBucket, H>(held, p, now_ms, how)?,
-        Limit::Period(p) => judge_variant::<PeriodWindow, H>(held, p, now_ms, how)?,
-        Limit::Slide(p) => judge_variant::<SlideState, H>(held, p, now_ms, how)?,
-        Limit::Leaky(p) => judge_variant::<LeakyBucket, H>(held, p, now_ms, how)?,
+        Limit::Token(p) => judge_variant::<TokenBucket, H, FRESH>(held, p, now_ms, how)?,
+        Limit::Period(p) => judge_variant::<PeriodWindow, H, FRESH>(held, p, now_ms, how)?,
+        Limit::Slide(p) => judge_variant::<SlideState, H, FRESH>(held, p, now_ms, how)?,
+        Limit::Leaky(p) => judge_variant::<LeakyBucket, H, FRESH>(held, p, now_ms, how)?,
         Limit::Throttle(p) => {
-            let (decision, change) = judge_variant::<GcraState, H>(held, p, now_ms, how)?;
+            let (decision, change) = judge_variant::<GcraState, H, FRESH>(held, p, now_ms, how)?;
             let reply = gcra::throttle_reply(&decision);
             return Ok(Verdict { allowed: decision.allowed, reply, change });
         }
@@ -148,13 +174,13 @@ fn judge_limit<H: Held>(
     Ok(Verdict { allowed: decision.allowed, reply: decision.to_reply(), change })
 }
 
-fn judge_variant<V: Variant, H: Held>(
+fn judge_variant<V: Variant, H: Held, const FRESH: bool>(
     held: Option<&mut H>,
     params: &V::Params,
     now_ms: i64,
     how: How,
 ) -> Result<(Decision, Change), KeyError> {
-    if how.fresh {
+    if FRESH {
         return judge_fresh::<V, H>(held, params, now_ms, how);
     }
     match held {

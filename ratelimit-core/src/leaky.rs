@@ -127,6 +127,9 @@ pub struct LeakyBucket {
 impl LeakyParams {
     /// Validates a parameter set: counts in 1 … 10^12, a period of 1 ms … 10 years, a
     /// `DELAY` of at most the capacity, and a full drain (full to empty) within 100 years.
+    ///
+    /// Inline: every call builds one, and a call here would cost more than the checks.
+    #[inline]
     pub fn new(capacity: u64, rate: u64, period_ms: u64, mode: LeakMode) -> Result<Self, ArgError> {
         for (name, value) in [("capacity", capacity), ("rate", rate)] {
             if !(1..=MAX_COUNT).contains(&value) {

@@ -107,6 +107,9 @@ impl PeriodParams {
     /// Validates a parameter set: a limit of 1 … 10^12, a period of 1 ms … 10 years, and an
     /// `ALIGN` offset shorter than the period. The full reset time is at most one period, so
     /// the 100-year rule always holds.
+    ///
+    /// Inline: every call builds one, and a call here would cost more than the checks.
+    #[inline]
     pub fn new(limit: u64, period_ms: u64, align_offset_ms: Option<i64>) -> Result<Self, ArgError> {
         if !(1..=MAX_COUNT).contains(&limit) {
             return Err(ArgError::Integer { name: "limit", min: 1, max: i128::from(MAX_COUNT) });

@@ -157,7 +157,9 @@ impl Request {
     }
 
     /// [`Request::parse`] without the checks across options that `RL.ALL` groups refuse as
-    /// unknown options anyway (`CLEAR` without `BAN`).
+    /// unknown options anyway (`CLEAR` without `BAN`). Inlined into both callers, so that
+    /// [`Request::parse`] builds its result in place instead of copying a returned one.
+    #[inline(always)]
     fn parse_limit(
         command: Command,
         args: &[&[u8]],

@@ -61,6 +61,9 @@ pub struct TokenBucket {
 impl TokenParams {
     /// Validates a parameter set: counts in 1 … 10^12, a period of 1 ms … 10 years, and a full
     /// refill (empty to full) within 100 years.
+    ///
+    /// Inline: every call builds one, and a call here would cost more than the checks.
+    #[inline]
     pub fn new(capacity: u64, rate: u64, period_ms: u64, step: bool) -> Result<Self, ArgError> {
         let params = TokenParams { capacity, rate, period_ms, step };
         let in_range = (1..=MAX_COUNT).contains(&capacity)

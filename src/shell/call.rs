@@ -84,6 +84,7 @@ pub struct Call<'a> {
 
 impl Call<'_> {
     /// The key argument (index 1; arity guarantees it exists).
+    #[inline]
     pub fn key(&self) -> Result<*mut RedisModuleString, CommandError> {
         match self.argv.get(1) {
             Some(key) => Ok(*key),
@@ -103,13 +104,15 @@ impl Call<'_> {
 
     /// Announces an admitted change of the key as a keyspace event named after the command
     /// (`rl.token`, …) in the module class (`notify-keyspace-events` flag `d`). Free when
-    /// notifications are off.
+    /// notifications are off. Always inline: a call and a key check on every admitted call.
+    #[inline(always)]
     pub fn notify_changed(&self) {
         if let Ok(key) = self.key() {
             self.notify_changed_key(key);
         }
     }
 
+    #[inline]
     pub fn notify_changed_key(&self, key: *mut RedisModuleString) {
         let class = raw::REDISMODULE_NOTIFY_MODULE as c_int;
         unsafe { (self.api.notify_keyspace_event)(self.ctx, class, self.name.as_ptr(), key) };
@@ -118,6 +121,7 @@ impl Call<'_> {
     /// Whether propagating this call verbatim is exact: the caller gave `AT` (which excludes
     /// `WAIT`), or propagation goes nowhere (`propagation.rs`; a client's own call only: a
     /// timer judging a waiter has no arguments of its own).
+    #[inline]
     pub fn verbatim_is_exact(&self, given_at: bool, now_ms: i64) -> bool {
         given_at || (self.from_client && propagation::goes_nowhere(self.api, self.ctx, now_ms))
     }

@@ -32,36 +32,51 @@ pub fn judge_and_apply(call: &Call, request: &Request) -> Result<Judged<Verdict>
     let mut held = held(&mut key)?;
     let mut verdict = judge_key(held.as_mut(), request, now)?;
     let changed = verdict.changed();
-    // Replicas and the AOF get the call verbatim when that is exact (its own `AT`, or no
-    // consumer at all), else the state it left (`RL.RESTORE key payload`), encoded here
-    // while the judged limiter is at hand.
-    // A deleted key (`FRESH COST 0`) has no state to send: the call goes rewritten with `AT`.
-    let deleted = matches!(verdict.change, Change::Deleted);
-    let verbatim = changed && call.verbatim_is_exact(request.at_ms.is_some(), now);
-    let state = if changed && !verbatim && !deleted {
-        match (&verdict.change, &held) {
-            (Change::Created { limiter, .. }, _) => Some(codec::encode_value(limiter, None)),
-            (_, Some(slot)) => Some(slot.view(|limiter| codec::encode_value(limiter, slot.ban()))),
-            _ => None,
-        }
-    } else {
+    // How replicas and the AOF get a change: the call verbatim when that is exact (its own
+    // `AT`, or no consumer at all); else the state it left (`RL.RESTORE key payload`), encoded
+    // here while the judged limiter is at hand; a deleted key (`FRESH COST 0`) has no state to
+    // send: the call goes rewritten with `AT`.
+    let propagation = if !changed {
         None
+    } else if call.verbatim_is_exact(request.at_ms.is_some(), now) {
+        Some(Propagation::Verbatim)
+    } else {
+        Some(match (&verdict.change, &held) {
+            (Change::Created { limiter, .. }, _) => {
+                Propagation::State(codec::encode_value(limiter, None))
+            }
+            (Change::Deleted, _) => Propagation::At,
+            (_, Some(slot)) => {
+                Propagation::State(slot.view(|limiter| codec::encode_value(limiter, slot.ban())))
+            }
+            (_, None) => Propagation::Verbatim,
+        })
     };
     apply(&mut key, std::mem::replace(&mut verdict.change, Change::Unchanged))?;
     drop(key);
-    if changed {
-        match state {
-            Some(payload) => call.replicate_state(&payload),
-            None if deleted => {
-                call.replicate_at::<{ super::call::MAX_ARGS + 1 }>(request.at_ms.is_some(), now)
-            }
-            None => unsafe {
+    if let Some(propagation) = propagation {
+        match propagation {
+            Propagation::Verbatim => unsafe {
                 (call.api.replicate_verbatim)(call.ctx);
             },
+            Propagation::State(payload) => call.replicate_state(&payload),
+            Propagation::At => {
+                call.replicate_at::<{ super::call::MAX_ARGS + 1 }>(request.at_ms.is_some(), now)
+            }
         }
         call.notify_changed();
     }
     Ok(Judged { verdict, now, changed })
+}
+
+/// How a changed key reaches replicas and the AOF (see [`judge_and_apply`]).
+enum Propagation {
+    /// The call as the client sent it.
+    Verbatim,
+    /// `RL.RESTORE key payload`: the state the call left.
+    State(Vec<u8>),
+    /// The call rewritten with `AT <the ms it used>`.
+    At,
 }
 
 /// `RL.ALL`: every key judged at one instant (core), all keys updated or none, one
