@@ -236,6 +236,17 @@ impl PolicyStats {
         *counter = counter.saturating_add(1);
     }
 
+    /// Counts a call that may wait (`WAIT`) by its immediate outcome: admitted, refused, or
+    /// neither (it waits; how it ends shows in `INFO ratelimit`'s wait counters).
+    pub fn record_outcome(&mut self, admitted: bool, limited: bool) {
+        self.calls = self.calls.saturating_add(1);
+        if admitted {
+            self.admitted = self.admitted.saturating_add(1);
+        } else if limited {
+            self.limited = self.limited.saturating_add(1);
+        }
+    }
+
     /// The counters by name, in `RL.POLICY STATS` order.
     pub fn fields(&self) -> [(&'static str, u64); 5] {
         [
