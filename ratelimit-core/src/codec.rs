@@ -571,7 +571,7 @@ mod tests {
     /// A value some calls left behind: one of every algorithm and mode (`kind`), driven by
     /// `calls` (ms after the previous call, cost) from [`T0`]; `None` if no call was admitted.
     fn driven(kind: u8, size: u64, calls: &[(i64, u64)]) -> Option<Limiter> {
-        use crate::{gcra, lease, leaky, period, slide};
+        use crate::{gcra, leaky, lease, period, slide};
         let mut now = T0;
         let mut last: Option<Limiter> = None;
         for &(dt, cost) in calls {
@@ -605,8 +605,11 @@ mod tests {
                     slide::evaluate(s, &p, now, cost).next.map(Limiter::Slide)
                 }
                 (9 | 10, l) => {
-                    let mode =
-                        if kind == 9 { leaky::LeakMode::Delay(1) } else { leaky::LeakMode::NoDelay };
+                    let mode = if kind == 9 {
+                        leaky::LeakMode::Delay(1)
+                    } else {
+                        leaky::LeakMode::NoDelay
+                    };
                     let p = leaky::LeakyParams::new(size, 3, 700, mode).ok()?;
                     let s = match l {
                         Some(Limiter::Leaky(s)) => Some(s),
