@@ -151,9 +151,11 @@ fn exists(c: &mut Connection, key: &str) -> bool {
 }
 
 /// A server loading `module` on the persistence files `from` left: its directory's
-/// `dump.rdb` and `appendonlydir`, copied, then a restart (`Err`: it exited while loading).
+/// `dump.rdb` and `appendonlydir`, copied while it is stopped, then a restart (`Err`: it
+/// exited while loading).
 fn load_files(module: &Path, extra: &[&str], from: &Server) -> (Server, Result<(), String>) {
     let mut s = Server::start_module(module, extra, &[]);
+    s.stop();
     let rdb = from.path("dump.rdb");
     if rdb.exists() {
         std::fs::copy(&rdb, s.path("dump.rdb")).expect("copy dump.rdb");
@@ -284,7 +286,7 @@ fn old_master_new_replica() {
             "RL.TOKEN live 10 1 1h COST 3",
             "RL.PERIOD window 10 1m COST 2 AT {100}",
             "RL.SLIDE live-log 10 1h COST 2",
-            "RL.ALL 2 user:2 ip:2 LEAKY 5 1 1s SLIDE 9 1h BUCKETS 3",
+            "RL.ALL 2 user:2 ip:2 LEAKY 5 1 1h SLIDE 9 1h BUCKETS 3",
             "RL.ACQUIRE workers 3 1h",
             "RL.RELEASE workers job-7",
             "CL.THROTTLE cell 15 30 60 1",
@@ -301,9 +303,10 @@ fn old_master_new_replica() {
 /// A new master with an old replica (after the failover of a rolling upgrade), on data that
 /// uses no feature added since 0.1.0: the full sync and the stream leave the old replica
 /// digest-equal — also for this version's options that store nothing new (`FRESH`,
-/// `KEEPPERIOD`, `BAN d CLEAR`), whose calls reach replicas as the state they left. A value
-/// that needs a newer encoding, sent in the stream, is refused by the old replica, which keeps
-/// running without that key; the rest stays equal.
+/// `KEEPPERIOD`, `BAN d CLEAR`) on a single key without `AT`, whose calls reach replicas as
+/// the state they left. A value that needs a newer encoding, or a call with a newer option
+/// that reaches replicas as itself, is refused by the old replica, which keeps running without
+/// that key; the rest stays equal.
 #[test]
 fn new_master_old_replica() {
     let Some(old) = old_module() else { return };
@@ -325,7 +328,7 @@ fn new_master_old_replica() {
             "RL.TOKEN cleared 1 1 1h",
             "RL.TOKEN cleared 1 1 1h BAN 1h CLEAR",
             "RL.SLIDE live-log 10 1h COST 2",
-            "RL.ALL 2 user:2 ip:2 LEAKY 5 1 1s SLIDE 9 1h BUCKETS 3",
+            "RL.ALL 2 user:2 ip:2 LEAKY 5 1 1h SLIDE 9 1h BUCKETS 3",
             "RL.ACQUIRE workers 3 1h",
             "RL.RELEASE workers job-7",
         ],
@@ -333,12 +336,24 @@ fn new_master_old_replica() {
     wait_in_sync(&master, &replica);
     assert_eq!(all_seen(&mut rc, &keys), all_seen(&mut mc, &keys));
     assert_eq!(digest(&mut rc), digest(&mut mc));
-    // A sliding window with ANCHOR: its state needs format version 3.
-    populate(&mut mc, &["RL.SLIDE anchored-live 10 1h BUCKETS 6 ANCHOR"]);
+    // What the old replica refuses (and logs), staying up without those keys: a sliding
+    // window with ANCHOR (its state needs format version 3), and calls that reach replicas as
+    // the call itself with an option 0.1.0 lacks — one with its own AT (verbatim), RL.ALL.
+    let refused = populate(
+        &mut mc,
+        &[
+            "RL.SLIDE anchored-live 10 1h BUCKETS 6 ANCHOR",
+            "RL.PERIOD kept-at 10 1h KEEPPERIOD AT {0}",
+            "RL.ALL 2 all:a all:b TOKEN 5 1 1h SLIDE 9 1h BUCKETS 3 FLOOR",
+        ],
+    );
     line(&mut mc, "RL.TOKEN after 10 1 1h");
     wait_in_sync(&master, &replica);
     replica.assert_alive();
-    assert!(!exists(&mut rc, "anchored-live"));
+    assert_eq!(refused.len(), 4);
+    for key in &refused {
+        assert!(exists(&mut mc, key) && !exists(&mut rc, key), "{key}");
+    }
     keys.push("after".into());
     assert_eq!(all_seen(&mut rc, &keys), all_seen(&mut mc, &keys));
 }

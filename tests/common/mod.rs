@@ -203,6 +203,12 @@ impl Server {
     /// [`Server::restart`], with `Err` (and the log) if the server exits while starting, e.g.
     /// because it refuses the files it loads.
     pub fn try_restart(&mut self) -> Result<(), String> {
+        self.stop();
+        self.try_spawn()
+    }
+
+    /// Stops the server without saving (until a restart), e.g. to put files in its directory.
+    pub fn stop(&mut self) {
         let asked = self.try_conn().map(|mut con| {
             let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut con);
         });
@@ -212,7 +218,6 @@ impl Server {
             }
             let _ = child.wait();
         }
-        self.try_spawn()
     }
 
     /// Whether the server process has exited by itself (e.g. a replica that refused what its
