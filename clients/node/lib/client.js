@@ -5,7 +5,8 @@
  */
 const { Transport } = require('./transport');
 const { toMs, toCount } = require('./duration');
-const { ALGORITHMS, COMMAND_OF, limitArgs, callOptions, decision, infoObject } = require('./commands');
+const { ALGORITHMS, COMMAND_OF, options, limitArgs, callOptions, decision, infoObject } = require('./commands');
+const { show } = require('./duration');
 
 class RateLimit {
   /**
@@ -18,7 +19,9 @@ class RateLimit {
   }
 
   _key(key) {
-    if (key === undefined || key === null || key === '') throw new TypeError('key is required');
+    if (key === undefined || key === null || key === '' || (typeof key !== 'string' && !Buffer.isBuffer(key))) {
+      throw new TypeError(`key must be a non-empty string or Buffer (got ${show(key)})`);
+    }
     const k = this.prefix ? (Buffer.isBuffer(key) ? Buffer.concat([Buffer.from(this.prefix), key]) : this.prefix + key) : key;
     return this.transport.serverKey(k);
   }
@@ -53,7 +56,7 @@ class RateLimit {
    */
   async limit(key, opts) {
     if (!ALGORITHMS.includes(opts && opts.algorithm)) {
-      throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')}`);
+      throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')} (got ${show(opts && opts.algorithm)})`);
     }
     return this._limit(opts.algorithm, key, opts);
   }
@@ -64,6 +67,7 @@ class RateLimit {
    * seconds converted to ms; retryAfterMs is 0 when allowed.
    */
   async throttle(key, opts) {
+    options(opts, 'throttle', '{maxBurst, count, period}');
     const periodMs = toMs(opts.period, 'period');
     if (periodMs % 1000 !== 0 || periodMs === 0) throw new TypeError('period of throttle must be a whole number of seconds');
     const args = ['CL.THROTTLE', this._key(key), toCount(opts.maxBurst, 'maxBurst'), toCount(opts.count, 'count'), periodMs / 1000];
@@ -88,7 +92,8 @@ class RateLimit {
    * (one decision per limit).
    */
   async all(limits, opts = {}) {
-    if (!Array.isArray(limits) || limits.length === 0) throw new TypeError('all() needs a non-empty list of limits');
+    if (!Array.isArray(limits) || limits.length === 0) throw new TypeError(`all() needs a non-empty list of limits (got ${show(limits)})`);
+    for (const l of limits) options(l, 'each limit of all()', '{key, algorithm, …}');
     const keys = limits.map((l) => this._key(l.key));
     const groups = [];
     for (const l of limits) {
@@ -113,6 +118,7 @@ class RateLimit {
    * plus `id` (null when refused or under dryRun).
    */
   async acquire(key, opts) {
+    options(opts, 'acquire', '{limit, lease}');
     const args = ['RL.ACQUIRE', this._key(key), toCount(opts.limit, 'limit'), toMs(opts.lease, 'lease')];
     if (opts.id !== undefined && opts.id !== null) args.push('ID', opts.id);
     args.push(...callOptions(opts, { ban: false, fresh: false }));
@@ -134,7 +140,10 @@ class RateLimit {
     return r === null || r === undefined ? null : decision(r);
   }
 
-  /** The stored parameters and state (RL.INFO) as an object, or null. */
+  /**
+   * The stored parameters and state (RL.INFO) as an object, or null. The server's snake_case
+   * fields in camelCase (`updated_ms` → `updatedMs`, `ttl_ms` → `ttlMs`); numbers as numbers.
+   */
   async info(key) {
     return infoObject(await this.transport.send(['RL.INFO', this._key(key)], { readonly: true }));
   }

@@ -19,18 +19,47 @@ class ModuleNotLoadedError extends Error {
   }
 }
 
+/**
+ * The middleware's answer when Redis has not replied within its `timeout` (Redis down, hung, or
+ * the client still queueing commands while it reconnects). `code` is 'ETIMEDOUT'.
+ */
+class RateLimitTimeoutError extends Error {
+  constructor(ms, command) {
+    super(`redis-ratelimit: no reply from Redis to ${command} within ${ms} ms`);
+    this.name = 'RateLimitTimeoutError';
+    this.code = 'ETIMEDOUT';
+    this.command = command;
+    this.timeoutMs = ms;
+  }
+}
+
 const UNKNOWN_COMMAND_RE = /unknown command\s+['`]?(rl\.|cl\.throttle)/i;
 
+/** A server error's text starts with its code: `ERR …`, `WRONGTYPE …`, `NOSCRIPT …`, `MOVED …`. */
+const SERVER_CODE_RE = /^([A-Z][A-Z0-9_]*)(?:\s|$)/;
+
 /**
- * The error to hand the caller: the server's own error object, untouched (its code and text
- * kept), except an unknown-command error for a module command, which becomes a
- * ModuleNotLoadedError.
+ * The error to hand the caller: the server's own error object (its class and text kept) with
+ * `code` set to the first word of its text when the client library did not set one (ioredis'
+ * ReplyError and node-redis' ErrorReply do not), except an unknown-command error for a module
+ * command, which becomes a ModuleNotLoadedError. Errors that are not the server's (connection
+ * errors, with their own `code` such as ECONNREFUSED) pass through untouched.
  */
 function translateError(err, command) {
   if (err && typeof err.message === 'string' && UNKNOWN_COMMAND_RE.test(err.message)) {
     return new ModuleNotLoadedError(command, err);
   }
+  if (err && typeof err === 'object' && err.code === undefined && typeof err.message === 'string') {
+    const m = SERVER_CODE_RE.exec(err.message);
+    if (m) {
+      try {
+        err.code = m[1];
+      } catch {
+        /* a frozen error: left as it is */
+      }
+    }
+  }
   return err;
 }
 
-module.exports = { ModuleNotLoadedError, translateError };
+module.exports = { ModuleNotLoadedError, RateLimitTimeoutError, translateError };

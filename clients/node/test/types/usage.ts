@@ -47,7 +47,7 @@ async function main(): Promise<void> {
   if (lease.id !== null) await rl.release('exports', lease.id);
   const peek: Decision | null = await rl.peek('k');
   const info = await rl.info('k');
-  if (info) console.log(info.algorithm, info.ttl_ms);
+  if (info) console.log(info.algorithm, info.ttlMs);
 
   const mw = rateLimit({ client: redis, algorithm: 'period', limit: 100, period: '1m', key: (req) => String(req.ip), cost: () => 1 });
   rateLimit({ client: rl, capacity: 10, rate: 1, period: '1s', failOpen: true });
