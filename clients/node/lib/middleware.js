@@ -9,9 +9,36 @@
  * A refused request gets 429 with Retry-After (seconds, rounded up) and a JSON body, unless a
  * handler is given. Works on Express 4 and 5 and plain Connect (it uses only Node's response API).
  */
+const { createHash } = require('node:crypto');
 const { RateLimit } = require('./client');
-const { toMs, toCount } = require('./duration');
+const { toMs, toCount, show } = require('./duration');
 const { ALGORITHMS, COMMAND_OF, limitArgs, callOptions, decision } = require('./commands');
+const { RateLimitTimeoutError } = require('./errors');
+const { addressKey } = require('./client-address');
+
+/** The default timeout: a request waits at most this long for Redis before failOpen / next(err). */
+const DEFAULT_TIMEOUT_MS = 500;
+
+/**
+ * Middlewares made in this process per limit (command and parameters): the n-th one made with
+ * the same limit gets its own namespace, `…:n`.
+ */
+const madeWithLimit = new Map();
+
+/**
+ * The default namespace of a middleware: "rl:", the algorithm, and 8 hex digits of a SHA-256 of
+ * the command and its parameters (`rl:period:1a2b3c4d:`), so middlewares with different limits
+ * never share a key (nor meet a key of another algorithm: WRONGTYPE), and every process of the
+ * app derives the same name. A second middleware with the same limit in the same process gets
+ * `rl:period:1a2b3c4d:2:` (creation order: the same in every process that builds the app the
+ * same way), so two routes limited alike still count separately.
+ */
+function defaultNamespace(algorithm, fixedArgs) {
+  const id = createHash('sha256').update([COMMAND_OF[algorithm], ...fixedArgs].join('\u0000')).digest('hex').slice(0, 8);
+  const n = (madeWithLimit.get(id) || 0) + 1;
+  madeWithLimit.set(id, n);
+  return n === 1 ? `rl:${algorithm}:${id}:` : `rl:${algorithm}:${id}:${n}:`;
+}
 
 const ceilS = (ms) => Math.ceil(ms / 1000);
 
@@ -33,7 +60,8 @@ function policyOf(o) {
   }
 }
 
-function defaultKey(req) {
+/** The client's address (Express' req.ip, which honours 'trust proxy'; else the socket's). */
+function clientAddress(req) {
   return req.ip || (req.socket && req.socket.remoteAddress) || 'unknown';
 }
 
@@ -41,9 +69,13 @@ function defaultKey(req) {
  * @param {object} options
  * @param {object} options.client  ioredis / node-redis client or cluster (or a RateLimit)
  * @param {'token'|'period'|'slide'|'leaky'} [options.algorithm]  default 'token'
- * @param {(req) => string|Promise<string>} [options.key]  default: the client's address
+ * @param {(req) => string|Promise<string>} [options.key]  default: the client's address (IPv6 by
+ *   its /56); a key() answering undefined, null or "" falls back to the address
  * @param {(req) => number|Promise<number>} [options.cost]  default 1
- * @param {string} [options.prefix]  prepended to every key (default "rl:")
+ * @param {string} [options.prefix]  prepended to every key (default: see defaultNamespace)
+ * @param {number|false} [options.ipv6Subnet]  IPv6 prefix length of the default key (default 56)
+ * @param {number|string} [options.timeout]  answer when Redis has not replied within this
+ *   (default 500 ms; 0: wait for the client library)
  * @param {string} [options.policy]  the policy name in the headers (default "default")
  * @param {(req) => boolean|Promise<boolean>} [options.skip]
  * @param {(req, res, next, decision) => void} [options.handler]  replaces the default 429 reply
@@ -54,12 +86,15 @@ function rateLimit(options) {
   const o = { algorithm: 'token', ...options };
   if (!o.client) throw new TypeError('rateLimit needs a client');
   const limiter = o.client instanceof RateLimit ? o.client : new RateLimit(o.client);
-  const prefix = o.prefix === undefined ? 'rl:' : o.prefix;
   const policyName = o.policy || 'default';
-  const keyOf = o.key || defaultKey;
+  const subnet = o.ipv6Subnet === undefined ? 56 : o.ipv6Subnet;
+  addressKey('::1', subnet); // validates ipv6Subnet at setup
+  const timeoutMs = o.timeout === undefined || o.timeout === null ? DEFAULT_TIMEOUT_MS : toMs(o.timeout, 'timeout');
+  if (o.key !== undefined && typeof o.key !== 'function') throw new TypeError(`key must be a function of the request (got ${show(o.key)})`);
+  const defaultKey = (req) => addressKey(clientAddress(req), subnet);
   const costOf = o.cost;
   const limitOpts = { ...o };
-  for (const k of ['client', 'key', 'cost', 'prefix', 'policy', 'skip', 'handler', 'failOpen', 'algorithm']) delete limitOpts[k];
+  for (const k of ['client', 'key', 'cost', 'prefix', 'policy', 'skip', 'handler', 'failOpen', 'algorithm', 'timeout', 'ipv6Subnet']) delete limitOpts[k];
   // Validate the options once, at setup, not on the first request.
   limitArgs(o.algorithm, limitOpts);
   const { q, w } = policyOf(o);
@@ -72,23 +107,37 @@ function rateLimit(options) {
     ...callOptions({ ban: o.ban }, { wait: false, fresh: false }), // BAN: the penalty box
   ].map(String);
   const transport = limiter.transport;
+  const prefix = o.prefix === undefined || o.prefix === null ? defaultNamespace(o.algorithm, fixedArgs) : String(o.prefix);
   const keyPrefix = (limiter.prefix || '') + prefix;
 
   const isThenable = (x) => x !== null && typeof x === 'object' && typeof x.then === 'function';
   const SKIPPED = Symbol('skipped');
 
-  function send(key, cost) {
-    const args = [command, transport.serverKey(keyPrefix + key), ...fixedArgs];
+  /** key() answering nothing (undefined, null, "") means "no key of its own": the address. */
+  const keyOrAddress = (key, req) => (key === undefined || key === null || key === '' ? defaultKey(req) : key);
+
+  /** The reply within timeoutMs, or a RateLimitTimeoutError. */
+  function withTimeout(reply) {
+    if (!timeoutMs) return reply;
+    let timer;
+    const late = new Promise((_resolve, reject) => {
+      timer = setTimeout(() => reject(new RateLimitTimeoutError(timeoutMs, command)), timeoutMs);
+    });
+    return Promise.race([reply, late]).finally(() => clearTimeout(timer));
+  }
+
+  function send(req, key, cost) {
+    const args = [command, transport.serverKey(keyPrefix + keyOrAddress(key, req)), ...fixedArgs];
     if (costOf) args.push('COST', toCount(cost, 'cost'));
-    return transport.send(args).then(decision);
+    return withTimeout(transport.send(args)).then(decision);
   }
 
   // One command per request; no extra promise when key() and cost() are synchronous.
   function decide(req) {
-    const key = keyOf(req);
+    const key = o.key ? o.key(req) : defaultKey(req);
     const cost = costOf ? costOf(req) : undefined;
-    if (isThenable(key) || isThenable(cost)) return Promise.all([key, cost]).then(([k, c]) => send(k, c));
-    return send(key, cost);
+    if (isThenable(key) || isThenable(cost)) return Promise.all([key, cost]).then(([k, c]) => send(req, k, c));
+    return send(req, key, cost);
   }
 
   function respond(req, res, next, d) {
@@ -131,4 +180,4 @@ function rateLimit(options) {
   };
 }
 
-module.exports = { rateLimit, policyOf };
+module.exports = { rateLimit, policyOf, DEFAULT_TIMEOUT_MS };
