@@ -4,13 +4,15 @@
 #                            express-rate-limit's own suites through the package (../shared/peers)
 #   make node-test-servers   the package's tests on Redis 7.4.1 and Valkey 8.0.1 (make compat)
 #   make bench-clients-node  one Express app, six limiters, autocannon: bench/CLIENTS.md "## Node"
+#   make node-dist           the npm package, dist/redis-ratelimit-<version>.tgz (npm pack): what
+#                            the README installs (npm install ./redis-ratelimit-<version>.tgz)
 NODE_PKG := clients/node
 
 CLIENT_TESTS  += node-test
 CLIENT_COMPAT += node-compat node-test-servers
 CLIENT_BENCH  += bench-clients-node
 
-.PHONY: node-deps node-test node-test-servers node-compat bench-clients-node
+.PHONY: node-deps node-test node-test-servers node-compat bench-clients-node node-dist
 
 ## node-deps: node + npm (Debian's, when missing) and the package's pinned dev dependencies (npm ci)
 node-deps: deps
@@ -20,6 +22,15 @@ node-deps: deps
 	@if [ ! -f $(NODE_PKG)/node_modules/.package-lock.json ] || \
 	   [ $(NODE_PKG)/package-lock.json -nt $(NODE_PKG)/node_modules/.package-lock.json ]; then \
 	  cd $(NODE_PKG) && npm ci --no-audit --no-fund --loglevel=error; fi
+
+## node-dist: npm pack into $(NODE_DIST_DIR) (default dist/); prints the tarball's path. No
+## dependencies needed: the package has no build step (lib/ is the source).
+NODE_DIST_DIR ?= dist
+node-dist:
+	@command -v npm >/dev/null 2>&1 || { echo "node-dist: npm not found (make node-deps installs it)" >&2; exit 1; }
+	@mkdir -p $(NODE_DIST_DIR)
+	@d=$$(cd $(NODE_DIST_DIR) && pwd); f=$$(cd $(NODE_PKG) && npm pack --silent --pack-destination "$$d" | tail -n1); \
+	  [ -f "$$d/$$f" ] || { echo "node-dist: npm pack failed" >&2; exit 1; }; echo "$$d/$$f"
 
 node-test: build node-deps
 	cd $(NODE_PKG) && RL_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=1 test/
