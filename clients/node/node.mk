@@ -2,7 +2,7 @@
 #   make node-test           the package's own tests (node --test) against servers they start
 #   make node-compat         rate-limiter-flexible, @nest-lab/throttler-storage-redis and
 #                            express-rate-limit's own suites through the package (../shared/peers)
-#   make node-test-servers   the package's tests on Redis 7.4.1 and Valkey 8.0.1 (make compat)
+#   make node-test-servers   the package's tests on the compat servers (scripts/servers.sh)
 #   make bench-clients-node  one Express app, six limiters, autocannon: bench/CLIENTS.md "## Node"
 #   make node-dist           the npm package, dist/redis-ratelimit-<version>.tgz (npm pack): what
 #                            the README installs (npm install ./redis-ratelimit-<version>.tgz)
@@ -35,10 +35,10 @@ node-dist:
 node-test: build node-deps
 	cd $(NODE_PKG) && RL_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=1 test/
 
-## node-test-servers: the package's tests again on Redis 7.4.1 and Valkey 8.0.1, when make compat
+## node-test-servers: the package's tests again on each compat server (scripts/servers.sh) make compat
 ## has built them under target/servers/ (skipped otherwise)
 node-test-servers: build node-deps
-	@ran=0; for s in target/servers/redis-7.4.1/src/redis-server target/servers/valkey-8.0.1/src/valkey-server; do \
+	@ran=0; for s in $(COMPAT_SERVER_BINS); do \
 	  [ -x "$$s" ] || continue; ran=1; echo "node-test on $$s"; \
 	  (cd $(NODE_PKG) && RL_SERVER=$(CURDIR)/$$s RL_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=1 test/) || exit 1; \
 	done; [ $$ran = 1 ] || echo "node-test-servers: no servers under target/servers (make compat builds them); skipped"
