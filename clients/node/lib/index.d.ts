@@ -282,8 +282,8 @@ export type RateLimitMiddlewareOptions<Req extends RequestLike = RequestLike, Re
   /** the permits a request takes (default 1) */
   cost?: (req: Req) => number | Promise<number>;
   /**
-   * the namespace of this middleware's keys (default: "rl:" plus a name derived from the
-   * algorithm and its parameters, so two middlewares never share counters)
+   * the namespace of this middleware's keys (default: "rl:<algorithm>:<id>:", id derived from the
+   * limit's parameters, so middlewares with different limits never share counters)
    */
   prefix?: string;
   /** group IPv6 client addresses by this prefix length in the default key (default 56; false: the full address) */

@@ -19,25 +19,34 @@ const { addressKey } = require('./client-address');
 /** The default timeout: a request waits at most this long for Redis before failOpen / next(err). */
 const DEFAULT_TIMEOUT_MS = 500;
 
-/**
- * Middlewares made in this process per limit (command and parameters): the n-th one made with
- * the same limit gets its own namespace, `…:n`.
- */
-const madeWithLimit = new Map();
+/** Default namespaces given out in this process → whether the sharing warning was given. */
+const namespacesGiven = new Map();
 
 /**
  * The default namespace of a middleware: "rl:", the algorithm, and 8 hex digits of a SHA-256 of
  * the command and its parameters (`rl:period:1a2b3c4d:`), so middlewares with different limits
  * never share a key (nor meet a key of another algorithm: WRONGTYPE), and every process of the
- * app derives the same name. A second middleware with the same limit in the same process gets
- * `rl:period:1a2b3c4d:2:` (creation order: the same in every process that builds the app the
- * same way), so two routes limited alike still count separately.
+ * app derives the same name whatever order it builds its middlewares in. Two middlewares with
+ * the same limit share the namespace — and so one counter per client: that is said once, as a
+ * process warning (give each a `prefix` to count separately). Sharing is the safe side: a
+ * middleware made per request, or in a different order in another process, still limits.
  */
 function defaultNamespace(algorithm, fixedArgs) {
   const id = createHash('sha256').update([COMMAND_OF[algorithm], ...fixedArgs].join('\u0000')).digest('hex').slice(0, 8);
-  const n = (madeWithLimit.get(id) || 0) + 1;
-  madeWithLimit.set(id, n);
-  return n === 1 ? `rl:${algorithm}:${id}:` : `rl:${algorithm}:${id}:${n}:`;
+  const namespace = `rl:${algorithm}:${id}:`;
+  if (namespacesGiven.has(namespace)) {
+    if (!namespacesGiven.get(namespace)) {
+      namespacesGiven.set(namespace, true);
+      process.emitWarning(
+        `rateLimit(): another middleware with the same limit shares the key namespace ${namespace} (one counter per client for both); ` +
+          "give each its own `prefix` to count them separately, and make middlewares once at setup, not per request",
+        { code: 'RL_SHARED_NAMESPACE' },
+      );
+    }
+  } else {
+    namespacesGiven.set(namespace, false);
+  }
+  return namespace;
 }
 
 const ceilS = (ms) => Math.ceil(ms / 1000);

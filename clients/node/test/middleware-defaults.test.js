@@ -54,13 +54,34 @@ describe('two middlewares count separately with nothing configured', () => {
     assert.deepEqual([first.decision.remaining, second.decision.remaining], [1, 4]);
   });
 
-  test('the same limit on two routes: two counters', async () => {
-    const opts = { client: redis, algorithm: 'slide', limit: 1, window: '1m' };
-    const routeA = rateLimit(opts);
-    const routeB = rateLimit(opts);
-    assert.equal((await hit(routeA, '192.0.2.11')).status, 200);
-    assert.equal((await hit(routeA, '192.0.2.11')).status, 429);
-    assert.equal((await hit(routeB, '192.0.2.11')).status, 200, 'route B has its own counter');
+  test('two middlewares with different parameters of one algorithm: two counters', async () => {
+    const a = rateLimit({ client: redis, algorithm: 'slide', limit: 1, window: '1m' });
+    const b = rateLimit({ client: redis, algorithm: 'slide', limit: 2, window: '1m' });
+    assert.equal((await hit(a, '192.0.2.11')).status, 200);
+    assert.equal((await hit(a, '192.0.2.11')).status, 429);
+    assert.deepEqual([(await hit(b, '192.0.2.11')).decision.remaining], [1], 'b has its own counter');
+  });
+
+  test('the same limit twice: one namespace, said once as a process warning; a prefix each separates them', async () => {
+    const warnings = [];
+    const onWarning = (w) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const opts = { client: redis, algorithm: 'slide', limit: 1, window: '10m' };
+      const a = rateLimit(opts);
+      const b = rateLimit(opts);
+      rateLimit(opts);
+      await new Promise((r) => setImmediate(r));
+      assert.equal(warnings.filter((w) => w.code === 'RL_SHARED_NAMESPACE').length, 1);
+      assert.equal((await hit(a, '192.0.2.14')).status, 200);
+      assert.equal((await hit(b, '192.0.2.14')).status, 429, 'a middleware made again (per request, say) still limits');
+      const routeA = rateLimit({ ...opts, prefix: 'route-a:' });
+      const routeB = rateLimit({ ...opts, prefix: 'route-b:' });
+      assert.equal((await hit(routeA, '192.0.2.14')).status, 200);
+      assert.equal((await hit(routeB, '192.0.2.14')).status, 200);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 
   test('the default namespace is the same in every process of the app', async () => {
@@ -89,11 +110,12 @@ describe('two middlewares count separately with nothing configured', () => {
 
 describe('keys', () => {
   test('key() answering undefined, null or "" falls back to the client address, not one bucket', async () => {
-    for (const nothing of [undefined, null, '']) {
-      const mw = rateLimit({ client: redis, algorithm: 'period', limit: 1, period: '1m', key: () => nothing });
+    for (const [i, nothing] of [undefined, null, ''].entries()) {
+      const mw = rateLimit({ client: redis, algorithm: 'period', limit: 1, period: '1m', key: () => nothing, prefix: `nothing${i}:` });
       assert.equal((await hit(mw, '198.51.100.1')).status, 200);
       assert.equal((await hit(mw, '198.51.100.1')).status, 429, 'the same address is limited');
       assert.equal((await hit(mw, '198.51.100.2')).status, 200, `another address is not (key() -> ${JSON.stringify(nothing)})`);
+      assert.equal(await redis.exists(`nothing${i}:198.51.100.2`), 1, 'the key is the address');
     }
   });
 
