@@ -63,6 +63,8 @@ test('the tarball is named redis-ratelimit-<version>.tgz and holds the ESM entry
     assert.ok(list.includes(f), `${f} in the tarball`);
   }
   assert.ok(!/package\/test\//.test(list), 'no tests in the tarball');
+  const readme = fs.readFileSync(path.join(pkgDir, 'README.md'), 'utf8');
+  assert.ok(readme.includes(`npm install ./redis-ratelimit-${pkg.version}.tgz`), 'the README installs this version\'s tarball');
 });
 
 test('installed with ioredis only: ESM imports every name; the client works; a missing peer is an install advice', () => {
