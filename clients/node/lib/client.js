@@ -8,6 +8,12 @@ const { toMs, toCount } = require('./duration');
 const { ALGORITHMS, COMMAND_OF, options, limitArgs, callOptions, decision, infoObject } = require('./commands');
 const { show } = require('./duration');
 
+/** A policy name: a non-empty string. */
+function policyName(name) {
+  if (typeof name !== 'string' || name === '') throw new TypeError(`policy name must be a non-empty string (got ${show(name)})`);
+  return name;
+}
+
 class RateLimit {
   /**
    * @param {object|Function} client  ioredis Redis/Cluster, node-redis client/cluster, or sendCommand(...args)
@@ -138,6 +144,79 @@ class RateLimit {
   async peek(key) {
     const r = await this.transport.send(['RL.PEEK', this._key(key)], { readonly: true });
     return r === null || r === undefined ? null : decision(r);
+  }
+
+  // ---- policies: limits the server holds (RL.POLICY, RL.HIT) --------------------------------
+
+  /**
+   * Judges `key` under the server's policy `policy` (or the key's override): RL.HIT policy key
+   * [COST n] [DRYRUN] [AT ms] [WAIT t]. Same decision as the direct command with the policy's
+   * parameters; an unknown policy is a server error naming it.
+   */
+  async hit(policy, key, opts = {}) {
+    const args = ['RL.HIT', policyName(policy), this._key(key)];
+    if (opts && opts.cost !== undefined && opts.cost !== null) args.push('COST', toCount(opts.cost, 'cost'));
+    args.push(...callOptions(opts, { ban: false, fresh: false }));
+    return decision(await this.transport.send(args, { keyIndex: 2 }));
+  }
+
+  /**
+   * Defines (replaces) policy `name`: RL.POLICY SET name <ALGORITHM params…> [BAN d] [SHADOW]
+   * [FOR key]. `limit` is `{algorithm, …its parameters}` as for limit(). On a cluster client it
+   * is written to every primary (each node holds its own table).
+   * @param {{for?: string|Buffer, ban?: number|string, shadow?: boolean}} [opts]
+   */
+  async setPolicy(name, limit, opts = {}) {
+    options(limit, 'setPolicy', '{algorithm, …its parameters}');
+    if (!ALGORITHMS.includes(limit.algorithm)) throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')} (got ${show(limit.algorithm)})`);
+    if (limit.cost !== undefined) throw new TypeError('a policy has no cost: give cost to hit()');
+    const args = ['RL.POLICY', 'SET', policyName(name), limit.algorithm.toUpperCase(), ...limitArgs(limit.algorithm, limit)];
+    const o = opts || {};
+    if (o.ban !== undefined && o.ban !== null) args.push('BAN', toMs(o.ban, 'ban'));
+    if (o.shadow) args.push('SHADOW');
+    if (o.for !== undefined && o.for !== null) args.push('FOR', this._key(o.for));
+    await this.transport.sendToPrimaries(args);
+  }
+
+  /** Policy `name` (or its override for `opts.for`) as an object in camelCase, or null. */
+  async getPolicy(name, opts = {}) {
+    const args = ['RL.POLICY', 'GET', policyName(name)];
+    if (opts && opts.for !== undefined && opts.for !== null) args.push('FOR', this._key(opts.for));
+    const [first] = await this.transport.sendToPrimaries(args);
+    return infoObject(first);
+  }
+
+  /**
+   * Deletes policy `name` with all its overrides, or only the override for `opts.for`; on a
+   * cluster client on every primary. Resolves true if it existed (on any primary).
+   */
+  async deletePolicy(name, opts = {}) {
+    const args = ['RL.POLICY', 'DEL', policyName(name)];
+    if (opts && opts.for !== undefined && opts.for !== null) args.push('FOR', this._key(opts.for));
+    return (await this.transport.sendToPrimaries(args)).some((r) => Number(r) === 1);
+  }
+
+  /** The names of the policies (on a cluster client: of every primary, each once), sorted. */
+  async policies() {
+    const replies = await this.transport.sendToPrimaries(['RL.POLICY', 'LIST']);
+    const names = new Set();
+    for (const r of replies) for (const n of r || []) names.add(Buffer.isBuffer(n) ? n.toString() : String(n));
+    return [...names].sort();
+  }
+
+  /**
+   * Policy `name`'s counters (RL.POLICY STATS) in camelCase: calls, admitted, limited,
+   * shadowLimited, nearLimit … On a cluster client, summed over the primaries (each counts the
+   * calls it served).
+   */
+  async policyStats(name) {
+    const replies = await this.transport.sendToPrimaries(['RL.POLICY', 'STATS', policyName(name)]);
+    const sum = {};
+    for (const r of replies) {
+      const fields = infoObject(r) || {};
+      for (const [k, v] of Object.entries(fields)) sum[k] = typeof v === 'number' ? (sum[k] || 0) + v : v;
+    }
+    return sum;
   }
 
   /**

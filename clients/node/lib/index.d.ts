@@ -236,7 +236,63 @@ export class RateLimit {
   release(key: string | Buffer, id: string | Buffer, options?: { at?: number }): Promise<boolean>;
   peek(key: string | Buffer): Promise<Decision | null>;
   info(key: string | Buffer): Promise<LimiterInfo | null>;
+
+  /** RL.HIT: judges `key` under the server's policy (or the key's override). */
+  hit(policy: string, key: string | Buffer, options?: HitOptions): Promise<Decision>;
+  /** RL.POLICY SET, on every primary of a cluster client. */
+  setPolicy(name: string, limit: PolicyLimit, options?: PolicyOptions): Promise<void>;
+  /** RL.POLICY GET: the definition, or null. */
+  getPolicy(name: string, options?: { for?: string | Buffer }): Promise<PolicyDefinition | null>;
+  /** RL.POLICY DEL (the policy and its overrides, or one override), on every primary. */
+  deletePolicy(name: string, options?: { for?: string | Buffer }): Promise<boolean>;
+  /** RL.POLICY LIST (every primary's, each name once), sorted. */
+  policies(): Promise<string[]>;
+  /** RL.POLICY STATS (summed over the primaries of a cluster client). */
+  policyStats(name: string): Promise<PolicyStats>;
 }
+
+export interface HitOptions {
+  cost?: number;
+  wait?: Duration;
+  dryRun?: boolean;
+  at?: number;
+}
+
+/** A policy's limit: RL.ALL's grammar as an object (no cost: that is per call). */
+export type PolicyLimit =
+  | ({ algorithm: 'token' } & Omit<TokenOptions, keyof CallOptions>)
+  | ({ algorithm: 'period' } & Omit<PeriodOptions, keyof CallOptions>)
+  | ({ algorithm: 'slide' } & Omit<SlideOptions, keyof CallOptions>)
+  | ({ algorithm: 'leaky' } & Omit<LeakyOptions, keyof CallOptions>);
+
+export interface PolicyOptions {
+  /** an override of the policy for this one key */
+  for?: string | Buffer;
+  /** refused requests lock the key out this long */
+  ban?: Duration;
+  /** judge and count, but admit everything (a new limit tried live) */
+  shadow?: boolean;
+}
+
+/** RL.POLICY GET in camelCase: the algorithm, its parameters under RL.INFO's names, banMs and shadow. */
+export type PolicyDefinition = {
+  algorithm: Algorithm;
+  /** 0 when the policy has no BAN */
+  banMs: number;
+  /** 1 in shadow mode */
+  shadow: number;
+} & Partial<Record<'capacity' | 'rate' | 'periodMs' | 'step' | 'limit' | 'align' | 'utcOffsetMs' | 'keepperiod' | 'windowMs' | 'buckets' | 'anchor' | 'floor' | 'nodelay' | 'delay', number>>;
+
+/** RL.POLICY STATS in camelCase. */
+export type PolicyStats = {
+  calls: number;
+  admitted: number;
+  limited: number;
+  /** refused by the policy, admitted because it is in shadow mode */
+  shadowLimited: number;
+  /** admitted with at most 20 % of the limit left */
+  nearLimit: number;
+} & Record<string, number | string>;
 
 /** The server does not know the module's commands: the message says how to load the module. */
 export class ModuleNotLoadedError extends Error {
@@ -270,6 +326,8 @@ interface ResponseLike {
 type Next = (err?: any) => void;
 
 type MiddlewareLimit =
+  /** the server's policy `policy` is the limit (RL.HIT): no limit of the middleware's own */
+  | { policy: string; algorithm?: never; capacity?: never; rate?: never; period?: never; limit?: never; window?: never; ban?: never }
   | ({ algorithm?: 'token' } & Omit<TokenOptions, 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
   | ({ algorithm: 'period' } & Omit<PeriodOptions, 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
   | ({ algorithm: 'slide' } & Omit<SlideOptions, 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
@@ -290,7 +348,7 @@ export type RateLimitMiddlewareOptions<Req extends RequestLike = RequestLike, Re
   ipv6Subnet?: number | false;
   /** answer (fail open or next(err)) when Redis has not replied within this long (default 500 ms; 0: no timeout) */
   timeout?: Duration;
-  /** policy name in the RateLimit headers (default "default") */
+  /** policy name in the RateLimit headers (default "default"); alone (no limit given), the server's policy of that name */
   policy?: string;
   skip?: (req: Req) => boolean | Promise<boolean>;
   /** replaces the default 429 JSON reply */

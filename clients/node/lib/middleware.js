@@ -51,6 +51,9 @@ function defaultNamespace(algorithm, fixedArgs) {
 
 const ceilS = (ms) => Math.ceil(ms / 1000);
 
+/** The options that give the middleware a limit of its own (else `policy` names a server policy). */
+const LIMIT_PARAMETERS = ['capacity', 'rate', 'period', 'limit', 'window'];
+
 /** The policy's quota and window (seconds): q permits per w seconds for each algorithm. */
 function policyOf(o) {
   switch (o.algorithm) {
@@ -85,13 +88,18 @@ function clientAddress(req) {
  * @param {number|false} [options.ipv6Subnet]  IPv6 prefix length of the default key (default 56)
  * @param {number|string} [options.timeout]  answer when Redis has not replied within this
  *   (default 500 ms; 0: wait for the client library)
- * @param {string} [options.policy]  the policy name in the headers (default "default")
+ * @param {string} [options.policy]  the policy name in the headers (default "default"); given
+ *   without a limit of the middleware's own (no algorithm, capacity, rate, period, limit,
+ *   window), the server's policy of that name is the limit: RL.HIT policy key
  * @param {(req) => boolean|Promise<boolean>} [options.skip]
  * @param {(req, res, next, decision) => void} [options.handler]  replaces the default 429 reply
  * @param {boolean} [options.failOpen]  on a Redis error let the request through (default: next(err))
  * @param {number|string} [options.ban]  a refused request locks the key out this long (BAN)
  */
 function rateLimit(options) {
+  if (!options || typeof options !== 'object') throw new TypeError(`rateLimit needs an options object (got ${show(options)})`);
+  // A policy name and no limit of its own: the limit is the server's policy (RL.HIT).
+  const onServerPolicy = typeof options.policy === 'string' && options.algorithm === undefined && LIMIT_PARAMETERS.every((k) => options[k] === undefined);
   const o = { algorithm: 'token', ...options };
   if (!o.client) throw new TypeError('rateLimit needs a client');
   const limiter = o.client instanceof RateLimit ? o.client : new RateLimit(o.client);
@@ -102,21 +110,33 @@ function rateLimit(options) {
   if (o.key !== undefined && typeof o.key !== 'function') throw new TypeError(`key must be a function of the request (got ${show(o.key)})`);
   const defaultKey = (req) => addressKey(clientAddress(req), subnet);
   const costOf = o.cost;
-  const limitOpts = { ...o };
-  for (const k of ['client', 'key', 'cost', 'prefix', 'policy', 'skip', 'handler', 'failOpen', 'algorithm', 'timeout', 'ipv6Subnet']) delete limitOpts[k];
-  // Validate the options once, at setup, not on the first request.
-  limitArgs(o.algorithm, limitOpts);
-  const { q, w } = policyOf(o);
-  const policyHeader = `"${policyName}";q=${q};w=${w}`;
-
-  // The command without its key (and cost, when a cost function is given), built once.
-  const command = COMMAND_OF[o.algorithm];
-  const fixedArgs = [
-    ...limitArgs(o.algorithm, costOf ? { ...limitOpts, cost: undefined } : limitOpts),
-    ...callOptions({ ban: o.ban }, { wait: false, fresh: false }), // BAN: the penalty box
-  ].map(String);
+  let command;
+  let fixedArgs;
+  let policyHeader; // null: from each reply (a server policy can change at any time)
+  let defaultPrefix;
+  if (onServerPolicy) {
+    if (o.ban !== undefined) throw new TypeError('ban belongs to the server policy (setPolicy(name, limit, {ban})), not to the middleware');
+    command = 'RL.HIT';
+    fixedArgs = [];
+    policyHeader = null;
+    defaultPrefix = `rl:policy:${policyName}:`;
+  } else {
+    const limitOpts = { ...o };
+    for (const k of ['client', 'key', 'cost', 'prefix', 'policy', 'skip', 'handler', 'failOpen', 'algorithm', 'timeout', 'ipv6Subnet']) delete limitOpts[k];
+    // Validate the options once, at setup, not on the first request.
+    limitArgs(o.algorithm, limitOpts);
+    const { q, w } = policyOf(o);
+    policyHeader = `"${policyName}";q=${q};w=${w}`;
+    // The command without its key (and cost, when a cost function is given), built once.
+    command = COMMAND_OF[o.algorithm];
+    fixedArgs = [
+      ...limitArgs(o.algorithm, costOf ? { ...limitOpts, cost: undefined } : limitOpts),
+      ...callOptions({ ban: o.ban }, { wait: false, fresh: false }), // BAN: the penalty box
+    ].map(String);
+    defaultPrefix = null;
+  }
   const transport = limiter.transport;
-  const prefix = o.prefix === undefined || o.prefix === null ? defaultNamespace(o.algorithm, fixedArgs) : String(o.prefix);
+  const prefix = o.prefix !== undefined && o.prefix !== null ? String(o.prefix) : defaultPrefix || defaultNamespace(o.algorithm, fixedArgs);
   const keyPrefix = (limiter.prefix || '') + prefix;
 
   const isThenable = (x) => x !== null && typeof x === 'object' && typeof x.then === 'function';
@@ -136,9 +156,10 @@ function rateLimit(options) {
   }
 
   function send(req, key, cost) {
-    const args = [command, transport.serverKey(keyPrefix + keyOrAddress(key, req)), ...fixedArgs];
+    const serverKey = transport.serverKey(keyPrefix + keyOrAddress(key, req));
+    const args = onServerPolicy ? [command, policyName, serverKey] : [command, serverKey, ...fixedArgs];
     if (costOf) args.push('COST', toCount(cost, 'cost'));
-    return withTimeout(transport.send(args)).then(decision);
+    return withTimeout(transport.send(args, { keyIndex: onServerPolicy ? 2 : 1 })).then(decision);
   }
 
   // One command per request; no extra promise when key() and cost() are synchronous.
@@ -150,7 +171,7 @@ function rateLimit(options) {
   }
 
   function respond(req, res, next, d) {
-    res.setHeader('RateLimit-Policy', policyHeader);
+    res.setHeader('RateLimit-Policy', policyHeader || `"${policyName}";q=${d.limit}`);
     res.setHeader('RateLimit', `"${policyName}";r=${d.remaining};t=${ceilS(d.resetAfterMs)}`);
     req.rateLimit = d;
     if (d.allowed) {

@@ -15,3 +15,7 @@ async function bad(): Promise<void> {
   void n;
 }
 void bad;
+export async function badPolicies(rl: RateLimit): Promise<void> {
+  await rl.setPolicy('free', { algorithm: 'slide', limit: 100, window: '1m', cost: 2 }); // no cost in a policy
+  rateLimit({ client: rl, policy: 'free', ban: '1m' }); // ban belongs to the server policy
+}

@@ -81,3 +81,18 @@ async function main(): Promise<void> {
   console.log(allowed, retry, binding, refunded, peek, ms, got, deleted, u, left, blocked, hits, slot);
 }
 void main;
+
+// Policies: limits the server holds (RL.POLICY, RL.HIT).
+export async function policies(rl: RateLimit, redis: Redis): Promise<void> {
+  await rl.setPolicy('free', { algorithm: 'slide', limit: 100, window: '1m' }, { ban: '10m' });
+  await rl.setPolicy('free', { algorithm: 'token', capacity: 1000, rate: 100, period: '1m' }, { for: 'tenant42', shadow: true });
+  const d: Decision = await rl.hit('free', 'tenant42', { cost: 2, dryRun: true });
+  const def = await rl.getPolicy('free');
+  if (def) console.log(def.algorithm, def.banMs, def.shadow, def.limit);
+  const names: string[] = await rl.policies();
+  const stats = await rl.policyStats('free');
+  const n: number = stats.calls + stats.admitted + stats.limited + stats.shadowLimited + stats.nearLimit;
+  const gone: boolean = await rl.deletePolicy('free', { for: 'tenant42' });
+  rateLimit({ client: redis, policy: 'free', key: (req) => String(req.headers['x-tenant']) });
+  console.log(d, names, n, gone);
+}
