@@ -70,6 +70,8 @@ test('the tarball is named redis-ratelimit-<version>.tgz and holds the ESM entry
 test('installed with ioredis only: ESM imports every name; the client works; a missing peer is an install advice', () => {
   npmInstall(tgz, `ioredis@${pkg.devDependencies.ioredis}`);
   assert.equal(fs.lstatSync(path.join(app(), 'node_modules', 'redis-ratelimit')).isSymbolicLink(), false, 'a copy, not a symlink');
+  const recorded = JSON.parse(fs.readFileSync(path.join(app(), 'package.json'), 'utf8')).dependencies['redis-ratelimit'];
+  assert.match(recorded, /^file:.*redis-ratelimit-.*\.tgz$/, 'package.json records the tarball');
   const out = run(
     'esm.mjs',
     `import { Redis } from 'ioredis';
