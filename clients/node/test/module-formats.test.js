@@ -6,6 +6,8 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 
 const pkgDir = path.join(__dirname, '..');
@@ -32,4 +34,38 @@ test('CommonJS: require by the package name gives every export', () => {
 test('TypeScript --module nodenext: ESM (.mts) and CommonJS (.cts) importers, and req.rateLimit on Express Request', () => {
   const r = spawnSync(process.execPath, [tsc, '-p', path.join(__dirname, 'types', 'nodenext', 'tsconfig.json')], { encoding: 'utf8' });
   assert.equal(r.status, 0, r.stdout + r.stderr);
+});
+
+test('TypeScript --module commonjs (node10 resolution, the "types" field) in a project that depends on the package', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rl-node-tsc-'));
+  try {
+    fs.mkdirSync(path.join(dir, 'node_modules', '@types'), { recursive: true });
+    fs.symlinkSync(pkgDir, path.join(dir, 'node_modules', 'redis-ratelimit'));
+    for (const dep of ['ioredis', '@types/node', '@types/express', 'express']) {
+      fs.symlinkSync(path.join(pkgDir, 'node_modules', dep), path.join(dir, 'node_modules', dep));
+    }
+    fs.writeFileSync(
+      path.join(dir, 'tsconfig.json'),
+      JSON.stringify({ compilerOptions: { strict: true, noEmit: true, target: 'ES2022', module: 'commonjs', moduleResolution: 'node10', esModuleInterop: true, types: ['node'] }, files: ['app.ts'] }),
+    );
+    fs.writeFileSync(
+      path.join(dir, 'app.ts'),
+      `import Redis from 'ioredis';
+import express from 'express';
+import { RateLimit, rateLimit, RedisModuleStore, RateLimiterRedisModule, ThrottlerStorageRedisService, type Decision } from 'redis-ratelimit';
+const redis = new Redis();
+const app = express();
+app.use(rateLimit({ client: redis, algorithm: 'period', limit: 5, period: '1m' }));
+app.get('/', (req, res) => { const d: Decision | undefined = req.rateLimit; res.json(d); });
+new RedisModuleStore({ client: redis });
+new RateLimiterRedisModule({ storeClient: redis });
+new ThrottlerStorageRedisService(redis);
+export const check = (): Promise<Decision> => new RateLimit(redis).token('k', { capacity: 1, rate: 1, period: 1000 });
+`,
+    );
+    const r = spawnSync(process.execPath, [tsc, '-p', path.join(dir, 'tsconfig.json')], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stdout + r.stderr);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
