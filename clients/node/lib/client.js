@@ -161,10 +161,10 @@ class RateLimit {
   }
 
   /**
-   * Defines (replaces) policy `name`: RL.POLICY SET name <ALGORITHM params…> [BAN d] [SHADOW]
-   * [FOR key]. `limit` is `{algorithm, …its parameters}` as for limit(). On a cluster client it
+   * Defines (replaces) policy `name`: RL.POLICY SET name <ALGORITHM params…> [BAN d [CLEAR]]
+   * [SHADOW] [FOR key]. `limit` is `{algorithm, …its parameters}` as for limit(). On a cluster client it
    * is written to every primary (each node holds its own table).
-   * @param {{for?: string|Buffer, ban?: number|string, shadow?: boolean}} [opts]
+   * @param {{for?: string|Buffer, ban?: number|string, clear?: boolean, shadow?: boolean}} [opts]
    */
   async setPolicy(name, limit, opts = {}) {
     options(limit, 'setPolicy', '{algorithm, …its parameters}');
@@ -172,7 +172,10 @@ class RateLimit {
     if (limit.cost !== undefined) throw new TypeError('a policy has no cost: give cost to hit()');
     const args = ['RL.POLICY', 'SET', policyName(name), limit.algorithm.toUpperCase(), ...limitArgs(limit.algorithm, limit)];
     const o = opts || {};
-    if (o.ban !== undefined && o.ban !== null) args.push('BAN', toMs(o.ban, 'ban'));
+    if (o.ban !== undefined && o.ban !== null) {
+      args.push('BAN', toMs(o.ban, 'ban'));
+      if (o.clear) args.push('CLEAR');
+    }
     if (o.shadow) args.push('SHADOW');
     if (o.for !== undefined && o.for !== null) args.push('FOR', this._key(o.for));
     await this.transport.sendToPrimaries(args);

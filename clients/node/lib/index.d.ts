@@ -270,6 +270,8 @@ export interface PolicyOptions {
   for?: string | Buffer;
   /** refused requests lock the key out this long */
   ban?: Duration;
+  /** with `ban`: the refusal that starts the ban also clears the limiter (BAN d CLEAR) */
+  clear?: boolean;
   /** judge and count, but admit everything (a new limit tried live) */
   shadow?: boolean;
 }
@@ -281,6 +283,8 @@ export type PolicyDefinition = {
   banMs: number;
   /** 1 in shadow mode */
   shadow: number;
+  /** 1 when the ban clears the limiter (BAN d CLEAR) */
+  clear?: number;
 } & Partial<Record<'capacity' | 'rate' | 'periodMs' | 'step' | 'limit' | 'align' | 'utcOffsetMs' | 'keepperiod' | 'windowMs' | 'buckets' | 'anchor' | 'floor' | 'nodelay' | 'delay', number>>;
 
 /** RL.POLICY STATS in camelCase. */

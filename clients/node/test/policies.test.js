@@ -42,9 +42,9 @@ describe('policies on one server', () => {
   test('getPolicy, policies, an override for one key, deletePolicy', async (t) => {
     if (!available) return t.skip(NO_POLICIES);
     const rl = new RateLimit(redis, { prefix: 'pol2:' });
-    await rl.setPolicy('tier', { algorithm: 'slide', limit: 5, window: '1m' }, { ban: '10m' });
+    await rl.setPolicy('tier', { algorithm: 'slide', limit: 5, window: '1m' }, { ban: '10m', clear: true });
     const def = await rl.getPolicy('tier');
-    assert.deepEqual([def.algorithm, def.limit, def.windowMs, def.banMs, def.shadow], ['slide', 5, 60000, 600000, 0]);
+    assert.deepEqual([def.algorithm, def.limit, def.windowMs, def.banMs, def.clear, def.shadow], ['slide', 5, 60000, 600000, 1, 0]);
     assert.ok((await rl.policies()).includes('tier'));
     await rl.setPolicy('tier', { algorithm: 'slide', limit: 50, window: '1m' }, { for: 'big' });
     assert.equal((await rl.getPolicy('tier', { for: 'big' })).limit, 50);
