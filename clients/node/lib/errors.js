@@ -4,10 +4,15 @@
  * Raised when the server answers that it does not know a command of the module: the module is
  * not loaded there. Its message says how to load it; `cause` is the server's own error.
  */
+/** Commands a module loaded but older than this package may not have. */
+const NEWER_COMMANDS = new Set(['RL.POLICY', 'RL.HIT']);
+
 class ModuleNotLoadedError extends Error {
   constructor(command, cause) {
     super(
-      `redis-ratelimit: the server does not know ${command}: the redis-ratelimit module is not loaded there. ` +
+      `redis-ratelimit: the server does not know ${command}: the redis-ratelimit module is not loaded there` +
+        (NEWER_COMMANDS.has(command) ? ` (or it is a version older than ${command}: RL.POLICY and RL.HIT came in 0.3.0)` : '') +
+        '. ' +
         'Load it with `redis-server --loadmodule /path/to/libredis_ratelimit.so`, a `loadmodule` line in redis.conf, ' +
         'or `MODULE LOAD /path/to/libredis_ratelimit.so` (build it with `make build` in the repository: ' +
         `target/release/libredis_ratelimit.so). Server said: ${cause && cause.message}`,

@@ -52,6 +52,8 @@ test('a server without the module: ModuleNotLoadedError, code ERR', async () => 
   const redis = new Redis({ port: bare.port });
   try {
     await assert.rejects(new RateLimit(redis).token('k', { capacity: 1, rate: 1, period: 1 }), (err) => err instanceof ModuleNotLoadedError && err.code === 'ERR');
+    // a command newer than some modules: the advice says the module may be older
+    await assert.rejects(new RateLimit(redis).hit('free', 'k'), (err) => err instanceof ModuleNotLoadedError && /older than RL\.HIT/.test(err.message));
   } finally {
     redis.disconnect();
   }
