@@ -6,24 +6,14 @@
 // each drop-in does differently from stock") is exactly the one there is.
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const Redis = require('ioredis');
 const { RateLimiterRedis, RateLimiterUnion } = require('rate-limiter-flexible');
 const { RedisStore } = require('rate-limit-redis');
 const { ThrottlerStorageRedisService: StockThrottlerStorage } = require('@nest-lab/throttler-storage-redis');
 const { ThrottlerStorageService: NestMemoryStorage } = require('@nestjs/throttler');
 const { RateLimiterRedisModule, RateLimiterUnionModule, RedisModuleStore, ThrottlerStorageRedisModule } = require('..');
-const { startServer } = require('../testing/servers');
+const { useServer } = require('../testing/servers');
 
-let server;
-let redis;
-before(async () => {
-  server = await startServer();
-  redis = new Redis({ port: server.port });
-});
-after(async () => {
-  redis.disconnect();
-  await server.stop();
-});
+const ctx = useServer({ before, after });
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 let n = 0;
@@ -31,8 +21,8 @@ let n = 0;
 function pair(opts) {
   n++;
   return {
-    stock: new RateLimiterRedis({ storeClient: redis, keyPrefix: `stock${n}`, ...opts }),
-    module: new RateLimiterRedisModule({ storeClient: redis, keyPrefix: `module${n}`, ...opts }),
+    stock: new RateLimiterRedis({ storeClient: ctx.redis, keyPrefix: `stock${n}`, ...opts }),
+    module: new RateLimiterRedisModule({ storeClient: ctx.redis, keyPrefix: `module${n}`, ...opts }),
   };
 }
 const settle = (p) => p.then((r) => r, (r) => (r instanceof Error ? r : { rejected: r }));
@@ -102,8 +92,8 @@ describe('rate-limiter-flexible: RateLimiterRedisModule against RateLimiterRedis
 
   test('the library\'s own RateLimiterUnion over RateLimiterRedisModule limiters counts as over stock limiters', async () => {
     const run = async (C, tag) => {
-      const a = new C({ storeClient: redis, points: 2, duration: 10, keyPrefix: `${tag}-ua` });
-      const b = new C({ storeClient: redis, points: 3, duration: 60, keyPrefix: `${tag}-ub` });
+      const a = new C({ storeClient: ctx.redis, points: 2, duration: 10, keyPrefix: `${tag}-ua` });
+      const b = new C({ storeClient: ctx.redis, points: 3, duration: 60, keyPrefix: `${tag}-ub` });
       const u = new RateLimiterUnion(a, b);
       const out = [];
       for (let i = 0; i < 4; i++) {
@@ -116,10 +106,10 @@ describe('rate-limiter-flexible: RateLimiterRedisModule against RateLimiterRedis
   });
 
   test('DIFFERENCE RateLimiterUnionModule (an addition, all or nothing) against the stock union', async () => {
-    const stockA = new RateLimiterRedis({ storeClient: redis, points: 2, duration: 10, keyPrefix: 'su-a' });
-    const stockB = new RateLimiterRedis({ storeClient: redis, points: 3, duration: 60, keyPrefix: 'su-b' });
-    const modA = new RateLimiterRedisModule({ storeClient: redis, points: 2, duration: 10, keyPrefix: 'mu-a' });
-    const modB = new RateLimiterRedisModule({ storeClient: redis, points: 3, duration: 60, keyPrefix: 'mu-b' });
+    const stockA = new RateLimiterRedis({ storeClient: ctx.redis, points: 2, duration: 10, keyPrefix: 'su-a' });
+    const stockB = new RateLimiterRedis({ storeClient: ctx.redis, points: 3, duration: 60, keyPrefix: 'su-b' });
+    const modA = new RateLimiterRedisModule({ storeClient: ctx.redis, points: 2, duration: 10, keyPrefix: 'mu-a' });
+    const modB = new RateLimiterRedisModule({ storeClient: ctx.redis, points: 3, duration: 60, keyPrefix: 'mu-b' });
     const stock = new RateLimiterUnion(stockA, stockB);
     const mod = new RateLimiterUnionModule(modA, modB);
     for (let i = 0; i < 4; i++) {
@@ -138,7 +128,7 @@ describe('rate-limiter-flexible: RateLimiterRedisModule against RateLimiterRedis
   });
 });
 
-describe('@nestjs/throttler: ThrottlerStorageRedisModule against @nest-lab/throttler-storage-redis and the library\'s own storage', () => {
+describe('@nestjs/throttler: ThrottlerStorageRedisModule against @nest-lab/throttler-storage-ctx.redis and the library\'s own storage', () => {
   const LIMIT = 2;
   const TTL = 1000;
   const BLOCK = 300;
@@ -153,8 +143,8 @@ describe('@nestjs/throttler: ThrottlerStorageRedisModule against @nest-lab/throt
   }
 
   test('DIFFERENCE after a block ends inside the window: stock re-blocks (it counted the blocked hits), the module admits (as @nestjs/throttler\'s own storage)', async () => {
-    const stock = await sequence(new StockThrottlerStorage(redis), 'stock-tracker');
-    const module = await sequence(new ThrottlerStorageRedisModule(redis), 'module-tracker');
+    const stock = await sequence(new StockThrottlerStorage(ctx.redis), 'stock-tracker');
+    const module = await sequence(new ThrottlerStorageRedisModule(ctx.redis), 'module-tracker');
     const memory = new NestMemoryStorage();
     const reference = await sequence(memory, 'memory-tracker');
     memory.onApplicationShutdown();
@@ -171,7 +161,7 @@ describe('@nestjs/throttler: ThrottlerStorageRedisModule against @nest-lab/throt
 describe('express-rate-limit: RedisModuleStore against rate-limit-redis', () => {
   const stores = () => {
     n++;
-    const sendCommand = (...args) => redis.call(...args);
+    const sendCommand = (...args) => ctx.redis.call(...args);
     const stock = new RedisStore({ sendCommand, prefix: `erl-stock${n}:` });
     const module = new RedisModuleStore({ sendCommand, prefix: `erl-module${n}:` });
     for (const s of [stock, module]) s.init({ windowMs: 60000, limit: 5 });
@@ -205,9 +195,9 @@ describe('express-rate-limit: RedisModuleStore against rate-limit-redis', () => 
     await stock.decrement('gone');
     await module.decrement('gone');
     assert.equal((await stock.get('gone')).totalHits, -1);
-    assert.equal(await redis.pttl(stock.prefixKey('gone')), -1, 'stock leaves a key that never expires');
+    assert.equal(await ctx.redis.pttl(stock.prefixKey('gone')), -1, 'stock leaves a key that never expires');
     assert.equal(await module.get('gone'), undefined);
-    assert.equal(await redis.exists(`${module.prefix}gone`), 0);
+    assert.equal(await ctx.redis.exists(`${module.prefix}gone`), 0);
   });
 
   test('resetExpiryOnChange (a window restarted by every hit) is refused, not ignored', () => {

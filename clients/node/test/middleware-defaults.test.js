@@ -12,18 +12,9 @@ const { spawnSync } = require('node:child_process');
 const path = require('node:path');
 const Redis = require('ioredis');
 const { rateLimit, RateLimitTimeoutError } = require('..');
-const { startServer } = require('../testing/servers');
+const { startServer, useServer } = require('../testing/servers');
 
-let server;
-let redis;
-before(async () => {
-  server = await startServer();
-  redis = new Redis({ port: server.port });
-});
-after(async () => {
-  redis.disconnect();
-  await server.stop();
-});
+const ctx = useServer({ before, after });
 
 /** Runs one request with address `ip` through middleware `mw`: {status, decision, error, ms}. */
 function hit(mw, ip = '192.0.2.1', extra = {}) {
@@ -46,8 +37,8 @@ function hit(mw, ip = '192.0.2.1', extra = {}) {
 
 describe('two middlewares count separately with nothing configured', () => {
   test('different algorithms: no WRONGTYPE, each its own counter', async () => {
-    const a = rateLimit({ client: redis, algorithm: 'period', limit: 2, period: '1m' });
-    const b = rateLimit({ client: redis, algorithm: 'token', capacity: 5, rate: 1, period: '1s' });
+    const a = rateLimit({ client: ctx.redis, algorithm: 'period', limit: 2, period: '1m' });
+    const b = rateLimit({ client: ctx.redis, algorithm: 'token', capacity: 5, rate: 1, period: '1s' });
     const first = await hit(a, '192.0.2.10');
     const second = await hit(b, '192.0.2.10');
     assert.deepEqual([first.status, second.status], [200, 200], String(second.error));
@@ -55,8 +46,8 @@ describe('two middlewares count separately with nothing configured', () => {
   });
 
   test('two middlewares with different parameters of one algorithm: two counters', async () => {
-    const a = rateLimit({ client: redis, algorithm: 'slide', limit: 1, window: '1m' });
-    const b = rateLimit({ client: redis, algorithm: 'slide', limit: 2, window: '1m' });
+    const a = rateLimit({ client: ctx.redis, algorithm: 'slide', limit: 1, window: '1m' });
+    const b = rateLimit({ client: ctx.redis, algorithm: 'slide', limit: 2, window: '1m' });
     assert.equal((await hit(a, '192.0.2.11')).status, 200);
     assert.equal((await hit(a, '192.0.2.11')).status, 429);
     assert.deepEqual([(await hit(b, '192.0.2.11')).decision.remaining], [1], 'b has its own counter');
@@ -67,7 +58,7 @@ describe('two middlewares count separately with nothing configured', () => {
     const onWarning = (w) => warnings.push(w);
     process.on('warning', onWarning);
     try {
-      const opts = { client: redis, algorithm: 'slide', limit: 1, window: '10m' };
+      const opts = { client: ctx.redis, algorithm: 'slide', limit: 1, window: '10m' };
       const a = rateLimit(opts);
       const b = rateLimit(opts);
       rateLimit(opts);
@@ -89,44 +80,44 @@ describe('two middlewares count separately with nothing configured', () => {
     const script = `
       const Redis = require('ioredis');
       const { rateLimit } = require('redis-ratelimit');
-      const redis = new Redis({ port: ${server.port} });
+      const redis = new Redis({ port: ${ctx.server.port} });
       const mw = rateLimit({ client: redis, algorithm: 'period', limit: 5, period: '1h' });
       const req = { ip: '192.0.2.12', headers: {} };
       mw(req, { setHeader() {}, end() {} }, (err) => { console.log(err ? 'error ' + err.message : req.rateLimit.remaining); redis.disconnect(); });`;
     const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', cwd: path.join(__dirname, '..') });
     assert.equal(r.stdout.trim(), '4', r.stderr);
-    const here = rateLimit({ client: redis, algorithm: 'period', limit: 5, period: '1h' });
+    const here = rateLimit({ client: ctx.redis, algorithm: 'period', limit: 5, period: '1h' });
     assert.equal((await hit(here, '192.0.2.12')).decision.remaining, 3, 'this process counts on the same key');
   });
 
   test('an explicit prefix names the namespace (two middlewares may then share it)', async () => {
-    const a = rateLimit({ client: redis, algorithm: 'period', limit: 3, period: '1m', prefix: 'shared:' });
-    const b = rateLimit({ client: redis, algorithm: 'period', limit: 3, period: '1m', prefix: 'shared:' });
+    const a = rateLimit({ client: ctx.redis, algorithm: 'period', limit: 3, period: '1m', prefix: 'shared:' });
+    const b = rateLimit({ client: ctx.redis, algorithm: 'period', limit: 3, period: '1m', prefix: 'shared:' });
     await hit(a, '192.0.2.13');
     assert.equal((await hit(b, '192.0.2.13')).decision.remaining, 1);
-    assert.equal(await redis.exists('shared:192.0.2.13'), 1);
+    assert.equal(await ctx.redis.exists('shared:192.0.2.13'), 1);
   });
 });
 
 describe('keys', () => {
   test('key() answering undefined, null or "" falls back to the client address, not one bucket', async () => {
     for (const [i, nothing] of [undefined, null, ''].entries()) {
-      const mw = rateLimit({ client: redis, algorithm: 'period', limit: 1, period: '1m', key: () => nothing, prefix: `nothing${i}:` });
+      const mw = rateLimit({ client: ctx.redis, algorithm: 'period', limit: 1, period: '1m', key: () => nothing, prefix: `nothing${i}:` });
       assert.equal((await hit(mw, '198.51.100.1')).status, 200);
       assert.equal((await hit(mw, '198.51.100.1')).status, 429, 'the same address is limited');
       assert.equal((await hit(mw, '198.51.100.2')).status, 200, `another address is not (key() -> ${JSON.stringify(nothing)})`);
-      assert.equal(await redis.exists(`nothing${i}:198.51.100.2`), 1, 'the key is the address');
+      assert.equal(await ctx.redis.exists(`nothing${i}:198.51.100.2`), 1, 'the key is the address');
     }
   });
 
   test('an async key() answering nothing falls back too', async () => {
-    const mw = rateLimit({ client: redis, algorithm: 'period', limit: 1, period: '1m', key: async () => undefined });
+    const mw = rateLimit({ client: ctx.redis, algorithm: 'period', limit: 1, period: '1m', key: async () => undefined });
     assert.equal((await hit(mw, '198.51.100.3')).status, 200);
     assert.equal((await hit(mw, '198.51.100.4')).status, 200);
   });
 
   test('IPv6 clients are grouped by /56; IPv4-mapped addresses are IPv4', async () => {
-    const mw = rateLimit({ client: redis, algorithm: 'period', limit: 2, period: '1m' });
+    const mw = rateLimit({ client: ctx.redis, algorithm: 'period', limit: 2, period: '1m' });
     assert.equal((await hit(mw, '2001:db8:1234:5601::1')).status, 200);
     assert.equal((await hit(mw, '2001:db8:1234:56ff:abcd::9')).status, 200, 'same /56');
     assert.equal((await hit(mw, '2001:db8:1234:5642::7')).status, 429, 'a third address of the same /56 is limited');
@@ -137,10 +128,10 @@ describe('keys', () => {
   });
 
   test('ipv6Subnet sets the grouping (false: the full address)', async () => {
-    const full = rateLimit({ client: redis, algorithm: 'period', limit: 1, period: '1m', ipv6Subnet: false });
+    const full = rateLimit({ client: ctx.redis, algorithm: 'period', limit: 1, period: '1m', ipv6Subnet: false });
     assert.equal((await hit(full, '2001:db8:9::1')).status, 200);
     assert.equal((await hit(full, '2001:db8:9::2')).status, 200);
-    assert.throws(() => rateLimit({ client: redis, limit: 1, period: 1, algorithm: 'period', ipv6Subnet: 129 }), /ipv6Subnet/);
+    assert.throws(() => rateLimit({ client: ctx.redis, limit: 1, period: 1, algorithm: 'period', ipv6Subnet: 129 }), /ipv6Subnet/);
   });
 });
 
@@ -177,6 +168,6 @@ describe('Redis down or hung: answered within the timeout', () => {
   }
 
   test('timeout must be a duration', () => {
-    assert.throws(() => rateLimit({ client: redis, limit: 1, period: 1, algorithm: 'period', timeout: NaN }), /timeout must be a duration.*got NaN/);
+    assert.throws(() => rateLimit({ client: ctx.redis, limit: 1, period: 1, algorithm: 'period', timeout: NaN }), /timeout must be a duration.*got NaN/);
   });
 });
