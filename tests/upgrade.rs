@@ -304,7 +304,7 @@ fn old_master_new_replica() {
 /// uses no feature added since 0.1.0: the full sync and the stream leave the old replica
 /// digest-equal — also for this version's options that store nothing new (`FRESH`,
 /// `KEEPPERIOD`, `BAN d CLEAR`) on a single key without `AT`, whose calls reach replicas as
-/// the state they left. A value that needs a newer encoding, or a call with a newer option
+/// the state they left (or `DEL`). A value that needs a newer encoding, or a call with a newer option
 /// that reaches replicas as itself, is refused by the old replica, which keeps running without
 /// that key; the rest stays equal.
 #[test]
@@ -327,6 +327,8 @@ fn new_master_old_replica() {
             "RL.PERIOD kept 10 1d KEEPPERIOD",
             "RL.TOKEN cleared 1 1 1h",
             "RL.TOKEN cleared 1 1 1h BAN 1h CLEAR",
+            "RL.TOKEN gone 10 1 1h COST 3",
+            "RL.TOKEN gone 10 1 1h COST 0 FRESH",
             "RL.SLIDE live-log 10 1h COST 2",
             "RL.ALL 2 user:2 ip:2 LEAKY 5 1 1h SLIDE 9 1h BUCKETS 3",
             "RL.ACQUIRE workers 3 1h",
@@ -336,6 +338,7 @@ fn new_master_old_replica() {
     wait_in_sync(&master, &replica);
     assert_eq!(all_seen(&mut rc, &keys), all_seen(&mut mc, &keys));
     assert_eq!(digest(&mut rc), digest(&mut mc));
+    assert!(!exists(&mut rc, "gone"), "a FRESH COST 0 deletion reaches replicas as DEL");
     // What the old replica refuses (and logs), staying up without those keys: a sliding
     // window with ANCHOR (its state needs format version 3), and calls that reach replicas as
     // the call itself with an option 0.1.0 lacks — one with its own AT (verbatim), RL.ALL.

@@ -28,6 +28,12 @@ use ratelimit_core::codec;
 /// loads 1 and 2) and 0.2.0 registered 3 (it loads 1 … 3): this version is never raised again.
 pub const ENCODING_VERSION: i32 = 1;
 /// The newest RDB encoding version this build loads: 3, written by 0.2.0.
+///
+/// The same rule holds for module aux data (`aux_save`): 0.1.0 and 0.2.0 have no `aux_load`,
+/// and Redis exits loading an RDB (or a full sync) with aux data for a type whose module
+/// cannot load it — so aux data written into every RDB makes every file unreadable by them.
+/// Write it only when there is something to save (`aux_save2` skips an empty one), and say so
+/// in `docs/operations.md#upgrades`; `tests/upgrade.rs` runs 0.1.0 on this build's files.
 pub const NEWEST_ENCODING_VERSION: i32 = 3;
 
 /// The name `TYPE` reports (Redis requires exactly 9 characters).
