@@ -51,7 +51,7 @@ pub fn judge_and_apply<const BY_POLICY: bool>(
     // How replicas and the AOF get a change: the call verbatim when that is exact (its own
     // `AT`, or no consumer at all); else the state it left (`RL.RESTORE key payload`), encoded
     // here while the judged limiter is at hand; a deleted key (`FRESH COST 0`) has no state to
-    // send: the call goes rewritten with `AT`.
+    // send: `DEL key`, which every release (and a replica of the previous one) replays.
     let propagation = if !changed {
         None
     } else if call.verbatim_is_exact(!BY_POLICY && request.at_ms.is_some(), now) {
@@ -61,7 +61,7 @@ pub fn judge_and_apply<const BY_POLICY: bool>(
             (Change::Created { limiter, .. }, _) => {
                 Propagation::State(codec::encode_value(limiter, None))
             }
-            (Change::Deleted, _) => Propagation::At,
+            (Change::Deleted, _) => Propagation::Deleted,
             (_, Some(slot)) => {
                 Propagation::State(slot.view(|limiter| codec::encode_value(limiter, slot.ban())))
             }
@@ -76,9 +76,7 @@ pub fn judge_and_apply<const BY_POLICY: bool>(
                 (call.api.replicate_verbatim)(call.ctx);
             },
             Propagation::State(payload) => call.replicate_state(&payload),
-            Propagation::At => {
-                call.replicate_at::<{ super::call::MAX_ARGS + 1 }>(request.at_ms.is_some(), now)
-            }
+            Propagation::Deleted => call.replicate_delete(),
         }
         call.notify_changed();
     }
@@ -91,8 +89,8 @@ enum Propagation {
     Verbatim,
     /// `RL.RESTORE key payload`: the state the call left.
     State(Vec<u8>),
-    /// The call rewritten with `AT <the ms it used>`.
-    At,
+    /// `DEL key`: the call deleted the key.
+    Deleted,
 }
 
 /// `RL.ALL`: every key judged at one instant (core), all keys updated or none, one
