@@ -9,6 +9,7 @@ pub mod datatype;
 pub mod key;
 pub mod leases;
 pub mod limiting;
+pub mod policies;
 pub mod propagation;
 pub mod registry;
 pub mod reply;
@@ -53,6 +54,12 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let acl_category = registry::add_acl_category(ctx.ctx);
     for spec in specs::COMMANDS {
         if let Err(e) = registry::register(ctx.ctx, spec, acl_category) {
+            ctx.log_warning(&format!("ratelimit: {e}"));
+            return Status::Err;
+        }
+    }
+    for container in specs::CONTAINERS {
+        if let Err(e) = registry::register_container(ctx.ctx, container, acl_category) {
             ctx.log_warning(&format!("ratelimit: {e}"));
             return Status::Err;
         }
