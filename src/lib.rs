@@ -17,6 +17,7 @@ mod module {
         POLICY_MAX_LIMIT, SLIDE_LOG_MAX, SLIDE_LOG_MAX_DEFAULT, SLIDE_LOG_MAX_LIMIT,
     };
     use crate::shell::datatype::LIMITER_TYPE;
+    use crate::shell::persist::POLICIES_IN_RDB;
     use crate::shell::{init, stats::add_info};
 
     redis_module! {
@@ -33,7 +34,9 @@ mod module {
                 ["policy-max", &POLICY_MAX, POLICY_MAX_DEFAULT, 0, POLICY_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
             ],
             string: [],
-            bool: [],
+            bool: [
+                ["policies-in-rdb", &POLICIES_IN_RDB, false, ConfigurationFlags::IMMUTABLE, None],
+            ],
             enum: [],
             module_args_as_configuration: true,
         ]

@@ -9,6 +9,7 @@ pub mod datatype;
 pub mod key;
 pub mod leases;
 pub mod limiting;
+pub mod persist;
 pub mod policies;
 pub mod propagation;
 pub mod registry;
@@ -48,6 +49,10 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     unsafe { subscribe(ctx.ctx, events, Some(wait::on_keyspace_event)) };
     values::init();
     if let Err(e) = propagation::init(api, ctx.ctx) {
+        ctx.log_warning(&format!("ratelimit: {e}"));
+        return Status::Err;
+    }
+    if let Err(e) = persist::init(ctx.ctx) {
         ctx.log_warning(&format!("ratelimit: {e}"));
         return Status::Err;
     }

@@ -43,6 +43,15 @@ pub fn with_table<R>(
     })
 }
 
+/// Replaces the whole table (a load starts, or RDB aux data was read).
+pub fn replace_table(table: PolicyTable) {
+    TABLE.with(|t| {
+        if let Ok(mut current) = t.try_borrow_mut() {
+            *current = table;
+        }
+    });
+}
+
 /// `RL.HIT name key [COST n] [DRYRUN] [AT ms] [WAIT t]`: the key judged with the policy's (or
 /// the key's override's) parameters through the limiting room; the policy's counters record
 /// it. Under `SHADOW`, a refusal is answered `allowed = 1` and counted as `shadow_limited`
@@ -102,8 +111,22 @@ pub fn set(call: &Call) -> Result<Outcome, CommandError> {
     let (definition, key) = Definition::parse(definition, slide_log_max())?;
     with_table(|table| Ok(table.set(name, key.as_deref(), definition, policy_max())?))?;
     unsafe { (call.api.replicate_verbatim)(call.ctx) };
+    warn_unsaved_once();
     reply::ok(call.api, call.ctx);
     Ok(Outcome::Answered)
+}
+
+/// Logs once that policies do not reach RDB files on this server (Redis 7.0 without
+/// `ratelimit.policies-in-rdb yes`, see `persist.rs`).
+fn warn_unsaved_once() {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !super::persist::saved_in_rdb() && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        redis_module::logging::log_warning(
+            "ratelimit: policies are not saved in RDB files on this server (Redis 7.0): they \
+             survive only through the AOF and replication; load the module with \
+             policies-in-rdb yes to save them (such RDB files need release 0.3.0 or later)",
+        );
+    }
 }
 
 /// `RL.POLICY GET name [FOR key]`: `algorithm`, the parameters under `RL.INFO`'s names,
