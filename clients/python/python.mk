@@ -3,7 +3,7 @@
 #   make python-test           lint (ruff), types (mypy --strict) and the package's pytest suite
 #                              against servers it starts on free ports (single node, 3-master
 #                              cluster), with the Flask-Limiter and FastAPI/SlowAPI examples
-#   make python-compat         the package's suite on Redis 7.4.1 and Valkey 8.0.1, then limits
+#   make python-compat         the package's suite on the compat servers (scripts/servers.sh), then limits
 #                              5.8.0's and Flask-Limiter 4.1.1's own suites through the package's
 #                              storages (../shared/peers; clients/python/compat/run.sh)
 #   make bench-clients-python  limits' stock RedisStorage against ModuleStorage:
@@ -38,10 +38,10 @@ python-test: python-deps build
 	cd $(PY_PKG) && $(PY_BIN)/mypy --strict src
 	cd $(PY_PKG) && PYTHONPATH=src:tests $(PY_BIN)/pytest -p no:cacheprovider tests
 
-## python-compat: the package's suite on Redis 7.4.1 and Valkey 8.0.1 (when make compat has built
+## python-compat: the package's suite on each compat server (scripts/servers.sh; when make compat has built
 ## them under target/servers), then the peers' suites in their own venvs (their pinned
 ## requirements, PyPI); memcached (Debian's) is installed by compat/run.sh when missing
-PY_COMPAT_SERVERS := target/servers/redis-7.4.1/src/redis-server target/servers/valkey-8.0.1/src/valkey-server
+PY_COMPAT_SERVERS = $(COMPAT_SERVER_BINS)
 python-compat: python-deps build
 	@for server in $(PY_COMPAT_SERVERS); do \
 	  [ -x $$server ] || continue; echo "=== clients/python tests on $$server ==="; \

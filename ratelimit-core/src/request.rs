@@ -139,8 +139,8 @@ fn window_arguments<'a, 'b>(
 }
 
 impl Request {
-    /// Parses a limiting command's arguments after the key. `slide_log_max` is the largest
-    /// `limit` an exact sliding log accepts (`ratelimit.slide-log-max`).
+    /// Parses a limiting command's arguments after the key. `slide_log_max` is the most
+    /// entries an exact sliding log may come to hold (`ratelimit.slide-log-max`).
     pub fn parse(
         command: Command,
         args: &[&[u8]],
@@ -285,6 +285,27 @@ fn group_command(token: &[u8]) -> Option<Command> {
     .map(|(_, command)| command)
 }
 
+/// The error for a token where a group keyword (`TOKEN`, `PERIOD`, `SLIDE`, `LEAKY`) belongs.
+fn unknown_limit(keyword: &[u8]) -> ArgError {
+    ArgError::Invalid(format!(
+        "syntax error: unknown limit '{}' (use TOKEN, PERIOD, SLIDE or LEAKY)",
+        super::error::escape(keyword)
+    ))
+}
+
+impl Request {
+    /// A limit in `RL.ALL`'s group grammar — `TOKEN c r p [STEP]`, `PERIOD l p [ALIGN [o] |
+    /// KEEPPERIOD]`, `SLIDE l w [BUCKETS b [ANCHOR] [FLOOR]]`, `LEAKY c r p [NODELAY | DELAY
+    /// d]` — followed by any option of that command (`BAN d [CLEAR]`, …), parsed exactly as the
+    /// command parses it: what a policy holds (`crate::policy`, which refuses the per-call
+    /// options).
+    pub fn parse_group(args: &[&[u8]], slide_log_max: u64) -> Result<Request, ArgError> {
+        let (keyword, rest) = args.split_first().ok_or(ArgError::WrongArity)?;
+        let command = group_command(keyword).ok_or_else(|| unknown_limit(keyword))?;
+        Request::parse(command, rest, slide_log_max)
+    }
+}
+
 impl AllRequest {
     /// Parses `RL.ALL`'s arguments after the command name (`numkeys`, the keys, the limits,
     /// the call's options). Keys are compared as bytes: they must be distinct.
@@ -306,12 +327,7 @@ impl AllRequest {
         };
         let mut rest = groups;
         while let Some((keyword, tail)) = rest.split_first() {
-            let command = group_command(keyword).ok_or_else(|| {
-                ArgError::Invalid(format!(
-                    "syntax error: unknown limit '{}' (use TOKEN, PERIOD, SLIDE or LEAKY)",
-                    super::error::escape(keyword)
-                ))
-            })?;
+            let command = group_command(keyword).ok_or_else(|| unknown_limit(keyword))?;
             let end = tail.iter().position(|t| group_command(t).is_some()).unwrap_or(tail.len());
             let (group, next) = tail.split_at(end);
             let mut limit = Request::parse_limit(command, group, slide_log_max)?;

@@ -70,7 +70,7 @@ impl Pending {
             Pending::Limit(r) => {
                 let ban_ms = r.ban_ms.filter(|_| with_ban);
                 let request = Request { dry_run: dry, ban_ms, ..r.clone() };
-                let judged = judge_and_apply(call, &request)?;
+                let judged = judge_and_apply::<false>(call, &request)?;
                 let (v, now) = (judged.verdict, judged.now);
                 Ok(Judged { allowed: v.allowed, reply: v.reply, id: None, now })
             }
@@ -245,6 +245,7 @@ fn tally_of(name: &CStr) -> Tally {
         b"rl.period" => Tally::Period,
         b"rl.slide" => Tally::Slide,
         b"rl.acquire" => Tally::Acquire,
+        b"rl.hit" => Tally::Hit,
         _ => Tally::Leaky,
     }
 }

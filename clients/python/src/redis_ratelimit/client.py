@@ -1,6 +1,9 @@
 """The typed sync clients: :class:`RateLimit` (a ``redis.Redis``) and :class:`RateLimitCluster`
 (a ``redis.cluster.RedisCluster``). Every method sends exactly one command, in one round trip.
 
+Wrap the client the application already has: ``RateLimit(redis_client)`` (or its
+``ConnectionPool``), ``RateLimitCluster(cluster_client)`` — same connections, same options.
+
 Everything redis-py does still works on them (``r.get``, ``r.pipeline()``, ``r.info()``): the
 module's ``RL.INFO`` is :meth:`~RateLimitCommands.limiter_info`, because ``info()`` is
 redis-py's server ``INFO``.
@@ -8,17 +11,20 @@ redis-py's server ``INFO``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Dict, Optional, Sequence, Type, TypeVar, Union, cast, overload
 
 import redis
 import redis.cluster
 from redis.exceptions import ResponseError
 
 from . import commands as cmd
+from . import wrapping
 from .decision import AllDecision, Decision, LeaseDecision
 from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Token
 
 Key = Union[str, bytes]
+_Client = TypeVar("_Client", bound="RateLimit")
+_Cluster = TypeVar("_Cluster", bound="RateLimitCluster")
 
 
 class RateLimitCommands:
@@ -49,6 +55,7 @@ class RateLimitCommands:
         that long; ``wait``: block in the server until admitted, at most that long (the
         client's socket timeout must exceed it); ``dryrun``: change nothing; ``at``: unix ms to
         judge at instead of the server clock."""
+        cmd.check_wait(self, wait)
         return cmd.decision(self._send(*cmd.limiting(key, limit, cost, ban, wait, dryrun, at)))
 
     def token(
@@ -136,14 +143,15 @@ class RateLimitCommands:
 
     def all(
         self,
-        limits: Union[Mapping[Key, Limit], Sequence[Tuple[Key, Limit]]],
+        limits: cmd.AllLimits,
         *,
         costs: Optional[Sequence[int]] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
     ) -> AllDecision:
         """``RL.ALL``: every limit admits the request or none is charged (one atomic call).
-        ``limits`` maps each key to its limit (at most 16; in a cluster, one hash slot)."""
+        ``limits`` maps each key to its limit, or lists ``(key, limit)`` pairs (a list or a
+        tuple; at most 16; in a cluster, one hash slot)."""
         return cmd.all_decision(self._send(*cmd.all_of(limits, costs, dryrun, at)))
 
     def refund(self, key: Key, count: int, *, at: Optional[int] = None) -> Optional[Decision]:
@@ -163,6 +171,7 @@ class RateLimitCommands:
     ) -> LeaseDecision:
         """``RL.ACQUIRE``: one of at most ``limit`` leases, lapsing after ``lease`` unless
         renewed (acquire again with its ``id``) or released."""
+        cmd.check_wait(self, wait)
         return cmd.lease_decision(self._send(*cmd.acquire(key, limit, lease, id, wait, dryrun, at)))
 
     def release(self, key: Key, id: Union[str, bytes], *, at: Optional[int] = None) -> bool:
@@ -179,9 +188,68 @@ class RateLimitCommands:
 
 
 class RateLimit(RateLimitCommands, redis.Redis):
-    """A ``redis.Redis`` with the module's commands (see :class:`RateLimitCommands`)."""
+    """A ``redis.Redis`` with the module's commands (see :class:`RateLimitCommands`).
+
+    ``RateLimit(client)`` wraps a ``redis.Redis`` (or a ``redis.ConnectionPool``) the
+    application already has: the same pool, connections and options. Otherwise it takes
+    ``redis.Redis``'s own arguments (``RateLimit(host=..., port=...)``, :meth:`from_url`)."""
+
+    @overload
+    def __init__(self, client: Union[redis.Redis, redis.ConnectionPool], /) -> None: ...
+
+    @overload
+    def __init__(self, host: str = ..., port: int = ..., *args: Any, **kwargs: Any) -> None: ...
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and not isinstance(args[0], str):
+            if not wrapping.is_pool(args[0], asyncio=False):
+                raise wrapping.refuse("RateLimit", args[0], "a redis.Redis or a redis.ConnectionPool")
+            wrapping.no_options_with("RateLimit", args, kwargs)
+            super().__init__(connection_pool=wrapping.pool_of(args[0]))
+            return
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def from_url(cls: Type[_Client], url: str, **kwargs: Any) -> _Client:
+        """A client from a ``redis://`` / ``rediss://`` / ``unix://`` URL (as redis-py's),
+        typed as this class."""
+        return cast(_Client, cast(Any, super()).from_url(url, **kwargs))
 
 
 class RateLimitCluster(RateLimitCommands, redis.cluster.RedisCluster):
     """A ``redis.cluster.RedisCluster`` with the module's commands; the cluster routes each
-    command by its key (``RL.ALL``: every key in one hash slot — use hash tags)."""
+    command by its key (``RL.ALL``: every key in one hash slot — use hash tags).
+
+    ``RateLimitCluster(cluster_client)`` wraps a ``RedisCluster`` the application already has
+    (its topology and node connections, shared; closing the wrapper leaves them open)."""
+
+    @overload
+    def __init__(self, client: redis.cluster.RedisCluster, /) -> None: ...
+
+    @overload
+    def __init__(self, host: Optional[str] = ..., port: int = ..., *args: Any, **kwargs: Any) -> None: ...
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and args[0] is not None and not isinstance(args[0], str):
+            if not isinstance(args[0], redis.cluster.RedisCluster):
+                raise wrapping.refuse("RateLimitCluster", args[0], "a redis.cluster.RedisCluster")
+            wrapping.no_options_with("RateLimitCluster", args, kwargs)
+            wrapping.borrow(self, args[0])
+            return
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def from_url(cls: Type[_Cluster], url: str, **kwargs: Any) -> _Cluster:
+        """A cluster client from a ``redis://`` URL of one node (as redis-py's), typed as this
+        class."""
+        return cast(_Cluster, cast(Any, super()).from_url(url, **kwargs))
+
+    def close(self, *args: Any, **kwargs: Any) -> None:
+        """Closes the connections, unless they belong to a wrapped client."""
+        if not wrapping.borrowed(self):
+            super().close(*args, **kwargs)
+
+    def __del__(self) -> None:
+        delete = getattr(super(), "__del__", None)
+        if delete is not None and not wrapping.borrowed(self):
+            delete()

@@ -6,12 +6,12 @@ client method builds one command here, sends it in one round trip, and parses th
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from redis.exceptions import ResponseError
 
 from .decision import AllDecision, Decision, LeaseDecision
-from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Token, duration_arg
+from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Token, duration_arg, duration_ms
 
 #: A value of ``RL.INFO``: an integer, a text (``algorithm``), or a list (``leases``,
 #: ``window_counts``).
@@ -69,29 +69,90 @@ def limiting(
     return [spec.command(), key, *spec.params(cost), *options(ban, wait, dryrun, at)]
 
 
-_KEYWORDS = {Token: "TOKEN", Period: "PERIOD", Slide: "SLIDE", Leaky: "LEAKY"}
+_KEYWORDS = ((Token, "TOKEN"), (Period, "PERIOD"), (Slide, "SLIDE"), (Leaky, "LEAKY"))
+
+#: The limits of ``RL.ALL``: a mapping key → limit, or ``(key, limit)`` pairs (a list or a
+#: tuple of them; one pair alone too).
+AllLimits = Union[
+    Mapping[Union[str, bytes], Limit],
+    Sequence[Tuple[Union[str, bytes], Limit]],
+    Tuple[Union[str, bytes], Limit],
+]
+
+
+def _keyword(spec: object) -> str:
+    for cls, word in _KEYWORDS:
+        if isinstance(spec, cls):
+            return word
+    raise TypeError(f"RL.ALL takes Token, Period, Slide or Leaky limits, got {type(spec).__name__}: {spec!r}")
+
+
+def _pairs(limits: AllLimits) -> List[Tuple[Union[str, bytes], Limit]]:
+    if isinstance(limits, Mapping):
+        return list(limits.items())
+    items: Iterable[Any] = limits
+    if isinstance(limits, tuple) and len(limits) == 2 and isinstance(limits[0], (str, bytes)):
+        items = [limits]  # one (key, limit) pair
+    pairs = []
+    for item in items:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], (str, bytes))):
+            raise TypeError(f"RL.ALL takes (key, limit) pairs or a mapping key → limit, got {item!r}")
+        pairs.append((item[0], item[1]))
+    return pairs
 
 
 def all_of(
-    limits: Union[Mapping[Union[str, bytes], Limit], Sequence[Tuple[Union[str, bytes], Limit]]],
+    limits: AllLimits,
     costs: Optional[Sequence[int]] = None,
     dryrun: bool = False,
     at: Optional[int] = None,
 ) -> List[Arg]:
     """``RL.ALL``: one limit per key, in order; ``costs`` (default 1 each) per limit."""
-    pairs = list(limits.items()) if isinstance(limits, Mapping) else list(limits)
+    pairs = _pairs(limits)
     if not pairs:
         raise ValueError("RL.ALL needs at least one (key, limit) pair")
     if costs is not None and len(costs) != len(pairs):
         raise ValueError(f"{len(pairs)} limits but {len(costs)} costs")
     args: List[Arg] = ["RL.ALL", len(pairs), *(key for key, _ in pairs)]
     for i, (_, spec) in enumerate(pairs):
-        args += [_KEYWORDS[type(spec)], *spec.params(1 if costs is None else costs[i])]
+        args += [_keyword(spec), *spec.params(1 if costs is None else costs[i])]
     if dryrun:
         args.append("DRYRUN")
     if at is not None:
         args += ["AT", at]
     return args
+
+
+def socket_timeout(client: Any) -> Optional[float]:
+    """The socket timeout (s) of a redis-py client, standalone or cluster, sync or asyncio;
+    ``None`` when it has none (or it cannot be told)."""
+    for owner in (getattr(client, "connection_pool", None), getattr(client, "nodes_manager", None), client):
+        kwargs = getattr(owner, "connection_kwargs", None)
+        if isinstance(kwargs, dict):
+            timeout = kwargs.get("socket_timeout")
+            return None if timeout is None else float(timeout)
+    return None
+
+
+def check_wait(client: Any, wait: Optional[Duration]) -> None:
+    """Refuses a ``wait`` the client's socket timeout would cut short: redis-py would give up
+    reading, then retry (each retry waiting again), for far longer than the wait."""
+    if wait is None:
+        return
+    wait_ms = duration_ms(wait)
+    timeout = socket_timeout(client)
+    if wait_ms is None or timeout is None:
+        return
+    if wait_ms + WAIT_MARGIN_MS > timeout * 1000:
+        raise ValueError(
+            f"wait={wait_ms}ms needs a client whose socket_timeout exceeds it (by {WAIT_MARGIN_MS} ms at "
+            f"least), this one's is {timeout:g} s: use a shorter wait, or a client with a longer "
+            "socket_timeout (or none) for waiting calls"
+        )
+
+
+#: How much longer than a ``WAIT`` the socket timeout must be (the answer's round trip).
+WAIT_MARGIN_MS = 100
 
 
 def throttle(
