@@ -536,3 +536,48 @@ fn this_version_goes_back_to_0_2_0() {
         assert_eq!(seen(&mut pc, &copy), seen(&mut mc, key), "{key}");
     }
 }
+
+/// Whether the server has `aux_save2` (Redis 7.2+, every Valkey, which reports 7.2.4): there
+/// policies are saved in RDB files, and only when there are some.
+fn has_aux_save2(c: &mut Connection) -> bool {
+    let version = info_field(c, "server", "redis_version");
+    let parts: Vec<u32> = version.split('.').filter_map(|p| p.parse().ok()).collect();
+    parts.get(..2).is_some_and(|v| (v[0], v[1]) >= (7, 2))
+}
+
+/// Policies (`RL.POLICY`, 0.3.0) are module aux data that 0.2.0 cannot load: on a server with
+/// `aux_save2` a 0.2.0 replica of a master with a policy exits on its full sync (on Redis 7.0
+/// policies stay out of RDB files unless `ratelimit.policies-in-rdb yes`, and the replica
+/// syncs without them); once every policy is deleted, it syncs digest-equal.
+#[test]
+fn policies_stop_a_0_2_0_replica_until_deleted() {
+    let Some(previous) = module_0_2_0() else { return };
+    let master = Server::start();
+    let mut mc = master.conn();
+    let keys = populate(&mut mc, OLD_FEATURES);
+    run(&mut mc, &["RL.POLICY", "SET", "free", "TOKEN", "100", "10", "1s"]).expect("RL.POLICY");
+    let mut replica = Server::start_module(&previous, &[], &[]);
+    let port = master.port.to_string();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(&port)
+        .query(&mut replica.conn())
+        .expect("REPLICAOF");
+    if has_aux_save2(&mut mc) {
+        wait_for("the 0.2.0 replica to exit", || replica.has_exited());
+    } else {
+        let mut rc = replica.conn();
+        wait_for("the replication link", || {
+            info_field(&mut rc, "replication", "master_link_status") == "up"
+        });
+        wait_in_sync(&master, &replica);
+        assert_eq!(digest(&mut rc), digest(&mut mc));
+    }
+    master.assert_alive();
+    run(&mut mc, &["RL.POLICY", "DEL", "free"]).expect("RL.POLICY DEL");
+    let replica = replica_with_module(&master, &previous, &[]);
+    wait_in_sync(&master, &replica);
+    let mut rc = replica.conn();
+    assert_eq!(all_seen(&mut rc, &keys), all_seen(&mut mc, &keys));
+    assert_eq!(digest(&mut rc), digest(&mut mc));
+}
