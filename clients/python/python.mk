@@ -57,7 +57,7 @@ python-test: python-deps build python-dist
 ## them under target/servers), then the peers' suites in their own venvs (their pinned
 ## requirements, PyPI); memcached (Debian's) is installed by compat/run.sh when missing
 PY_COMPAT_SERVERS = $(COMPAT_SERVER_BINS)
-python-compat: python-deps build
+python-compat: python-deps build python-dist
 	@for server in $(PY_COMPAT_SERVERS); do \
 	  [ -x $$server ] || continue; echo "=== clients/python tests on $$server ==="; \
 	  (cd $(PY_PKG) && RL_SERVER=$(abspath .)/$$server PYTHONPATH=src:tests \
