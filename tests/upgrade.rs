@@ -382,13 +382,7 @@ fn new_feature_stops_an_old_replica_until_dropped() {
     let mut mc = master.conn();
     let keys = populate(&mut mc, OLD_FEATURES);
     let new_keys = populate(&mut mc, NEW_FEATURES);
-    let mut replica = Server::start_module(&old, &[], &[]);
-    let port = master.port.to_string();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(&port)
-        .query(&mut replica.conn())
-        .expect("REPLICAOF");
+    let mut replica = attached(&master, &old);
     wait_for("the old replica to exit", || replica.has_exited());
     master.assert_alive();
     let mut new_keys = new_keys;
@@ -399,6 +393,18 @@ fn new_feature_stops_an_old_replica_until_dropped() {
     let mut rc = replica.conn();
     assert_eq!(all_seen(&mut rc, &keys), all_seen(&mut mc, &keys));
     assert_eq!(digest(&mut rc), digest(&mut mc));
+}
+
+/// A server on `module` told to replicate `master` (`REPLICAOF`), not waited for: it may exit
+/// on the full sync.
+fn attached(master: &Server, module: &Path) -> Server {
+    let replica = Server::start_module(module, &[], &[]);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query(&mut replica.conn())
+        .expect("REPLICAOF");
+    replica
 }
 
 /// The downgrade procedure's first step (`docs/operations.md#upgrades`): every key whose
@@ -556,13 +562,7 @@ fn policies_stop_a_0_2_0_replica_until_deleted() {
     let mut mc = master.conn();
     let keys = populate(&mut mc, OLD_FEATURES);
     run(&mut mc, &["RL.POLICY", "SET", "free", "TOKEN", "100", "10", "1s"]).expect("RL.POLICY");
-    let mut replica = Server::start_module(&previous, &[], &[]);
-    let port = master.port.to_string();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(&port)
-        .query(&mut replica.conn())
-        .expect("REPLICAOF");
+    let mut replica = attached(&master, &previous);
     if has_aux_save2(&mut mc) {
         wait_for("the 0.2.0 replica to exit", || replica.has_exited());
     } else {
