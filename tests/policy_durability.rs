@@ -151,10 +151,20 @@ fn replicas_get_policies_and_the_state_hit_left() {
         ints(&mut mc, &["RL.HIT", "free", "vip"]);
         ints(&mut mc, &["RL.HIT", "extra", "e", "COST", "2"]);
     }
+    // RL.ALL with a policy group reaches the replica as the states it left.
+    for _ in 0..3 {
+        let _: Value = redis::cmd("RL.ALL")
+            .arg(&["2", "{a}1", "{a}2", "POLICY", "extra", "COST", "3", "TOKEN", "9", "1", "1s"])
+            .query(&mut mc)
+            .unwrap();
+    }
     del(&mut mc, "RL.POLICY DEL pro");
     wait_in_sync(&master, &replica);
     assert_eq!(names(&mut rc), ["extra", "free"]);
-    for key in ["k", "vip", "e"] {
+    let stats: String = redis::cmd("INFO").arg("commandstats").query(&mut rc).unwrap();
+    assert!(stats.contains("cmdstat_rl.restore"), "{stats}");
+    assert!(!stats.contains("cmdstat_rl.hit") && !stats.contains("cmdstat_rl.all"), "{stats}");
+    for key in ["k", "vip", "e", "{a}1", "{a}2"] {
         assert_eq!(stored_state(&mut mc, key), stored_state(&mut rc, key), "{key}");
         assert_eq!(pexpiretime(&mut mc, key), pexpiretime(&mut rc, key), "{key}");
     }

@@ -297,3 +297,46 @@ proptest! {
         prop_assert_eq!(back, t);
     }
 }
+
+#[test]
+fn all_takes_policy_groups() {
+    use crate::request::AllRequest;
+    let free = def("TOKEN 10 1 1s BAN 1m");
+    let shadow = def("PERIOD 1 1m SHADOW");
+    let mut resolve = |name: &[u8], key: &[u8]| match (name, key) {
+        (b"free", _) => Some((free.limit.clone(), free.shadow)),
+        (b"try", _) => Some((shadow.limit.clone(), shadow.shadow)),
+        _ => None,
+    };
+    let all = AllRequest::parse_with_policies(
+        &words("3 a b c POLICY free COST 2 PERIOD 5 1m POLICY try COST 3 AT 9 DRYRUN"),
+        100_000,
+        &mut resolve,
+    )
+    .unwrap();
+    assert!(all.by_policy && all.dry_run);
+    assert_eq!(all.at_ms, Some(9));
+    assert_eq!(all.limits[0].limit, free.limit);
+    assert_eq!((all.limits[0].cost, all.limits[0].ban_ms), (2, None), "no ban in RL.ALL");
+    assert_eq!(all.limits[2].cost, 0, "a shadow policy never refuses in RL.ALL");
+    assert!(all.limits.iter().all(|l| l.at_ms == Some(9) && l.dry_run));
+    // A policy named like a group keyword is still a name.
+    let mut token = |name: &[u8], _: &[u8]| (name == b"TOKEN").then(|| (free.limit.clone(), false));
+    assert!(
+        AllRequest::parse_with_policies(&words("1 a POLICY TOKEN"), 100_000, &mut token).is_ok()
+    );
+    let mut err = |text: &str| {
+        AllRequest::parse_with_policies(&words(text), 100_000, &mut resolve)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(err("1 a POLICY nope"), "ERR no such policy 'nope'");
+    assert!(err("1 a POLICY").contains("POLICY"));
+    assert!(err("1 a POLICY free BAN 1s").contains("BAN"));
+    assert!(err("1 a POLICY free WAIT 1s").contains("WAIT"));
+    assert!(!AllRequest::parse(&words("1 a TOKEN 1 1 1"), 100_000).unwrap().by_policy);
+    assert_eq!(
+        AllRequest::parse(&words("1 a POLICY free"), 100_000).unwrap_err().to_string(),
+        "ERR no such policy 'free'"
+    );
+}

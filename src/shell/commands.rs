@@ -81,9 +81,11 @@ fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
 }
 
 /// `RL.ALL numkeys key [key ...] limit [limit ...] [DRYRUN] [AT ms]`: all or nothing
-/// (`limiting.rs`); every changed key's waiters are judged again.
+/// (`limiting.rs`); a limit may be `POLICY name [COST n]` (`policies.rs`); every changed key's
+/// waiters are judged again.
 fn all(call: &Call) -> Result<Outcome, CommandError> {
-    let all = AllRequest::parse(call.args.get(1..).unwrap_or(&[]), slide_log_max())?;
+    let args = call.args.get(1..).unwrap_or(&[]);
+    let all = AllRequest::parse_with_policies(args, slide_log_max(), &mut policies::limit_for)?;
     let (verdict, touched) = limiting::judge_all_and_apply(call, &all)?;
     for name in touched {
         wait::key_named_changed(call, name);

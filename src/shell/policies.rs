@@ -19,6 +19,7 @@ use super::stats::Outcome;
 use super::wait;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::policy::{Definition, PolicyError, PolicyTable};
+use ratelimit_core::request::Limit;
 
 thread_local! {
     /// The table. Redis runs commands, callbacks and persistence on its main thread (a
@@ -88,6 +89,14 @@ pub fn hit(call: &Call) -> Result<Outcome, CommandError> {
         reply::integers(call.api, call.ctx, &values);
         Ok(if values[0] == 1 { Outcome::Admitted } else { Outcome::Limited })
     })
+}
+
+/// The limit `RL.ALL`'s group `POLICY name` judges `key` with (the key's override's, else the
+/// policy's) and whether the policy is in shadow; `None`: no such policy.
+pub fn limit_for(name: &[u8], key: &[u8]) -> Option<(Limit, bool)> {
+    with_table(|table| Ok(table.resolve(name, key).map(|(d, _)| (d.limit.clone(), d.shadow))))
+        .ok()
+        .flatten()
 }
 
 /// `[FOR key]` after a policy name.

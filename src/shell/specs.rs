@@ -98,6 +98,8 @@ const ALL_LIMITS: &[ArgSpec] = &[
     .doc(c"a sliding window, as RL.SLIDE"),
     ArgSpec::keyword(c"LEAKY", c"leaky", ArgKind::Block(&[CAPACITY, RATE, PERIOD, MODE, COST]))
         .doc(c"a leaky bucket, as RL.LEAKY"),
+    ArgSpec::keyword(c"POLICY", c"policy", ArgKind::Block(&[POLICY_NAME, COST]))
+        .doc(c"the limit a policy (RL.POLICY) holds for the key"),
 ];
 const ALL_ARGS: &[ArgSpec] = &[
     ArgSpec::new(c"numkeys", ArgKind::Integer).doc(c"how many keys follow, 1 to 16"),
