@@ -71,6 +71,22 @@ describe('policies on one server', () => {
     for (const f of ['admitted', 'limited', 'nearLimit']) assert.equal(typeof stats[f], 'number', f);
   });
 
+  test('all() mixes a policy with limits of its own (RL.ALL … POLICY name), all or nothing', async (t) => {
+    if (!available) return t.skip(NO_POLICIES);
+    const rl = new RateLimit(redis, { prefix: 'pol4:' });
+    await rl.setPolicy('daily', { algorithm: 'period', limit: 2, period: '1d' });
+    const limits = [
+      { key: '{u7}:s', algorithm: 'token', capacity: 10, rate: 10, period: '1s' },
+      { key: '{u7}:d', policy: 'daily', cost: 1 },
+    ];
+    assert.equal((await rl.all(limits, { at: T0 })).allowed, true);
+    assert.equal((await rl.all(limits, { at: T0 })).allowed, true);
+    const refused = await rl.all(limits, { at: T0 });
+    assert.deepEqual([refused.allowed, refused.index, refused.details[1].limit], [false, 1, 2]);
+    assert.equal((await rl.info('{u7}:s')).tokens, 8, 'the refusal charged no limit');
+    await assert.rejects(rl.all([{ key: 'k', policy: 'nosuch' }]), /nosuch/);
+  });
+
   test('the middleware on a server policy: RL.HIT per request, headers from the reply', async (t) => {
     if (!available) return t.skip(NO_POLICIES);
     const rl = new RateLimit(redis);
