@@ -229,6 +229,11 @@ class RateLimit {
     return sum;
   }
 
+  /** Zeroes every policy's counters (RL.POLICY RESETSTAT), on every primary of a cluster client. */
+  async resetPolicyStats() {
+    await this.transport.sendToPrimaries(['RL.POLICY', 'RESETSTAT']);
+  }
+
   /**
    * The stored parameters and state (RL.INFO) as an object, or null. The server's snake_case
    * fields in camelCase (`updated_ms` → `updatedMs`, `ttl_ms` → `ttlMs`); numbers as numbers.

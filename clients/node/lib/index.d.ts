@@ -251,6 +251,8 @@ export class RateLimit {
   policies(): Promise<string[]>;
   /** RL.POLICY STATS (summed over the primaries of a cluster client). */
   policyStats(name: string): Promise<PolicyStats>;
+  /** RL.POLICY RESETSTAT, on every primary. */
+  resetPolicyStats(): Promise<void>;
 }
 
 export interface HitOptions {

@@ -62,6 +62,8 @@ describe('policies on one server', () => {
     const stats = await rl.policyStats('trial');
     assert.deepEqual([stats.calls, stats.shadowLimited], [2, 1]);
     for (const f of ['admitted', 'limited', 'nearLimit']) assert.equal(typeof stats[f], 'number', f);
+    await rl.resetPolicyStats();
+    assert.deepEqual([(await rl.policyStats('trial')).calls, (await rl.policyStats('trial')).shadowLimited], [0, 0]);
   });
 
   test('all() mixes a policy with limits of its own (RL.ALL … POLICY name), all or nothing', async () => {
@@ -112,6 +114,8 @@ test('setPolicy on a cluster client writes to every primary (ioredis and node-re
       // keys on every node are judged under it
       for (let i = 0; i < 30; i++) assert.equal((await rl.hit(`everywhere-${name}`, `user:${i}`)).limit, 3);
       assert.equal((await rl.policyStats(`everywhere-${name}`)).calls, 30, 'summed over the primaries');
+      await rl.resetPolicyStats();
+      assert.equal((await rl.policyStats(`everywhere-${name}`)).calls, 0, 'reset on every primary');
       assert.equal(await rl.deletePolicy(`everywhere-${name}`), true);
       assert.deepEqual((await rl.policies()).filter((p) => p.startsWith('everywhere')), []);
     }
