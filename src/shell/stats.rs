@@ -14,6 +14,7 @@ pub enum Tally {
     Throttle,
     All,
     Refund,
+    Charge,
     Acquire,
     Release,
     Peek,
@@ -24,7 +25,7 @@ pub enum Tally {
 }
 
 impl Tally {
-    const ALL: [Tally; 14] = [
+    const ALL: [Tally; 15] = [
         Tally::Token,
         Tally::Period,
         Tally::Slide,
@@ -32,6 +33,7 @@ impl Tally {
         Tally::Throttle,
         Tally::All,
         Tally::Refund,
+        Tally::Charge,
         Tally::Acquire,
         Tally::Release,
         Tally::Peek,
@@ -50,6 +52,7 @@ impl Tally {
             Tally::Throttle => "throttle",
             Tally::All => "all",
             Tally::Refund => "refund",
+            Tally::Charge => "charge",
             Tally::Acquire => "acquire",
             Tally::Release => "release",
             Tally::Peek => "peek",
