@@ -158,3 +158,30 @@ fn a_charge_reaches_the_replica_as_the_same_value() {
     let text = error_text(&mut r, &[b"RL.CHARGE", b"g", b"1"]);
     assert!(text.starts_with("READONLY"), "{text}");
 }
+
+/// The LLM-gateway example of docs/policies.md, "Settle": reserve by policy, refund, charge.
+#[test]
+fn settle_by_policy_both_ways() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let _: () = redis::cmd("RL.POLICY")
+        .arg(&["SET", "llm", "LEAKY", "100000", "100000", "1m", "NODELAY"])
+        .query(&mut c)
+        .unwrap();
+    let hit = |c: &mut Connection, cost: u64, at: i64| -> Vec<i64> {
+        let args = ["RL.HIT", "llm", "llm:u42", "COST", &cost.to_string(), "AT", &at.to_string()];
+        ints(c, &args)
+    };
+    assert_eq!(hit(&mut c, 4096, T)[0], 1);
+    let refunded: Vec<i64> =
+        redis::cmd("RL.REFUND").arg("llm:u42").arg(2886).arg("AT").arg(T).query(&mut c).unwrap();
+    assert_eq!(refunded[2], 100_000 - 1210 - 1, "what a request of 1 would leave");
+    // Reserve nearly everything, then the call used 6 000 more than that: past the limit.
+    assert_eq!(hit(&mut c, 98_790, T)[0], 1);
+    let charged = charge(&mut c, "llm:u42", 6000, T).unwrap();
+    // 106 000 tokens in a bucket of 100 000 draining 100 000 a minute (0.6 ms per token):
+    // one token is free again after 6 001 tokens have drained.
+    assert_eq!(charged, vec![0, 100_000, 0, 3601, 63_600]);
+    assert_eq!(hit(&mut c, 1, T + 3600)[0], 0);
+    assert_eq!(hit(&mut c, 1, T + 3601)[0], 1);
+}
