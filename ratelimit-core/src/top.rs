@@ -1,0 +1,459 @@
+//! `RL.TOP`: which keys are refused most often *now* — a bounded heavy-hitters summary of
+//! refusals, as a pure structure the shell feeds on the refusal path and reads with the clock.
+//!
+//! Terms:
+//! * **refusal** — one limiting call answered `allowed = 0` (not a dry run). Each counts 1,
+//!   whatever its cost;
+//! * **identity** — what a counter counts: a key (its first [`KEY_CAP`] bytes) and the policy
+//!   it was refused under (its **tag**, the first [`TAG_CAP`] bytes of the policy's name; empty
+//!   for the direct commands);
+//! * **window** — refusals are counted per window of `window_ms`, aligned to the unix epoch
+//!   (window `i` holds the instants `[i·window_ms, (i+1)·window_ms)`). Two windows are kept:
+//!   the current one and the one before; a refusal counts in the current window, a read sees
+//!   both, so it covers the last `window_ms` to `2·window_ms`. When the clock enters the next
+//!   window the current becomes the previous and the older one is forgotten; after a gap of
+//!   two windows or more both are empty. An instant earlier than the current window (the
+//!   clock stepped back) counts in the current window;
+//! * **summary** — one window's counters: Space-Saving (Metwally, Agrawal, El Abbadi, 2005)
+//!   with `k` counters. A refused identity that has a counter adds 1 to it; one that has none
+//!   takes a free counter (count 1) or, when all `k` are taken, the counter with the least
+//!   count (the least recently refused among equals): it inherits that count `m` plus 1, and
+//!   `m` is its **error** (the refusals it may have been credited for another identity).
+//!
+//! Accuracy, per window of `N` refusals (the classic Space-Saving bounds). Let `E` be the
+//! largest count a counter had when it was taken over (0 while no counter was ever taken
+//! over); `E ≤ N / k`, because the least of `k` counters that add up to at most `N` is at most
+//! `N / k`. Then:
+//! * an identity with a counter was refused `f` times with `count − E ≤ count − error ≤ f ≤
+//!   count` (counts overestimate, by at most the error);
+//! * an identity without a counter was refused at most `E ≤ N / k` times — so every identity
+//!   refused more than `N / k` times has a counter.
+//!
+//! A read adds up the two windows: an identity refused `f` times in both (`N` refusals in
+//! both) is reported with a count within `E_prev + E_cur ≤ N / k` of `f` (above it when it
+//! held a counter in both windows, possibly below when it held one in only one of them), and
+//! every identity refused more than `N / k` times in both is reported (it was refused more
+//! than `N_w / k` times in at least one window `w`). A read grouped by key (no policy filter)
+//! adds up the key's identities under each policy, and their errors with them.
+//!
+//! Cost: a refusal hashes its identity once (SipHash, randomly keyed: keys chosen by an
+//! attacker cannot make the table probe long), probes an open-addressing table of at least
+//! `2k` slots and moves one counter in a min-heap of `k` (`O(log k)`). Nothing is allocated
+//! once the `k` counters exist: a counter holds its identity's bytes inline.
+
+use std::cmp::Ordering;
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+
+/// Bytes of a key kept: longer keys are counted under their first `KEY_CAP` bytes.
+pub const KEY_CAP: usize = 128;
+/// Bytes of a policy name kept as a tag.
+pub const TAG_CAP: usize = 64;
+/// Default number of counters per window (`ratelimit.top-k`).
+pub const DEFAULT_K: usize = 256;
+/// Largest `k` accepted (two windows of counters of ~220 bytes each: ~4.4 MB).
+pub const MAX_K: usize = 10_000;
+/// Default window (`ratelimit.top-window`): a minute.
+pub const DEFAULT_WINDOW_MS: i64 = 60_000;
+
+/// A table slot with no counter.
+const EMPTY: u32 = u32::MAX;
+
+/// One counter: an identity, its refusals in the window, and when it was last refused.
+#[derive(Clone)]
+struct Counter {
+    hash: u64,
+    count: u64,
+    last_ms: i64,
+    /// Where the counter is in the heap.
+    heap_pos: u32,
+    tag_len: u8,
+    key_len: u8,
+    /// The tag, then the key.
+    bytes: [u8; TAG_CAP + KEY_CAP],
+}
+
+impl Counter {
+    fn tag(&self) -> &[u8] {
+        self.bytes.get(..usize::from(self.tag_len)).unwrap_or(&[])
+    }
+
+    fn key(&self) -> &[u8] {
+        let start = usize::from(self.tag_len);
+        self.bytes.get(start..start + usize::from(self.key_len)).unwrap_or(&[])
+    }
+
+    fn is(&self, hash: u64, tag: &[u8], key: &[u8]) -> bool {
+        self.hash == hash && self.tag() == tag && self.key() == key
+    }
+
+    /// Sets the identity (both already cut to their caps).
+    fn set_identity(&mut self, hash: u64, tag: &[u8], key: &[u8]) {
+        self.hash = hash;
+        self.tag_len = tag.len() as u8;
+        self.key_len = key.len() as u8;
+        if let Some(dst) = self.bytes.get_mut(..tag.len()) {
+            dst.copy_from_slice(tag);
+        }
+        if let Some(dst) = self.bytes.get_mut(tag.len()..tag.len() + key.len()) {
+            dst.copy_from_slice(key);
+        }
+    }
+
+    /// Heap order: fewer refusals first, then the least recently refused.
+    fn below(&self, other: &Counter) -> bool {
+        (self.count, self.last_ms) < (other.count, other.last_ms)
+    }
+}
+
+/// One window's Space-Saving summary.
+#[derive(Clone)]
+struct Summary {
+    counters: Vec<Counter>,
+    /// Counter indices, a min-heap by [`Counter::below`].
+    heap: Vec<u32>,
+    /// Open addressing with linear probing: counter indices or [`EMPTY`]; a power of two of
+    /// at least twice `k` slots.
+    table: Vec<u32>,
+    /// Refusals counted.
+    total: u64,
+    /// The largest count ever taken over (`E` in the module docs).
+    evicted_max: u64,
+}
+
+impl Summary {
+    fn new() -> Self {
+        Summary {
+            counters: Vec::new(),
+            heap: Vec::new(),
+            table: Vec::new(),
+            total: 0,
+            evicted_max: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.counters.clear();
+        self.heap.clear();
+        self.table.fill(EMPTY);
+        self.total = 0;
+        self.evicted_max = 0;
+    }
+
+    fn mask(&self) -> usize {
+        self.table.len().wrapping_sub(1)
+    }
+
+    /// The table slot holding the identity, or the empty slot where it would go.
+    fn find(&self, hash: u64, tag: &[u8], key: &[u8]) -> (usize, Option<usize>) {
+        let mask = self.mask();
+        let mut i = (hash as usize) & mask;
+        // At most half the slots are taken: the probe ends at an empty slot.
+        for _ in 0..self.table.len() {
+            let Some(&slot) = self.table.get(i) else { break };
+            if slot == EMPTY {
+                return (i, None);
+            }
+            let index = slot as usize;
+            if self.counters.get(index).is_some_and(|c| c.is(hash, tag, key)) {
+                return (i, Some(index));
+            }
+            i = (i + 1) & mask;
+        }
+        (i, None)
+    }
+
+    /// The table slot that points at counter `index`, whose identity hashes to `hash`.
+    fn slot_of(&self, hash: u64, index: usize) -> Option<usize> {
+        let mask = self.mask();
+        let mut i = (hash as usize) & mask;
+        for _ in 0..self.table.len() {
+            match self.table.get(i) {
+                Some(&slot) if slot as usize == index => return Some(i),
+                Some(&EMPTY) | None => return None,
+                Some(_) => i = (i + 1) & mask,
+            }
+        }
+        None
+    }
+
+    /// Empties table slot `i`, moving later entries of the probe run back (no tombstones).
+    fn remove_slot(&mut self, mut i: usize) {
+        let mask = self.mask();
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let Some(&slot) = self.table.get(j) else { break };
+            if slot == EMPTY {
+                break;
+            }
+            let home = self.counters.get(slot as usize).map_or(j, |c| (c.hash as usize) & mask);
+            // The entry at `j` may move to `i` unless its home lies cyclically in `(i, j]`.
+            let stays = if i <= j { i < home && home <= j } else { i < home || home <= j };
+            if !stays {
+                if let Some(s) = self.table.get_mut(i) {
+                    *s = slot;
+                }
+                i = j;
+            }
+        }
+        if let Some(s) = self.table.get_mut(i) {
+            *s = EMPTY;
+        }
+    }
+
+    fn below(&self, a: usize, b: usize) -> bool {
+        let (Some(&ia), Some(&ib)) = (self.heap.get(a), self.heap.get(b)) else {
+            return false;
+        };
+        match (self.counters.get(ia as usize), self.counters.get(ib as usize)) {
+            (Some(ca), Some(cb)) => ca.below(cb),
+            _ => false,
+        }
+    }
+
+    fn swap(&mut self, a: usize, b: usize) {
+        if a >= self.heap.len() || b >= self.heap.len() {
+            return;
+        }
+        self.heap.swap(a, b);
+        for pos in [a, b] {
+            if let Some(&index) = self.heap.get(pos) {
+                if let Some(c) = self.counters.get_mut(index as usize) {
+                    c.heap_pos = pos as u32;
+                }
+            }
+        }
+    }
+
+    fn sift_up(&mut self, mut pos: usize) {
+        while pos > 0 {
+            let parent = (pos - 1) / 2;
+            if !self.below(pos, parent) {
+                break;
+            }
+            self.swap(pos, parent);
+            pos = parent;
+        }
+    }
+
+    fn sift_down(&mut self, mut pos: usize) {
+        loop {
+            let (left, right) = (2 * pos + 1, 2 * pos + 2);
+            let mut least = pos;
+            if left < self.heap.len() && self.below(left, least) {
+                least = left;
+            }
+            if right < self.heap.len() && self.below(right, least) {
+                least = right;
+            }
+            if least == pos {
+                return;
+            }
+            self.swap(pos, least);
+            pos = least;
+        }
+    }
+
+    /// Counts one refusal of the identity at `now_ms` (`k ≥ 1`, tag and key already cut).
+    fn record(&mut self, k: usize, hash: u64, tag: &[u8], key: &[u8], now_ms: i64) {
+        if self.table.is_empty() {
+            self.table = vec![EMPTY; (2 * k).next_power_of_two().max(4)];
+        }
+        self.total = self.total.saturating_add(1);
+        let (slot, found) = self.find(hash, tag, key);
+        if let Some(index) = found {
+            let Some(c) = self.counters.get_mut(index) else { return };
+            c.count = c.count.saturating_add(1);
+            c.last_ms = c.last_ms.max(now_ms);
+            let pos = c.heap_pos as usize;
+            self.sift_down(pos);
+            return;
+        }
+        if self.counters.len() < k {
+            let index = self.counters.len();
+            let mut c = Counter {
+                hash,
+                count: 1,
+                last_ms: now_ms,
+                heap_pos: self.heap.len() as u32,
+                tag_len: 0,
+                key_len: 0,
+                bytes: [0; TAG_CAP + KEY_CAP],
+            };
+            c.set_identity(hash, tag, key);
+            self.counters.push(c);
+            self.heap.push(index as u32);
+            if let Some(s) = self.table.get_mut(slot) {
+                *s = index as u32;
+            }
+            self.sift_up(self.heap.len() - 1);
+            return;
+        }
+        // Take over the least counter.
+        let Some(&index) = self.heap.first() else { return };
+        let index = index as usize;
+        let Some(old) = self.counters.get(index) else { return };
+        let (old_hash, min) = (old.hash, old.count);
+        if let Some(old_slot) = self.slot_of(old_hash, index) {
+            self.remove_slot(old_slot);
+        }
+        self.evicted_max = self.evicted_max.max(min);
+        if let Some(c) = self.counters.get_mut(index) {
+            c.set_identity(hash, tag, key);
+            c.count = min.saturating_add(1);
+            c.last_ms = now_ms;
+        }
+        // The removal may have moved entries: find the new identity's slot again.
+        let (slot, _) = self.find(hash, tag, key);
+        if let Some(s) = self.table.get_mut(slot) {
+            *s = index as u32;
+        }
+        self.sift_down(0);
+    }
+}
+
+/// One row of `RL.TOP`: a key (its first [`KEY_CAP`] bytes), its refusals in the two windows
+/// and the instant of the last one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopEntry {
+    pub key: Vec<u8>,
+    pub refused: u64,
+    pub last_refused_ms: i64,
+}
+
+/// What a read covers, for `INFO`: refusals counted in the two windows, the counters in use,
+/// and the bound on every reported count's error (`E_prev + E_cur`, at most `refusals / k`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TopStats {
+    pub refusals: u64,
+    pub tracked: u64,
+    pub error_bound: u64,
+}
+
+/// The refused keys of the last one to two windows (see the module docs).
+#[derive(Clone)]
+pub struct TopKeys {
+    k: usize,
+    window_ms: i64,
+    current: Summary,
+    previous: Summary,
+    /// The current window's number (`now.div_euclid(window_ms)`), `None` before any refusal.
+    current_window: Option<i64>,
+    hasher: RandomState,
+}
+
+impl TopKeys {
+    /// `k` counters per window (at least 1, at most [`MAX_K`]), windows of `window_ms` (at
+    /// least 1 ms).
+    pub fn new(k: usize, window_ms: i64) -> Self {
+        TopKeys {
+            k: k.clamp(1, MAX_K),
+            window_ms: window_ms.max(1),
+            current: Summary::new(),
+            previous: Summary::new(),
+            current_window: None,
+            hasher: RandomState::new(),
+        }
+    }
+
+    /// Whether this summary was made with these settings.
+    pub fn has_settings(&self, k: usize, window_ms: i64) -> bool {
+        self.k == k.clamp(1, MAX_K) && self.window_ms == window_ms.max(1)
+    }
+
+    /// Forgets every refusal (`RL.TOP RESET`).
+    pub fn reset(&mut self) {
+        self.current.clear();
+        self.previous.clear();
+        self.current_window = None;
+    }
+
+    /// Counts one refusal of `key` under the policy `tag` (empty: none) at `now_ms`.
+    pub fn record(&mut self, tag: &[u8], key: &[u8], now_ms: i64) {
+        let window = now_ms.div_euclid(self.window_ms);
+        match self.current_window {
+            Some(current) if window <= current => {}
+            Some(current) if current.checked_add(1) == Some(window) => {
+                std::mem::swap(&mut self.current, &mut self.previous);
+                self.current.clear();
+                self.current_window = Some(window);
+            }
+            _ => {
+                self.current.clear();
+                self.previous.clear();
+                self.current_window = Some(window);
+            }
+        }
+        let tag = tag.get(..TAG_CAP).unwrap_or(tag);
+        let key = key.get(..KEY_CAP).unwrap_or(key);
+        let mut h = self.hasher.build_hasher();
+        h.write(tag);
+        h.write_u8(0xff);
+        h.write(key);
+        self.current.record(self.k, h.finish(), tag, key, now_ms);
+    }
+
+    /// The summaries a read at `now_ms` sees: both while the clock is in the current window
+    /// (or before it), only the current one (now the previous) in the next window, none
+    /// after.
+    fn visible(&self, now_ms: i64) -> [Option<&Summary>; 2] {
+        let window = now_ms.div_euclid(self.window_ms);
+        match self.current_window {
+            Some(current) if window <= current => [Some(&self.previous), Some(&self.current)],
+            Some(current) if current.checked_add(1) == Some(window) => [Some(&self.current), None],
+            _ => [None, None],
+        }
+    }
+
+    /// The `count` most refused keys at `now_ms`, most refused first (then the most recently
+    /// refused, then by key bytes). With `policy`, only refusals under that policy; without,
+    /// a key's refusals under every policy (or none) add up.
+    pub fn top(&self, now_ms: i64, count: usize, policy: Option<&[u8]>) -> Vec<TopEntry> {
+        let policy = policy.map(|p| p.get(..TAG_CAP).unwrap_or(p));
+        let mut rows: HashMap<&[u8], TopEntry> = HashMap::new();
+        for summary in self.visible(now_ms).into_iter().flatten() {
+            for c in &summary.counters {
+                if policy.is_some_and(|p| p != c.tag()) {
+                    continue;
+                }
+                let row = rows.entry(c.key()).or_insert_with(|| TopEntry {
+                    key: c.key().to_vec(),
+                    refused: 0,
+                    last_refused_ms: i64::MIN,
+                });
+                row.refused = row.refused.saturating_add(c.count);
+                row.last_refused_ms = row.last_refused_ms.max(c.last_ms);
+            }
+        }
+        let mut rows: Vec<TopEntry> = rows.into_values().collect();
+        rows.sort_by(row_order);
+        rows.truncate(count);
+        rows
+    }
+
+    /// Refusals, counters and the error bound a read at `now_ms` sees.
+    pub fn stats(&self, now_ms: i64) -> TopStats {
+        let mut stats = TopStats::default();
+        for summary in self.visible(now_ms).into_iter().flatten() {
+            stats.refusals = stats.refusals.saturating_add(summary.total);
+            stats.tracked = stats.tracked.saturating_add(summary.counters.len() as u64);
+            stats.error_bound = stats.error_bound.saturating_add(summary.evicted_max);
+        }
+        stats
+    }
+}
+
+/// The order of `RL.TOP`'s rows: most refused first, then the most recently refused, then by
+/// key bytes.
+pub fn row_order(a: &TopEntry, b: &TopEntry) -> Ordering {
+    b.refused
+        .cmp(&a.refused)
+        .then(b.last_refused_ms.cmp(&a.last_refused_ms))
+        .then_with(|| a.key.cmp(&b.key))
+}
+
+#[cfg(test)]
+#[path = "top_tests.rs"]
+mod tests;
