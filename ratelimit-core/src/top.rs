@@ -46,6 +46,9 @@ use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
+use crate::args::parse_count;
+use crate::error::ArgError;
+
 /// Bytes of a key kept: longer keys are counted under their first `KEY_CAP` bytes.
 pub const KEY_CAP: usize = 128;
 /// Bytes of a policy name kept as a tag.
@@ -452,6 +455,51 @@ pub fn row_order(a: &TopEntry, b: &TopEntry) -> Ordering {
         .cmp(&a.refused)
         .then(b.last_refused_ms.cmp(&a.last_refused_ms))
         .then_with(|| a.key.cmp(&b.key))
+}
+
+/// Rows `RL.TOP` answers without `COUNT`.
+pub const DEFAULT_COUNT: u64 = 10;
+
+/// A parsed `RL.TOP` call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopRequest {
+    /// `RL.TOP [COUNT n] [POLICY name]`: the `count` most refused keys, of one policy or all.
+    Read { count: usize, policy: Option<Vec<u8>> },
+    /// `RL.TOP RESET`: forget every refusal.
+    Reset,
+}
+
+impl TopRequest {
+    /// Parses the arguments after the command name: `RESET` alone, or `COUNT n` (1 to
+    /// [`MAX_K`]·2, what two windows can hold) and `POLICY name`, each at most once, in any
+    /// order; keywords in any case.
+    pub fn parse(args: &[&[u8]]) -> Result<TopRequest, ArgError> {
+        if let [only] = args {
+            if only.eq_ignore_ascii_case(b"RESET") {
+                return Ok(TopRequest::Reset);
+            }
+        }
+        let (mut count, mut policy) = (None, None);
+        let mut rest = args.iter();
+        while let Some(word) = rest.next() {
+            if word.eq_ignore_ascii_case(b"COUNT") {
+                if count.is_some() {
+                    return Err(ArgError::RepeatedOption("COUNT"));
+                }
+                let value = rest.next().ok_or(ArgError::MissingValue("COUNT"))?;
+                count = Some(parse_count("COUNT", value, 1, 2 * MAX_K as u64)?);
+            } else if word.eq_ignore_ascii_case(b"POLICY") {
+                if policy.is_some() {
+                    return Err(ArgError::RepeatedOption("POLICY"));
+                }
+                policy = Some(rest.next().ok_or(ArgError::MissingValue("POLICY"))?.to_vec());
+            } else {
+                return Err(ArgError::UnknownOption(word.to_vec()));
+            }
+        }
+        let count = usize::try_from(count.unwrap_or(DEFAULT_COUNT)).unwrap_or(usize::MAX);
+        Ok(TopRequest::Read { count, policy })
+    }
 }
 
 #[cfg(test)]

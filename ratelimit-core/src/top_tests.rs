@@ -252,3 +252,30 @@ fn a_take_over_inherits_the_least_count() {
     assert_eq!(got, vec![(b"a".to_vec(), 3), (b"c".to_vec(), 2)]);
     assert_eq!(top.stats(T0 + 3).error_bound, 1);
 }
+
+#[test]
+fn the_grammar() {
+    let parse = |args: &[&[u8]]| TopRequest::parse(args);
+    assert_eq!(parse(&[]), Ok(TopRequest::Read { count: 10, policy: None }));
+    assert_eq!(parse(&[b"reset"]), Ok(TopRequest::Reset));
+    assert_eq!(
+        parse(&[b"policy", b"api\xff", b"COUNT", b"3"]),
+        Ok(TopRequest::Read { count: 3, policy: Some(b"api\xff".to_vec()) })
+    );
+    assert_eq!(parse(&[b"COUNT", b"20000"]), Ok(TopRequest::Read { count: 20000, policy: None }));
+    for bad in [
+        &[b"COUNT".as_slice()][..],
+        &[b"COUNT", b"0"],
+        &[b"COUNT", b"-1"],
+        &[b"COUNT", b"x"],
+        &[b"COUNT", b"20001"],
+        &[b"COUNT", b"1", b"COUNT", b"2"],
+        &[b"POLICY"],
+        &[b"POLICY", b"a", b"POLICY", b"b"],
+        &[b"RESET", b"COUNT", b"1"],
+        &[b"COUNT", b"1", b"RESET"],
+        &[b"\xff"],
+    ] {
+        assert!(parse(bad).is_err(), "{bad:?}");
+    }
+}

@@ -146,6 +146,8 @@ pub enum KeyLayout {
     /// carry the `getkeys-api` flag and answer key-position requests, because Redis Cluster
     /// routes movable-key module commands only that way (key specs serve `COMMAND` and ACLs).
     Counted,
+    /// No keys (`RL.TOP`): the command acts on the node it is sent to.
+    None,
 }
 
 static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
@@ -169,8 +171,10 @@ pub fn add_acl_category(ctx: *mut RedisModuleCtx) -> bool {
 fn acl_categories(spec: &CommandSpec, with_module_category: bool) -> &'static CStr {
     let fast = spec.flags.to_bytes().split(|b| *b == b' ').any(|w| w == b"fast");
     match (spec.read_only, fast, with_module_category) {
-        (true, _, true) => c"read fast ratelimit",
-        (true, _, false) => c"read fast",
+        (true, true, true) => c"read fast ratelimit",
+        (true, true, false) => c"read fast",
+        (true, false, true) => c"read ratelimit",
+        (true, false, false) => c"read",
         (false, true, true) => c"write fast ratelimit",
         (false, true, false) => c"write fast",
         (false, false, true) => c"write ratelimit",
@@ -194,7 +198,7 @@ pub fn register(
 
     let (first, last, step) = match spec.keys {
         KeyLayout::One => (1, 1, 1),
-        KeyLayout::Counted => (0, 0, 0),
+        KeyLayout::Counted | KeyLayout::None => (0, 0, 0),
     };
     let created = unsafe {
         create(ctx, spec.name.as_ptr(), Some(spec.handler), spec.flags.as_ptr(), first, last, step)
@@ -214,12 +218,16 @@ pub fn register(
     // (No notes: the crate would leak their C string.)
     let find = match spec.keys {
         // One key, at argument 1.
-        KeyLayout::One => FindKeys::new_range(0, 1, 0),
+        KeyLayout::One => Some(FindKeys::new_range(0, 1, 0)),
         // The count at argument 1 (index 0 from there), keys from the next argument on.
-        KeyLayout::Counted => FindKeys::new_keys_num(0, 1, 1),
+        KeyLayout::Counted => Some(FindKeys::new_keys_num(0, 1, 1)),
+        KeyLayout::None => None,
     };
-    let key_specs =
-        get_redis_key_spec(vec![KeySpec::new(None, flags, BeginSearch::new_index(1), find)]);
+    let key_specs = get_redis_key_spec(
+        find.map(|find| KeySpec::new(None, flags, BeginSearch::new_index(1), find))
+            .into_iter()
+            .collect(),
+    );
     let tips = if spec.read_only { c"" } else { c"nondeterministic_output" };
     let mut keep = Vec::new();
     let args = raw_args(spec.args, &mut keep);

@@ -19,10 +19,11 @@ pub enum Tally {
     Peek,
     Info,
     Restore,
+    Top,
 }
 
 impl Tally {
-    const ALL: [Tally; 12] = [
+    const ALL: [Tally; 13] = [
         Tally::Token,
         Tally::Period,
         Tally::Slide,
@@ -35,6 +36,7 @@ impl Tally {
         Tally::Peek,
         Tally::Info,
         Tally::Restore,
+        Tally::Top,
     ];
 
     fn name(self) -> &'static str {
@@ -51,6 +53,7 @@ impl Tally {
             Tally::Peek => "peek",
             Tally::Info => "info",
             Tally::Restore => "restore",
+            Tally::Top => "top",
         }
     }
 }
@@ -135,6 +138,8 @@ pub fn wait_timed_out() {
 /// `# ratelimit_stats`, `ratelimit_token_calls:…`).
 pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
     let mut fields: Vec<(String, i64)> = Vec::new();
+    let now = super::api::api().map_or(0, |api| unsafe { (api.milliseconds)() });
+    let top = super::top::stats(now);
     for tally in Tally::ALL {
         let Some(c) = COUNTERS.get(tally as usize) else {
             continue;
@@ -155,6 +160,9 @@ pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
         ("wait_timeouts", i64::try_from(WAIT_TIMEOUTS.load(Ordering::Relaxed)).unwrap_or(i64::MAX)),
         ("propagation_verbatim", i64::from(super::propagation::verbatim_now())),
         ("inline_entries", i64::try_from(super::values::live_entries()).unwrap_or(i64::MAX)),
+        ("top_refusals", i64::try_from(top.refusals).unwrap_or(i64::MAX)),
+        ("top_tracked", i64::try_from(top.tracked).unwrap_or(i64::MAX)),
+        ("top_error_bound", i64::try_from(top.error_bound).unwrap_or(i64::MAX)),
     ] {
         fields.push((name.to_string(), value));
     }
