@@ -37,7 +37,7 @@ loadmodule /usr/local/lib/redis/modules/libredis_ratelimit.so
 
 # The module's settings (defaults shown; docs/operations.md "Configuration"), settable here or
 # with CONFIG SET at runtime:
-# ratelimit.slide-log-max 100000
+# ratelimit.slide-log-max 1000000
 # ratelimit.lease-max 10000
 CONF
 (cd "$STAGE" && sha256sum libredis_ratelimit.so LICENSE README.md CHANGELOG.md redis.conf > SHA256SUMS)

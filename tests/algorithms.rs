@@ -212,7 +212,7 @@ fn argument_errors_of_every_command() {
         (vec![b"RL.SLIDE", b"k", b"5"], "ERR wrong number of arguments for 'rl.slide' command"),
         (vec![b"RL.SLIDE", b"k", b"0", b"1s"], "ERR limit must be an integer between 1 and 1000000000000"),
         (vec![b"RL.SLIDE", b"k", b"5", b"0"], "ERR window must be a duration between 1ms and 315360000000ms"),
-        (vec![b"RL.SLIDE", b"k", b"100001", b"1s"], "ERR limit 100001 is above ratelimit.slide-log-max (100000) for an exact sliding window; use BUCKETS b for a bucketed window, or raise ratelimit.slide-log-max"),
+        (vec![b"RL.SLIDE", b"k", b"1000001", b"1d"], "ERR an exact sliding window of 1000001 per 86400000ms can log 1000001 entries (one per ms, at most the limit), above ratelimit.slide-log-max (1000000); use BUCKETS b for a bucketed window, or raise ratelimit.slide-log-max"),
         (vec![b"RL.SLIDE", b"k", b"5", b"1s", b"BUCKETS", b"3"], "ERR BUCKETS 3 does not divide the window (1000ms) into whole milliseconds"),
         (vec![b"RL.SLIDE", b"k", b"5", b"1s", b"BUCKETS", b"1001"], "ERR BUCKETS must be an integer between 1 and 1000"),
         (vec![b"RL.SLIDE", b"k", b"5", b"1s", b"BUCKETS"], "ERR syntax error: BUCKETS needs a value"),

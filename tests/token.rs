@@ -431,6 +431,51 @@ fn info_section_counts_calls() {
     s.assert_alive();
 }
 
+/// `ratelimit.slide-log-max` bounds the entries an exact log can come to hold, `min(limit,
+/// window in ms)`, not the limit: limits' `1000000 per 2 seconds` and `200000 per day` work on
+/// a module loaded without arguments, a log that can really grow past the maximum does not.
+#[test]
+fn slide_log_max_bounds_the_log_entries_not_the_limit() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let v: Vec<String> =
+        redis::cmd("CONFIG").arg("GET").arg("ratelimit.slide-log-max").query(&mut c).unwrap();
+    assert_eq!(v, ["ratelimit.slide-log-max", "1000000"]);
+    for (limit, window) in [("1000000", "2s"), ("200000", "1d"), ("1000000000000", "1000s")] {
+        let d = run(&mut c, &["RL.SLIDE", "ok", limit, window]);
+        assert!(
+            matches!(&d, Ok(redis::Value::Array(v)) if v.len() == 5),
+            "{limit} per {window}: {d:?}"
+        );
+    }
+    let huge = run(&mut c, &["RL.SLIDE", "huge", "2000000", "1d"]).unwrap_err();
+    assert!(format!("{huge:?}").contains("ratelimit.slide-log-max"), "{huge:?}");
+    assert!(run(&mut c, &["RL.SLIDE", "huge", "2000000", "1d", "BUCKETS", "24"]).is_ok());
+    // A full log of a million per 2 s holds at most one entry per ms: filled as fast as the
+    // client can send, it stays within 2 000 entries and keeps admitting.
+    let mut pipe = redis::pipe();
+    for _ in 0..5000 {
+        pipe.cmd("RL.SLIDE").arg("fill").arg(1_000_000).arg("2s");
+    }
+    let replies: Vec<Vec<i64>> = pipe.query(&mut c).unwrap();
+    assert!(replies.iter().all(|r| r.first() == Some(&1)));
+    let entries: u64 = stored_state(&mut c, "fill")
+        .into_iter()
+        .find_map(|(k, v)| (k == "entries").then(|| v.parse().unwrap()))
+        .unwrap();
+    assert!((1..=2000).contains(&entries), "{entries}");
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("ratelimit.slide-log-max")
+        .arg("1000")
+        .query(&mut c)
+        .unwrap();
+    assert!(run(&mut c, &["RL.SLIDE", "k", "5000", "1s"]).is_ok());
+    assert!(run(&mut c, &["RL.SLIDE", "k", "1000", "1d"]).is_ok());
+    assert!(run(&mut c, &["RL.SLIDE", "k", "1001", "1001ms"]).is_err());
+    s.assert_alive();
+}
+
 #[test]
 fn slide_log_max_is_configurable() {
     let s = Server::start_full(&[], &["slide-log-max", "50000"]);

@@ -2,15 +2,17 @@
 #   make node-test           the package's own tests (node --test) against servers they start
 #   make node-compat         rate-limiter-flexible, @nest-lab/throttler-storage-redis and
 #                            express-rate-limit's own suites through the package (../shared/peers)
-#   make node-test-servers   the package's tests on Redis 7.4.1 and Valkey 8.0.1 (make compat)
+#   make node-test-servers   the package's tests on the compat servers (scripts/servers.sh)
 #   make bench-clients-node  one Express app, six limiters, autocannon: bench/CLIENTS.md "## Node"
+#   make node-dist           the npm package, dist/redis-ratelimit-<version>.tgz (npm pack): what
+#                            the README installs (npm install ./redis-ratelimit-<version>.tgz)
 NODE_PKG := clients/node
 
 CLIENT_TESTS  += node-test
 CLIENT_COMPAT += node-compat node-test-servers
 CLIENT_BENCH  += bench-clients-node
 
-.PHONY: node-deps node-test node-test-servers node-compat bench-clients-node
+.PHONY: node-deps node-test node-test-servers node-compat bench-clients-node node-dist
 
 ## node-deps: node + npm (Debian's, when missing) and the package's pinned dev dependencies (npm ci)
 node-deps: deps
@@ -21,13 +23,22 @@ node-deps: deps
 	   [ $(NODE_PKG)/package-lock.json -nt $(NODE_PKG)/node_modules/.package-lock.json ]; then \
 	  cd $(NODE_PKG) && npm ci --no-audit --no-fund --loglevel=error; fi
 
+## node-dist: npm pack into $(NODE_DIST_DIR) (default dist/); prints the tarball's path. No
+## dependencies needed: the package has no build step (lib/ is the source).
+NODE_DIST_DIR ?= dist
+node-dist:
+	@command -v npm >/dev/null 2>&1 || { echo "node-dist: npm not found (make node-deps installs it)" >&2; exit 1; }
+	@mkdir -p $(NODE_DIST_DIR)
+	@d=$$(cd $(NODE_DIST_DIR) && pwd); f=$$(cd $(NODE_PKG) && npm pack --silent --pack-destination "$$d" | tail -n1); \
+	  [ -f "$$d/$$f" ] || { echo "node-dist: npm pack failed" >&2; exit 1; }; echo "$$d/$$f"
+
 node-test: build node-deps
 	cd $(NODE_PKG) && RL_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=1 test/
 
-## node-test-servers: the package's tests again on Redis 7.4.1 and Valkey 8.0.1, when make compat
+## node-test-servers: the package's tests again on each compat server (scripts/servers.sh) make compat
 ## has built them under target/servers/ (skipped otherwise)
 node-test-servers: build node-deps
-	@ran=0; for s in target/servers/redis-7.4.1/src/redis-server target/servers/valkey-8.0.1/src/valkey-server; do \
+	@ran=0; for s in $(COMPAT_SERVER_BINS); do \
 	  [ -x "$$s" ] || continue; ran=1; echo "node-test on $$s"; \
 	  (cd $(NODE_PKG) && RL_SERVER=$(CURDIR)/$$s RL_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=1 test/) || exit 1; \
 	done; [ $$ran = 1 ] || echo "node-test-servers: no servers under target/servers (make compat builds them); skipped"

@@ -27,7 +27,7 @@ use ratelimit_core::slide::SlideParams;
 use ratelimit_core::token::TokenParams;
 
 /// `ratelimit.slide-log-max` at its default.
-const SLIDE_LOG_MAX: u64 = 100_000;
+const SLIDE_LOG_MAX: u64 = 1_000_000;
 /// The instant a call without `AT` is evaluated at.
 const NOW_MS: i64 = 1_700_000_000_000;
 

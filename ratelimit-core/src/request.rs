@@ -139,8 +139,8 @@ fn window_arguments<'a, 'b>(
 }
 
 impl Request {
-    /// Parses a limiting command's arguments after the key. `slide_log_max` is the largest
-    /// `limit` an exact sliding log accepts (`ratelimit.slide-log-max`).
+    /// Parses a limiting command's arguments after the key. `slide_log_max` is the most
+    /// entries an exact sliding log may come to hold (`ratelimit.slide-log-max`).
     pub fn parse(
         command: Command,
         args: &[&[u8]],

@@ -292,14 +292,15 @@ fn state_fits_in_56_bytes() {
 fn params_are_checked() {
     assert_eq!(exact(10, 1000), SlideParams { limit: 10, window_ms: 1000, mode: SlideMode::Exact });
     assert_eq!(bucketed(10, 1000, 10).mode.buckets(), 10);
-    let over = SlideParams::new(100_001, 1000, None, DEFAULT_LOG_MAX).unwrap_err().to_string();
+    let over =
+        SlideParams::new(2_000_000, 86_400_000, None, DEFAULT_LOG_MAX).unwrap_err().to_string();
     assert!(
         over.starts_with("ERR ")
             && over.contains("ratelimit.slide-log-max")
             && over.contains("BUCKETS"),
         "{over}"
     );
-    assert!(SlideParams::new(100_000, 1000, None, DEFAULT_LOG_MAX).is_ok());
+    assert!(SlideParams::new(DEFAULT_LOG_MAX, 86_400_000, None, DEFAULT_LOG_MAX).is_ok());
     assert!(SlideParams::new(MAX_COUNT, 1000, Some(1), DEFAULT_LOG_MAX).is_ok());
     let indivisible = SlideParams::new(10, 1000, Some(3), DEFAULT_LOG_MAX).unwrap_err().to_string();
     assert!(indivisible.starts_with("ERR BUCKETS"), "{indivisible}");
@@ -312,6 +313,46 @@ fn params_are_checked() {
     assert!(SlideParams::new(1, 0, None, DEFAULT_LOG_MAX).is_err());
     assert!(SlideParams::new(1, MAX_DURATION_MS + 1, None, DEFAULT_LOG_MAX).is_err());
     assert!(SlideParams::new(1, MAX_DURATION_MS, Some(1000), DEFAULT_LOG_MAX).is_ok());
+}
+
+#[test]
+fn the_log_max_bounds_the_entries_a_log_can_hold_not_the_limit() {
+    assert_eq!(log_entries_bound(1_000_000, 2000), 2000);
+    assert_eq!(log_entries_bound(5, 86_400_000), 5);
+    // limits' own `1000000 per 2 seconds` and `200000 per day` fit the default; a log that can
+    // really grow past it does not, nor a window longer than the maximum with a limit above it.
+    assert!(SlideParams::new(1_000_000, 2000, None, DEFAULT_LOG_MAX).is_ok());
+    assert!(SlideParams::new(200_000, 86_400_000, None, DEFAULT_LOG_MAX).is_ok());
+    assert!(SlideParams::new(MAX_COUNT, 1000, None, DEFAULT_LOG_MAX).is_ok());
+    let huge = SlideParams::new(DEFAULT_LOG_MAX + 1, DEFAULT_LOG_MAX + 1, None, DEFAULT_LOG_MAX);
+    assert!(huge.unwrap_err().to_string().contains("ratelimit.slide-log-max"));
+    // Either side at the maximum is enough; both above it is refused.
+    assert!(SlideParams::new(50, 1000, None, 50).is_ok());
+    assert!(SlideParams::new(1000, 50, None, 50).is_ok());
+    assert!(SlideParams::new(51, 51, None, 50).is_err());
+    assert!(SlideParams::new(51, 51, Some(1), 50).is_ok());
+}
+
+#[test]
+fn a_log_never_holds_more_than_its_entries_bound() {
+    // One request per ms, for ten windows: a large limit over a short window ...
+    let (limit, window) = (1_000_000, 50);
+    let mut d = Sim::new();
+    for k in 0..500 {
+        assert!(d.call(&exact(limit, window), T0 + k, 1).allowed);
+        let count = d.state.as_ref().unwrap().entry_count();
+        assert!(count as u64 <= log_entries_bound(limit, window), "{count} at {k}");
+    }
+    assert_eq!(d.state.as_ref().unwrap().entry_count(), 50);
+    // ... and a small limit over a long one.
+    let (limit, window) = (7, 86_400_000);
+    let mut d = Sim::new();
+    for k in 0..500 {
+        d.call(&exact(limit, window), T0 + k, 1);
+        let count = d.state.as_ref().unwrap().entry_count();
+        assert!(count as u64 <= log_entries_bound(limit, window), "{count} at {k}");
+    }
+    assert_eq!(d.state.as_ref().unwrap().entry_count(), 7);
 }
 
 #[test]

@@ -3,12 +3,13 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// Default of `ratelimit.slide-log-max`.
-pub const SLIDE_LOG_MAX_DEFAULT: i64 = 100_000;
+pub const SLIDE_LOG_MAX_DEFAULT: i64 = ratelimit_core::slide::DEFAULT_LOG_MAX as i64;
 /// Largest value `ratelimit.slide-log-max` accepts (an exact log of this many entries takes
 /// ~1.6 GB per key).
 pub const SLIDE_LOG_MAX_LIMIT: i64 = 100_000_000;
 
-/// `ratelimit.slide-log-max`: the largest `limit` an exact `RL.SLIDE` log accepts.
+/// `ratelimit.slide-log-max`: the most entries an exact `RL.SLIDE` log may come to hold,
+/// `min(limit, window in ms)` (see `ratelimit_core::slide::log_entries_bound`).
 pub static SLIDE_LOG_MAX: AtomicI64 = AtomicI64::new(SLIDE_LOG_MAX_DEFAULT);
 
 /// The current `ratelimit.slide-log-max`.

@@ -5,7 +5,14 @@
  */
 const { Transport } = require('./transport');
 const { toMs, toCount } = require('./duration');
-const { ALGORITHMS, COMMAND_OF, limitArgs, callOptions, decision, infoObject } = require('./commands');
+const { ALGORITHMS, COMMAND_OF, options, limitArgs, callOptions, decision, infoObject } = require('./commands');
+const { show } = require('./duration');
+
+/** A policy name: a non-empty string. */
+function policyName(name) {
+  if (typeof name !== 'string' || name === '') throw new TypeError(`policy name must be a non-empty string (got ${show(name)})`);
+  return name;
+}
 
 class RateLimit {
   /**
@@ -18,7 +25,9 @@ class RateLimit {
   }
 
   _key(key) {
-    if (key === undefined || key === null || key === '') throw new TypeError('key is required');
+    if (key === undefined || key === null || key === '' || (typeof key !== 'string' && !Buffer.isBuffer(key))) {
+      throw new TypeError(`key must be a non-empty string or Buffer (got ${show(key)})`);
+    }
     const k = this.prefix ? (Buffer.isBuffer(key) ? Buffer.concat([Buffer.from(this.prefix), key]) : this.prefix + key) : key;
     return this.transport.serverKey(k);
   }
@@ -53,7 +62,7 @@ class RateLimit {
    */
   async limit(key, opts) {
     if (!ALGORITHMS.includes(opts && opts.algorithm)) {
-      throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')}`);
+      throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')} (got ${show(opts && opts.algorithm)})`);
     }
     return this._limit(opts.algorithm, key, opts);
   }
@@ -64,6 +73,7 @@ class RateLimit {
    * seconds converted to ms; retryAfterMs is 0 when allowed.
    */
   async throttle(key, opts) {
+    options(opts, 'throttle', '{maxBurst, count, period}');
     const periodMs = toMs(opts.period, 'period');
     if (periodMs % 1000 !== 0 || periodMs === 0) throw new TypeError('period of throttle must be a whole number of seconds');
     const args = ['CL.THROTTLE', this._key(key), toCount(opts.maxBurst, 'maxBurst'), toCount(opts.count, 'count'), periodMs / 1000];
@@ -88,7 +98,8 @@ class RateLimit {
    * (one decision per limit).
    */
   async all(limits, opts = {}) {
-    if (!Array.isArray(limits) || limits.length === 0) throw new TypeError('all() needs a non-empty list of limits');
+    if (!Array.isArray(limits) || limits.length === 0) throw new TypeError(`all() needs a non-empty list of limits (got ${show(limits)})`);
+    for (const l of limits) options(l, 'each limit of all()', '{key, algorithm, …}');
     const keys = limits.map((l) => this._key(l.key));
     const groups = [];
     for (const l of limits) {
@@ -113,6 +124,7 @@ class RateLimit {
    * plus `id` (null when refused or under dryRun).
    */
   async acquire(key, opts) {
+    options(opts, 'acquire', '{limit, lease}');
     const args = ['RL.ACQUIRE', this._key(key), toCount(opts.limit, 'limit'), toMs(opts.lease, 'lease')];
     if (opts.id !== undefined && opts.id !== null) args.push('ID', opts.id);
     args.push(...callOptions(opts, { ban: false, fresh: false }));
@@ -134,7 +146,86 @@ class RateLimit {
     return r === null || r === undefined ? null : decision(r);
   }
 
-  /** The stored parameters and state (RL.INFO) as an object, or null. */
+  // ---- policies: limits the server holds (RL.POLICY, RL.HIT) --------------------------------
+
+  /**
+   * Judges `key` under the server's policy `policy` (or the key's override): RL.HIT policy key
+   * [COST n] [DRYRUN] [AT ms] [WAIT t]. Same decision as the direct command with the policy's
+   * parameters; an unknown policy is a server error naming it.
+   */
+  async hit(policy, key, opts = {}) {
+    const args = ['RL.HIT', policyName(policy), this._key(key)];
+    if (opts && opts.cost !== undefined && opts.cost !== null) args.push('COST', toCount(opts.cost, 'cost'));
+    args.push(...callOptions(opts, { ban: false, fresh: false }));
+    return decision(await this.transport.send(args, { keyIndex: 2 }));
+  }
+
+  /**
+   * Defines (replaces) policy `name`: RL.POLICY SET name <ALGORITHM params…> [BAN d [CLEAR]]
+   * [SHADOW] [FOR key]. `limit` is `{algorithm, …its parameters}` as for limit(). On a cluster client it
+   * is written to every primary (each node holds its own table).
+   * @param {{for?: string|Buffer, ban?: number|string, clear?: boolean, shadow?: boolean}} [opts]
+   */
+  async setPolicy(name, limit, opts = {}) {
+    options(limit, 'setPolicy', '{algorithm, …its parameters}');
+    if (!ALGORITHMS.includes(limit.algorithm)) throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')} (got ${show(limit.algorithm)})`);
+    if (limit.cost !== undefined) throw new TypeError('a policy has no cost: give cost to hit()');
+    const args = ['RL.POLICY', 'SET', policyName(name), limit.algorithm.toUpperCase(), ...limitArgs(limit.algorithm, limit)];
+    const o = opts || {};
+    if (o.ban !== undefined && o.ban !== null) {
+      args.push('BAN', toMs(o.ban, 'ban'));
+      if (o.clear) args.push('CLEAR');
+    }
+    if (o.shadow) args.push('SHADOW');
+    if (o.for !== undefined && o.for !== null) args.push('FOR', this._key(o.for));
+    await this.transport.sendToPrimaries(args);
+  }
+
+  /** Policy `name` (or its override for `opts.for`) as an object in camelCase, or null. */
+  async getPolicy(name, opts = {}) {
+    const args = ['RL.POLICY', 'GET', policyName(name)];
+    if (opts && opts.for !== undefined && opts.for !== null) args.push('FOR', this._key(opts.for));
+    const [first] = await this.transport.sendToPrimaries(args);
+    return infoObject(first);
+  }
+
+  /**
+   * Deletes policy `name` with all its overrides, or only the override for `opts.for`; on a
+   * cluster client on every primary. Resolves true if it existed (on any primary).
+   */
+  async deletePolicy(name, opts = {}) {
+    const args = ['RL.POLICY', 'DEL', policyName(name)];
+    if (opts && opts.for !== undefined && opts.for !== null) args.push('FOR', this._key(opts.for));
+    return (await this.transport.sendToPrimaries(args)).some((r) => Number(r) === 1);
+  }
+
+  /** The names of the policies (on a cluster client: of every primary, each once), sorted. */
+  async policies() {
+    const replies = await this.transport.sendToPrimaries(['RL.POLICY', 'LIST']);
+    const names = new Set();
+    for (const r of replies) for (const n of r || []) names.add(Buffer.isBuffer(n) ? n.toString() : String(n));
+    return [...names].sort();
+  }
+
+  /**
+   * Policy `name`'s counters (RL.POLICY STATS) in camelCase: calls, admitted, limited,
+   * shadowLimited, nearLimit … On a cluster client, summed over the primaries (each counts the
+   * calls it served).
+   */
+  async policyStats(name) {
+    const replies = await this.transport.sendToPrimaries(['RL.POLICY', 'STATS', policyName(name)]);
+    const sum = {};
+    for (const r of replies) {
+      const fields = infoObject(r) || {};
+      for (const [k, v] of Object.entries(fields)) sum[k] = typeof v === 'number' ? (sum[k] || 0) + v : v;
+    }
+    return sum;
+  }
+
+  /**
+   * The stored parameters and state (RL.INFO) as an object, or null. The server's snake_case
+   * fields in camelCase (`updated_ms` → `updatedMs`, `ttl_ms` → `ttlMs`); numbers as numbers.
+   */
   async info(key) {
     return infoObject(await this.transport.send(['RL.INFO', this._key(key)], { readonly: true }));
   }

@@ -3,15 +3,24 @@
  * Builds the module's command arguments from option objects, and reads its replies.
  * Pure functions: no I/O here.
  */
-const { toMs, toCount } = require('./duration');
+const { toMs, toCount, show } = require('./duration');
 
 const ALGORITHMS = ['token', 'period', 'slide', 'leaky'];
 const COMMAND_OF = { token: 'RL.TOKEN', period: 'RL.PERIOD', slide: 'RL.SLIDE', leaky: 'RL.LEAKY' };
 
 function required(opts, name, alias) {
   const v = opts[name] !== undefined ? opts[name] : alias !== undefined ? opts[alias] : undefined;
-  if (v === undefined || v === null) throw new TypeError(`option ${name} is required`);
+  if (v === undefined || v === null) throw new TypeError(`option ${name} is required (got ${show(v)})`);
   return v;
+}
+
+/** The parameters each algorithm needs, for the message when no options object is given. */
+const NEEDS = { token: '{capacity, rate, period}', period: '{limit, period}', slide: '{limit, window}', leaky: '{capacity, rate, period}' };
+
+/** `o` when it is an options object; else a TypeError naming what `what` needs. */
+function options(o, what, needs) {
+  if (o === null || typeof o !== 'object') throw new TypeError(`${what} needs an options object ${needs} (got ${show(o)})`);
+  return o;
 }
 
 /** A signed UTC offset for ALIGN: ms (may be negative) or "8h", "+8h", "-5h". */
@@ -24,7 +33,7 @@ function toOffsetMs(value) {
       return m[1] === '-' ? -ms : ms;
     }
   }
-  throw new TypeError(`align must be true or a UTC offset like "8h", "-5h" or a number of ms (got ${JSON.stringify(value)})`);
+  throw new TypeError(`align must be true or a UTC offset like "8h", "-5h" or a number of ms (got ${show(value)})`);
 }
 
 /**
@@ -35,6 +44,7 @@ function toOffsetMs(value) {
  * @returns {Array<string|number>}
  */
 function limitArgs(algorithm, o) {
+  if (NEEDS[algorithm]) options(o, algorithm, NEEDS[algorithm]);
   const a = [];
   switch (algorithm) {
     case 'token':
@@ -59,7 +69,7 @@ function limitArgs(algorithm, o) {
       if (o.delay !== undefined && o.delay !== null) a.push('DELAY', toCount(o.delay, 'delay'));
       break;
     default:
-      throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')} (got ${JSON.stringify(algorithm)})`);
+      throw new TypeError(`algorithm must be one of ${ALGORITHMS.join(', ')} (got ${show(algorithm)})`);
   }
   if (o.cost !== undefined && o.cost !== null) a.push('COST', toCount(o.cost, 'cost'));
   return a;
@@ -68,6 +78,7 @@ function limitArgs(algorithm, o) {
 /** BAN (and CLEAR), WAIT, DRYRUN, AT and FRESH, in that order, from an options object. */
 function callOptions(o, { ban = true, wait = true, fresh = true } = {}) {
   const a = [];
+  if (o === undefined || o === null) return a;
   if (ban && o.ban !== undefined && o.ban !== null) {
     a.push('BAN', toMs(o.ban, 'ban'));
     if (o.clear) a.push('CLEAR');
@@ -93,8 +104,16 @@ function decision(reply) {
   };
 }
 
-/** RL.INFO's field/value pairs (a flat array in RESP2, a map in RESP3) as an object; integers as numbers. */
-function infoObject(reply) {
+/** `window_start_ms` → `windowStartMs`. */
+function camel(field) {
+  return field.replace(/_([a-z0-9])/g, (_m, c) => c.toUpperCase());
+}
+
+/**
+ * RL.INFO's field/value pairs (a flat array in RESP2, a map in RESP3) as an object with the
+ * server's field names (snake_case); integers as numbers, `leases` as `{id, expiresMs}` pairs.
+ */
+function infoFields(reply) {
   if (reply === null || reply === undefined) return null;
   const out = {};
   const put = (k, v) => {
@@ -119,4 +138,13 @@ function infoObject(reply) {
   return out;
 }
 
-module.exports = { ALGORITHMS, COMMAND_OF, limitArgs, callOptions, decision, infoObject, toOffsetMs };
+/** RL.INFO as the client's info() returns it: infoFields with camelCase names, or null. */
+function infoObject(reply) {
+  const fields = infoFields(reply);
+  if (fields === null) return null;
+  const out = {};
+  for (const k of Object.keys(fields)) out[camel(k)] = fields[k];
+  return out;
+}
+
+module.exports = { ALGORITHMS, COMMAND_OF, NEEDS, options, limitArgs, callOptions, decision, infoFields, infoObject, toOffsetMs };

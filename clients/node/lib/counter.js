@@ -18,7 +18,7 @@
  * exactly as with an unbounded count.
  */
 const { TEN_YEARS_MS } = require('./duration');
-const { infoObject } = require('./commands');
+const { infoFields } = require('./commands');
 
 /** The module's largest count. */
 const UNBOUNDED = 1000000000000;
@@ -98,7 +98,7 @@ class Counter {
   async info(key) {
     const r = await this.transport.send(['RL.INFO', this.transport.serverKey(key)], { readonly: true });
     if (r === null || r === undefined) return null;
-    const f = infoObject(r);
+    const f = infoFields(r);
     const periodMs = Number(f.period_ms);
     return { count: Number(f.used), periodMs, ttlMs: Number(f.ttl_ms), never: periodMs >= NEVER_MS };
   }

@@ -20,6 +20,12 @@ class RedisModuleStore {
   constructor(options = {}) {
     const target = options.sendCommand || options.client;
     if (!target) throw new TypeError('RedisModuleStore needs sendCommand or client');
+    if (options.resetExpiryOnChange) {
+      // rate-limit-redis' option restarts the window on every hit (a PEXPIRE per hit): a count
+      // that never expires while traffic goes on. The module's window is fixed from its first
+      // hit; refusing here beats a silently different limit.
+      throw new TypeError('RedisModuleStore does not support resetExpiryOnChange (the window runs from its first hit): remove the option');
+    }
     this.transport = Transport.of(target);
     this.counter = new Counter(this.transport);
     /** Keys are `prefix + key` (default "rl:", as rate-limit-redis). */

@@ -122,11 +122,105 @@ export interface Lease extends Decision {
   id: string | null;
 }
 
-export type LimiterInfo = Record<string, number | string | Array<{ id: string; expiresMs: number }>> & {
-  algorithm: 'token' | 'period' | 'slide' | 'leaky' | 'gcra' | 'lease';
-  updated_ms: number;
-  ttl_ms: number;
-};
+/** Fields every RL.INFO reply has (the server's snake_case names in camelCase). */
+interface InfoCommon {
+  /** unix ms of the last change: an admitted call, a refund, the start of a ban */
+  updatedMs: number;
+  /** ms until the key expires (-1: no expiry) */
+  ttlMs: number;
+  /** the instant the fields after ttlMs are computed at: max(server clock, updatedMs) */
+  nowMs: number;
+  /** when the ban ends (only while a ban is stored) */
+  bannedUntilMs?: number;
+}
+
+export interface TokenInfo extends InfoCommon {
+  algorithm: 'token';
+  capacity: number;
+  rate: number;
+  periodMs: number;
+  /** 1 for STEP refill, 0 for smooth */
+  step: number;
+  /** whole tokens at updatedMs */
+  tokens: number;
+  /** the part of a token beyond the whole count, in 1/periodMs units */
+  fraction: number;
+  /** STEP: the refill grid origin */
+  originMs?: number;
+}
+
+export interface PeriodInfo extends InfoCommon {
+  algorithm: 'period';
+  limit: number;
+  periodMs: number;
+  /** 1 when ALIGN is in force */
+  align: number;
+  utcOffsetMs?: number;
+  /** units admitted in the window in force */
+  used: number;
+  windowStartMs: number;
+  windowEndMs: number;
+}
+
+export interface SlideInfo extends InfoCommon {
+  algorithm: 'slide';
+  limit: number;
+  windowMs: number;
+  /** 0: the exact log */
+  buckets: number;
+  anchor: number;
+  floor: number;
+  originMs?: number;
+  used: number;
+  entries: number;
+  /** permits counted in the window at nowMs */
+  windowUsed: number;
+  windowOldestMs: number;
+  /** BUCKETS: the b + 1 sub-window counters at nowMs, oldest first */
+  windowCounts?: number[];
+  /** BUCKETS: the start of the oldest of those sub-windows */
+  windowStartMs?: number;
+}
+
+export interface LeakyInfo extends InfoCommon {
+  algorithm: 'leaky';
+  capacity: number;
+  rate: number;
+  periodMs: number;
+  nodelay: number;
+  delay: number;
+  /** whole units of water at updatedMs */
+  level: number;
+  fraction: number;
+}
+
+export interface GcraInfo extends InfoCommon {
+  algorithm: 'gcra';
+  maxBurst: number;
+  count: number;
+  periodMs: number;
+  tatMs: number;
+  tatFrac: number;
+}
+
+export interface LeaseInfo extends InfoCommon {
+  algorithm: 'lease';
+  limit: number;
+  leaseMs: number;
+  held: number;
+  leases: Array<{ id: string; expiresMs: number }>;
+}
+
+/** RL.INFO as an object: narrow on `algorithm` for the fields of each kind. */
+export type LimiterInfo = TokenInfo | PeriodInfo | SlideInfo | LeakyInfo | GcraInfo | LeaseInfo;
+
+/**
+ * A server error as the client library raises it (ioredis ReplyError, node-redis ErrorReply),
+ * with `code`: the first word of its text (`ERR`, `WRONGTYPE`, …).
+ */
+export interface RedisServerError extends Error {
+  code: string;
+}
 
 export class RateLimit {
   constructor(client: RedisLike, options?: { prefix?: string });
@@ -142,13 +236,80 @@ export class RateLimit {
   release(key: string | Buffer, id: string | Buffer, options?: { at?: number }): Promise<boolean>;
   peek(key: string | Buffer): Promise<Decision | null>;
   info(key: string | Buffer): Promise<LimiterInfo | null>;
+
+  /** RL.HIT: judges `key` under the server's policy (or the key's override). */
+  hit(policy: string, key: string | Buffer, options?: HitOptions): Promise<Decision>;
+  /** RL.POLICY SET, on every primary of a cluster client. */
+  setPolicy(name: string, limit: PolicyLimit, options?: PolicyOptions): Promise<void>;
+  /** RL.POLICY GET: the definition, or null. */
+  getPolicy(name: string, options?: { for?: string | Buffer }): Promise<PolicyDefinition | null>;
+  /** RL.POLICY DEL (the policy and its overrides, or one override), on every primary. */
+  deletePolicy(name: string, options?: { for?: string | Buffer }): Promise<boolean>;
+  /** RL.POLICY LIST (every primary's, each name once), sorted. */
+  policies(): Promise<string[]>;
+  /** RL.POLICY STATS (summed over the primaries of a cluster client). */
+  policyStats(name: string): Promise<PolicyStats>;
 }
+
+export interface HitOptions {
+  cost?: number;
+  wait?: Duration;
+  dryRun?: boolean;
+  at?: number;
+}
+
+/** A policy's limit: RL.ALL's grammar as an object (no cost: that is per call). */
+export type PolicyLimit =
+  | ({ algorithm: 'token' } & Omit<TokenOptions, keyof CallOptions>)
+  | ({ algorithm: 'period' } & Omit<PeriodOptions, keyof CallOptions>)
+  | ({ algorithm: 'slide' } & Omit<SlideOptions, keyof CallOptions>)
+  | ({ algorithm: 'leaky' } & Omit<LeakyOptions, keyof CallOptions>);
+
+export interface PolicyOptions {
+  /** an override of the policy for this one key */
+  for?: string | Buffer;
+  /** refused requests lock the key out this long */
+  ban?: Duration;
+  /** with `ban`: the refusal that starts the ban also clears the limiter (BAN d CLEAR) */
+  clear?: boolean;
+  /** judge and count, but admit everything (a new limit tried live) */
+  shadow?: boolean;
+}
+
+/** RL.POLICY GET in camelCase: the algorithm, its parameters under RL.INFO's names, banMs and shadow. */
+export type PolicyDefinition = {
+  algorithm: Algorithm;
+  /** 0 when the policy has no BAN */
+  banMs: number;
+  /** 1 in shadow mode */
+  shadow: number;
+  /** 1 when the ban clears the limiter (BAN d CLEAR) */
+  clear?: number;
+} & Partial<Record<'capacity' | 'rate' | 'periodMs' | 'step' | 'limit' | 'align' | 'utcOffsetMs' | 'keepperiod' | 'windowMs' | 'buckets' | 'anchor' | 'floor' | 'nodelay' | 'delay', number>>;
+
+/** RL.POLICY STATS in camelCase. */
+export type PolicyStats = {
+  calls: number;
+  admitted: number;
+  limited: number;
+  /** refused by the policy, admitted because it is in shadow mode */
+  shadowLimited: number;
+  /** admitted with at most 20 % of the limit left */
+  nearLimit: number;
+} & Record<string, number | string>;
 
 /** The server does not know the module's commands: the message says how to load the module. */
 export class ModuleNotLoadedError extends Error {
   code: 'ERR';
   command: string;
   cause: Error;
+}
+
+/** The middleware's `timeout` passed without a reply from Redis. */
+export class RateLimitTimeoutError extends Error {
+  code: 'ETIMEDOUT';
+  command: string;
+  timeoutMs: number;
 }
 
 /** The Redis Cluster slot of a key (hash tags honoured). */
@@ -169,6 +330,8 @@ interface ResponseLike {
 type Next = (err?: any) => void;
 
 type MiddlewareLimit =
+  /** the server's policy `policy` is the limit (RL.HIT): no limit of the middleware's own */
+  | { policy: string; algorithm?: never; capacity?: never; rate?: never; period?: never; limit?: never; window?: never; ban?: never }
   | ({ algorithm?: 'token' } & Omit<TokenOptions, 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
   | ({ algorithm: 'period' } & Omit<PeriodOptions, 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
   | ({ algorithm: 'slide' } & Omit<SlideOptions, 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
@@ -176,20 +339,36 @@ type MiddlewareLimit =
 
 export type RateLimitMiddlewareOptions<Req extends RequestLike = RequestLike, Res extends ResponseLike = ResponseLike> = MiddlewareLimit & {
   client: RedisLike | RateLimit;
-  /** the limiter key of a request (default: its address) */
-  key?: (req: Req) => string | Promise<string>;
+  /** the limiter key of a request (default: its address); undefined, null or "" falls back to the address */
+  key?: (req: Req) => string | number | undefined | null | Promise<string | number | undefined | null>;
   /** the permits a request takes (default 1) */
   cost?: (req: Req) => number | Promise<number>;
-  /** key prefix (default "rl:") */
+  /**
+   * the namespace of this middleware's keys (default: "rl:<algorithm>:<id>:", id derived from the
+   * limit's parameters, so middlewares with different limits never share counters)
+   */
   prefix?: string;
-  /** policy name in the RateLimit headers (default "default") */
+  /** group IPv6 client addresses by this prefix length in the default key (default 56; false: the full address) */
+  ipv6Subnet?: number | false;
+  /** answer (fail open or next(err)) when Redis has not replied within this long (default 500 ms; 0: no timeout) */
+  timeout?: Duration;
+  /** policy name in the RateLimit headers (default "default"); alone (no limit given), the server's policy of that name */
   policy?: string;
   skip?: (req: Req) => boolean | Promise<boolean>;
   /** replaces the default 429 JSON reply */
   handler?: (req: Req, res: Res, next: Next, decision: Decision) => void;
-  /** let requests through when Redis fails (default: next(err)) */
+  /** let requests through when Redis fails or times out (default: next(err)) */
   failOpen?: boolean;
 };
+
+declare global {
+  namespace Express {
+    interface Request {
+      /** the decision of redis-ratelimit's rateLimit() middleware for this request */
+      rateLimit?: Decision;
+    }
+  }
+}
 
 export function rateLimit<Req extends RequestLike = any, Res extends ResponseLike = any>(
   options: RateLimitMiddlewareOptions<Req, Res>,

@@ -2,22 +2,35 @@
 /**
  * redis-ratelimit: the module's commands from Node. The client and the middleware load with the
  * package; each drop-in backend loads its host library (a peer dependency) when first used.
+ *
+ * Every export is a plain property of module.exports; ESM imports go through index.mjs, which
+ * re-exports each by name (`import { RedisModuleStore } from 'redis-ratelimit'`).
  */
 const { RateLimit } = require('./client');
 const { rateLimit } = require('./middleware');
-const { ModuleNotLoadedError } = require('./errors');
+const { ModuleNotLoadedError, RateLimitTimeoutError } = require('./errors');
 const { keySlot } = require('./slot');
+const { peerClass } = require('./peer');
 
-module.exports = { RateLimit, rateLimit, ModuleNotLoadedError, keySlot };
+module.exports = { RateLimit, rateLimit, ModuleNotLoadedError, RateLimitTimeoutError, keySlot };
 
+/**
+ * The drop-in backends, loaded on first access. A backend whose host library cannot be found is
+ * still exported (so `import { … }` of every name works whatever is installed): a class whose
+ * constructor throws the install advice.
+ */
 const lazy = {
-  RateLimiterRedisModule: () => require('./rate-limiter-flexible').RateLimiterRedisModule,
-  RateLimiterUnionModule: () => require('./rate-limiter-flexible').RateLimiterUnionModule,
-  RateLimiterQueueModule: () => require('./rate-limiter-flexible').RateLimiterQueueModule,
+  RateLimiterRedisModule: () => peerClass('rate-limiter-flexible', 'RateLimiterRedisModule', () => require('./rate-limiter-flexible').RateLimiterRedisModule),
+  RateLimiterUnionModule: () => peerClass('rate-limiter-flexible', 'RateLimiterUnionModule', () => require('./rate-limiter-flexible').RateLimiterUnionModule),
+  RateLimiterQueueModule: () => peerClass('rate-limiter-flexible', 'RateLimiterQueueModule', () => require('./rate-limiter-flexible').RateLimiterQueueModule),
   ThrottlerStorageRedisModule: () => require('./nestjs-throttler').ThrottlerStorageRedisModule,
   ThrottlerStorageRedisService: () => require('./nestjs-throttler').ThrottlerStorageRedisService,
   RedisModuleStore: () => require('./express-rate-limit').RedisModuleStore,
 };
 for (const [name, load] of Object.entries(lazy)) {
-  Object.defineProperty(module.exports, name, { enumerable: true, get: load });
+  let value;
+  Object.defineProperty(module.exports, name, {
+    enumerable: true,
+    get: () => (value === undefined ? (value = load()) : value),
+  });
 }

@@ -9,11 +9,50 @@
  * A refused request gets 429 with Retry-After (seconds, rounded up) and a JSON body, unless a
  * handler is given. Works on Express 4 and 5 and plain Connect (it uses only Node's response API).
  */
+const { createHash } = require('node:crypto');
 const { RateLimit } = require('./client');
-const { toMs, toCount } = require('./duration');
+const { toMs, toCount, show } = require('./duration');
 const { ALGORITHMS, COMMAND_OF, limitArgs, callOptions, decision } = require('./commands');
+const { RateLimitTimeoutError } = require('./errors');
+const { addressKey } = require('./client-address');
+
+/** The default timeout: a request waits at most this long for Redis before failOpen / next(err). */
+const DEFAULT_TIMEOUT_MS = 500;
+
+/** Default namespaces given out in this process → whether the sharing warning was given. */
+const namespacesGiven = new Map();
+
+/**
+ * The default namespace of a middleware: "rl:", the algorithm, and 8 hex digits of a SHA-256 of
+ * the command and its parameters (`rl:period:1a2b3c4d:`), so middlewares with different limits
+ * never share a key (nor meet a key of another algorithm: WRONGTYPE), and every process of the
+ * app derives the same name whatever order it builds its middlewares in. Two middlewares with
+ * the same limit share the namespace — and so one counter per client: that is said once, as a
+ * process warning (give each a `prefix` to count separately). Sharing is the safe side: a
+ * middleware made per request, or in a different order in another process, still limits.
+ */
+function defaultNamespace(algorithm, fixedArgs) {
+  const id = createHash('sha256').update([COMMAND_OF[algorithm], ...fixedArgs].join('\u0000')).digest('hex').slice(0, 8);
+  const namespace = `rl:${algorithm}:${id}:`;
+  if (namespacesGiven.has(namespace)) {
+    if (!namespacesGiven.get(namespace)) {
+      namespacesGiven.set(namespace, true);
+      process.emitWarning(
+        `rateLimit(): another middleware with the same limit shares the key namespace ${namespace} (one counter per client for both); ` +
+          "give each its own `prefix` to count them separately, and make middlewares once at setup, not per request",
+        { code: 'RL_SHARED_NAMESPACE' },
+      );
+    }
+  } else {
+    namespacesGiven.set(namespace, false);
+  }
+  return namespace;
+}
 
 const ceilS = (ms) => Math.ceil(ms / 1000);
+
+/** The options that give the middleware a limit of its own (else `policy` names a server policy). */
+const LIMIT_PARAMETERS = ['capacity', 'rate', 'period', 'limit', 'window'];
 
 /** The policy's quota and window (seconds): q permits per w seconds for each algorithm. */
 function policyOf(o) {
@@ -33,7 +72,8 @@ function policyOf(o) {
   }
 }
 
-function defaultKey(req) {
+/** The client's address (Express' req.ip, which honours 'trust proxy'; else the socket's). */
+function clientAddress(req) {
   return req.ip || (req.socket && req.socket.remoteAddress) || 'unknown';
 }
 
@@ -41,58 +81,97 @@ function defaultKey(req) {
  * @param {object} options
  * @param {object} options.client  ioredis / node-redis client or cluster (or a RateLimit)
  * @param {'token'|'period'|'slide'|'leaky'} [options.algorithm]  default 'token'
- * @param {(req) => string|Promise<string>} [options.key]  default: the client's address
+ * @param {(req) => string|Promise<string>} [options.key]  default: the client's address (IPv6 by
+ *   its /56); a key() answering undefined, null or "" falls back to the address
  * @param {(req) => number|Promise<number>} [options.cost]  default 1
- * @param {string} [options.prefix]  prepended to every key (default "rl:")
- * @param {string} [options.policy]  the policy name in the headers (default "default")
+ * @param {string} [options.prefix]  prepended to every key (default: see defaultNamespace)
+ * @param {number|false} [options.ipv6Subnet]  IPv6 prefix length of the default key (default 56)
+ * @param {number|string} [options.timeout]  answer when Redis has not replied within this
+ *   (default 500 ms; 0: wait for the client library)
+ * @param {string} [options.policy]  the policy name in the headers (default "default"); given
+ *   without a limit of the middleware's own (no algorithm, capacity, rate, period, limit,
+ *   window), the server's policy of that name is the limit: RL.HIT policy key
  * @param {(req) => boolean|Promise<boolean>} [options.skip]
  * @param {(req, res, next, decision) => void} [options.handler]  replaces the default 429 reply
  * @param {boolean} [options.failOpen]  on a Redis error let the request through (default: next(err))
  * @param {number|string} [options.ban]  a refused request locks the key out this long (BAN)
  */
 function rateLimit(options) {
+  if (!options || typeof options !== 'object') throw new TypeError(`rateLimit needs an options object (got ${show(options)})`);
+  // A policy name and no limit of its own: the limit is the server's policy (RL.HIT).
+  const onServerPolicy = typeof options.policy === 'string' && options.algorithm === undefined && LIMIT_PARAMETERS.every((k) => options[k] === undefined);
   const o = { algorithm: 'token', ...options };
   if (!o.client) throw new TypeError('rateLimit needs a client');
   const limiter = o.client instanceof RateLimit ? o.client : new RateLimit(o.client);
-  const prefix = o.prefix === undefined ? 'rl:' : o.prefix;
   const policyName = o.policy || 'default';
-  const keyOf = o.key || defaultKey;
+  const subnet = o.ipv6Subnet === undefined ? 56 : o.ipv6Subnet;
+  addressKey('::1', subnet); // validates ipv6Subnet at setup
+  const timeoutMs = o.timeout === undefined || o.timeout === null ? DEFAULT_TIMEOUT_MS : toMs(o.timeout, 'timeout');
+  if (o.key !== undefined && typeof o.key !== 'function') throw new TypeError(`key must be a function of the request (got ${show(o.key)})`);
+  const defaultKey = (req) => addressKey(clientAddress(req), subnet);
   const costOf = o.cost;
-  const limitOpts = { ...o };
-  for (const k of ['client', 'key', 'cost', 'prefix', 'policy', 'skip', 'handler', 'failOpen', 'algorithm']) delete limitOpts[k];
-  // Validate the options once, at setup, not on the first request.
-  limitArgs(o.algorithm, limitOpts);
-  const { q, w } = policyOf(o);
-  const policyHeader = `"${policyName}";q=${q};w=${w}`;
-
-  // The command without its key (and cost, when a cost function is given), built once.
-  const command = COMMAND_OF[o.algorithm];
-  const fixedArgs = [
-    ...limitArgs(o.algorithm, costOf ? { ...limitOpts, cost: undefined } : limitOpts),
-    ...callOptions({ ban: o.ban }, { wait: false, fresh: false }), // BAN: the penalty box
-  ].map(String);
+  let command;
+  let fixedArgs;
+  let policyHeader; // null: from each reply (a server policy can change at any time)
+  let defaultPrefix;
+  if (onServerPolicy) {
+    if (o.ban !== undefined) throw new TypeError('ban belongs to the server policy (setPolicy(name, limit, {ban})), not to the middleware');
+    command = 'RL.HIT';
+    fixedArgs = [];
+    policyHeader = null;
+    defaultPrefix = `rl:policy:${policyName}:`;
+  } else {
+    const limitOpts = { ...o };
+    for (const k of ['client', 'key', 'cost', 'prefix', 'policy', 'skip', 'handler', 'failOpen', 'algorithm', 'timeout', 'ipv6Subnet']) delete limitOpts[k];
+    // Validate the options once, at setup, not on the first request.
+    limitArgs(o.algorithm, limitOpts);
+    const { q, w } = policyOf(o);
+    policyHeader = `"${policyName}";q=${q};w=${w}`;
+    // The command without its key (and cost, when a cost function is given), built once.
+    command = COMMAND_OF[o.algorithm];
+    fixedArgs = [
+      ...limitArgs(o.algorithm, costOf ? { ...limitOpts, cost: undefined } : limitOpts),
+      ...callOptions({ ban: o.ban }, { wait: false, fresh: false }), // BAN: the penalty box
+    ].map(String);
+    defaultPrefix = null;
+  }
   const transport = limiter.transport;
+  const prefix = o.prefix !== undefined && o.prefix !== null ? String(o.prefix) : defaultPrefix || defaultNamespace(o.algorithm, fixedArgs);
   const keyPrefix = (limiter.prefix || '') + prefix;
 
   const isThenable = (x) => x !== null && typeof x === 'object' && typeof x.then === 'function';
   const SKIPPED = Symbol('skipped');
 
-  function send(key, cost) {
-    const args = [command, transport.serverKey(keyPrefix + key), ...fixedArgs];
+  /** key() answering nothing (undefined, null, "") means "no key of its own": the address. */
+  const keyOrAddress = (key, req) => (key === undefined || key === null || key === '' ? defaultKey(req) : key);
+
+  /** The reply within timeoutMs, or a RateLimitTimeoutError. */
+  function withTimeout(reply) {
+    if (!timeoutMs) return reply;
+    let timer;
+    const late = new Promise((_resolve, reject) => {
+      timer = setTimeout(() => reject(new RateLimitTimeoutError(timeoutMs, command)), timeoutMs);
+    });
+    return Promise.race([reply, late]).finally(() => clearTimeout(timer));
+  }
+
+  function send(req, key, cost) {
+    const serverKey = transport.serverKey(keyPrefix + keyOrAddress(key, req));
+    const args = onServerPolicy ? [command, policyName, serverKey] : [command, serverKey, ...fixedArgs];
     if (costOf) args.push('COST', toCount(cost, 'cost'));
-    return transport.send(args).then(decision);
+    return withTimeout(transport.send(args, { keyIndex: onServerPolicy ? 2 : 1 })).then(decision);
   }
 
   // One command per request; no extra promise when key() and cost() are synchronous.
   function decide(req) {
-    const key = keyOf(req);
+    const key = o.key ? o.key(req) : defaultKey(req);
     const cost = costOf ? costOf(req) : undefined;
-    if (isThenable(key) || isThenable(cost)) return Promise.all([key, cost]).then(([k, c]) => send(k, c));
-    return send(key, cost);
+    if (isThenable(key) || isThenable(cost)) return Promise.all([key, cost]).then(([k, c]) => send(req, k, c));
+    return send(req, key, cost);
   }
 
   function respond(req, res, next, d) {
-    res.setHeader('RateLimit-Policy', policyHeader);
+    res.setHeader('RateLimit-Policy', policyHeader || `"${policyName}";q=${d.limit}`);
     res.setHeader('RateLimit', `"${policyName}";r=${d.remaining};t=${ceilS(d.resetAfterMs)}`);
     req.rateLimit = d;
     if (d.allowed) {
@@ -131,4 +210,4 @@ function rateLimit(options) {
   };
 }
 
-module.exports = { rateLimit, policyOf };
+module.exports = { rateLimit, policyOf, DEFAULT_TIMEOUT_MS };

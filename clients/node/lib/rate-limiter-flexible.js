@@ -16,12 +16,13 @@ const { Transport } = require('./transport');
 const { Counter, NEVER_MS, ceilingFor } = require('./counter');
 const { limitArgs } = require('./commands');
 const { toMs } = require('./duration');
+const { missingPeerMessage } = require('./peer');
 
 function host(path) {
   try {
     return require(`rate-limiter-flexible/lib/${path}`);
   } catch (err) {
-    throw new Error(`redis-ratelimit: rate-limiter-flexible is a peer dependency: npm install rate-limiter-flexible (${err.message})`);
+    throw Object.assign(new Error(missingPeerMessage('rate-limiter-flexible', err)), { code: 'ERR_PEER_MISSING', peerCause: err });
   }
 }
 

@@ -100,6 +100,33 @@ class Transport {
     });
   }
 
+  /**
+   * Sends one keyless command to every primary of a cluster client (to the one server
+   * otherwise) and resolves to the replies, one per primary, in the cluster's order. Server
+   * errors as send's.
+   * @param {Array<string|number|Buffer>} args
+   * @returns {Promise<unknown[]>}
+   */
+  async sendToPrimaries(args) {
+    const command = String(args[0]).toUpperCase();
+    const c = this.client;
+    try {
+      if (this.kind === 'ioredis-cluster') {
+        const nodes = c.nodes('master');
+        if (nodes.length === 0) throw new Error('redis-ratelimit: the cluster client knows no primary yet');
+        return await Promise.all(nodes.map((node) => node.call(...args)));
+      }
+      if (this.kind === 'node-redis-cluster') {
+        const argv = stringArgs(args);
+        const masters = typeof c.getMasters === 'function' ? c.getMasters() : c.masters;
+        return await Promise.all(masters.map(async (node) => (await c.nodeClient(node)).sendCommand(argv)));
+      }
+    } catch (err) {
+      throw translateError(err, command);
+    }
+    return [await this.send(args, { keyIndex: -1 })];
+  }
+
   _send(argv, key, readonly) {
     const c = this.client;
     switch (this.kind) {

@@ -120,7 +120,7 @@ for (const kind of ['ioredis', 'node-redis']) {
       assert.equal((await c.slide('login', { ...o, at: T0 })).allowed, true);
       const banned = await c.slide('login', { ...o, at: T0 + 1 });
       assert.deepEqual([banned.allowed, banned.retryAfterMs], [false, 3600000]);
-      assert.equal((await c.info('login')).banned_until_ms, T0 + 1 + 3600000);
+      assert.equal((await c.info('login')).bannedUntilMs, T0 + 1 + 3600000);
     });
 
     test('fresh: the key holds exactly this request; cost 0 deletes it', async () => {
@@ -138,7 +138,7 @@ for (const kind of ['ioredis', 'node-redis']) {
       await c.period('kp', { limit: 5, period: '1m', at: T0 });
       const kept = await c.period('kp', { limit: 5, period: '1h', keepPeriod: true, at: T0 + 1000 });
       assert.deepEqual([kept.allowed, kept.remaining, kept.resetAfterMs], [true, 3, 59000]);
-      assert.equal((await c.info('kp')).period_ms, 60000);
+      assert.equal((await c.info('kp')).periodMs, 60000);
       const o = { limit: 1, period: '1m', ban: 500, clear: true };
       await c.period('cl', { ...o, at: T0 });
       const banned = await c.period('cl', { ...o, at: T0 + 1 });
@@ -152,8 +152,8 @@ for (const kind of ['ioredis', 'node-redis']) {
       const c = rl();
       await c.token('inf', { capacity: 5, rate: 1, period: '1s', cost: 2 });
       const i = await c.info('inf');
-      assert.deepEqual([i.algorithm, i.capacity, i.rate, i.period_ms, i.tokens], ['token', 5, 1, 1000, 3]);
-      assert.equal(typeof i.ttl_ms, 'number');
+      assert.deepEqual([i.algorithm, i.capacity, i.rate, i.periodMs, i.tokens], ['token', 5, 1, 1000, 3]);
+      assert.equal(typeof i.ttlMs, 'number');
       assert.equal(await c.info('missing'), null);
       assert.equal(await c.peek('missing'), null);
     });

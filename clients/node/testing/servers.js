@@ -176,4 +176,26 @@ async function movedCount(port) {
   return m ? Number(m[1]) : 0;
 }
 
-module.exports = { startServer, startCluster, rawCommand, info, commandCalls, movedCount, MODULE };
+/**
+ * One server with the module and an ioredis client on it for a whole test file: registers the
+ * `before` and `after` hooks given (node:test's) and returns an object whose `server` and
+ * `redis` are set once `before` has run.
+ * @param {{before: Function, after: Function}} hooks
+ * @param {object} [options]  startServer's options
+ * @returns {{server: object, redis: import('ioredis').Redis}}
+ */
+function useServer({ before, after }, options) {
+  const Redis = require('ioredis');
+  const ctx = { server: null, redis: null };
+  before(async () => {
+    ctx.server = await startServer(options);
+    ctx.redis = new Redis({ port: ctx.server.port });
+  });
+  after(async () => {
+    if (ctx.redis) ctx.redis.disconnect();
+    if (ctx.server) await ctx.server.stop();
+  });
+  return ctx;
+}
+
+module.exports = { startServer, startCluster, useServer, rawCommand, info, commandCalls, movedCount, MODULE };

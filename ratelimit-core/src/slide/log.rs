@@ -3,7 +3,8 @@
 //! The state is the log of admitted requests as `(ts, cost)` entries with strictly increasing
 //! `ts` (requests in the same ms are merged into one entry). `used(t)` is the sum of the costs
 //! of the entries with `ts > t − P`. Since every entry has cost ≥ 1 and an admitted call
-//! leaves `used ≤ limit`, a stored log never holds more than `limit` entries.
+//! leaves `used ≤ limit`, and the entries are distinct ms inside the window, a stored log never
+//! holds more than `min(limit, P)` entries.
 //! `retry_after` is the wait until enough of the oldest entries have left;
 //! `reset_after` = `newest ts + P − now'`.
 //!
@@ -21,8 +22,8 @@
 //! the front by moving an offset; the buffer is compacted only when its end is reached, so
 //! every operation is amortized O(1) per entry.
 //!
-//! A `limit` above the module configuration `ratelimit.slide-log-max` is refused for exact
-//! mode (the log could grow to `limit` entries); `BUCKETS` has no such bound.
+//! Exact mode is refused when that bound, `min(limit, P)`, is above the module configuration
+//! `ratelimit.slide-log-max`; `BUCKETS` has no such bound.
 
 use super::alloc_size::size_class;
 use super::varint::{decode_entry, gap_i64, put_entry, varint_len};

@@ -61,9 +61,19 @@ use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
 use super::state::{info_int, live, CorruptState, Refunded, Stored};
 
-/// Default of the module configuration `ratelimit.slide-log-max`: the largest `limit` an
-/// exact sliding window accepts.
-pub const DEFAULT_LOG_MAX: u64 = 100_000;
+/// Default of the module configuration `ratelimit.slide-log-max`: the most entries an exact
+/// sliding window's log may come to hold (see [`log_entries_bound`]). A log this long takes
+/// about 2–5 MB (typical entries of 2–5 bytes; 16 bytes per entry at worst).
+pub const DEFAULT_LOG_MAX: u64 = 1_000_000;
+
+/// The most entries the exact log of `limit` per `window_ms` can ever hold: every entry has
+/// cost ≥ 1 and the entries in the window add up to at most `limit`, and entries are distinct
+/// milliseconds inside the window (same-ms requests are merged), so
+/// `min(limit, window_ms)`. `ratelimit.slide-log-max` bounds this, not `limit`: a million per
+/// 2 s logs at most 2 000 entries.
+pub fn log_entries_bound(limit: u64, window_ms: u64) -> u64 {
+    limit.min(window_ms)
+}
 
 /// How a sliding window counts the permits in its window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,8 +157,9 @@ pub struct SlideParams {
 
 impl SlideParams {
     /// Validates a parameter set: `limit` 1 … 10^12, `window` 1 ms … 10 years, `BUCKETS b`
-    /// 1 … 1000 dividing the window; without `BUCKETS`, `limit ≤ log_max`
-    /// (`ratelimit.slide-log-max`). The 100-year reset rule always holds: a limiter resets at
+    /// 1 … 1000 dividing the window; without `BUCKETS`, the log's worst case
+    /// `min(limit, window_ms) ≤ log_max` (`ratelimit.slide-log-max`, see
+    /// [`log_entries_bound`]). The 100-year reset rule always holds: a limiter resets at
     /// most `2·window` after its last admitted call.
     pub fn new(
         limit: u64,
@@ -168,10 +179,12 @@ impl SlideParams {
         }
         let mode = match buckets {
             None => {
-                if limit > log_max {
+                let entries = log_entries_bound(limit, window_ms);
+                if entries > log_max {
                     return Err(ArgError::Invalid(format!(
-                        "limit {limit} is above ratelimit.slide-log-max ({log_max}) for an exact \
-                         sliding window; use BUCKETS b for a bucketed window, or raise \
+                        "an exact sliding window of {limit} per {window_ms}ms can log {entries} \
+                         entries (one per ms, at most the limit), above ratelimit.slide-log-max \
+                         ({log_max}); use BUCKETS b for a bucketed window, or raise \
                          ratelimit.slide-log-max"
                     )));
                 }

@@ -9,6 +9,13 @@ async function bad(): Promise<void> {
   await rl.slide('k', { limit: 5, window: '1m', step: true }); // no STEP on a sliding window
   const n: number = (await rl.token('k', { capacity: 1, rate: 1, period: 1 })).allowed; // boolean
   rateLimit({ algorithm: 'period', limit: 5, period: '1m' }); // client is required
+  const info = await rl.info('k');
+  if (info) void info.used.toFixed(); // used is a field of period and slide limiters only: narrow on algorithm
+  rateLimit({ client: rl, limit: 1, period: 1, algorithm: 'period', timeout: true }); // timeout is a duration
   void n;
 }
 void bad;
+export async function badPolicies(rl: RateLimit): Promise<void> {
+  await rl.setPolicy('free', { algorithm: 'slide', limit: 100, window: '1m', cost: 2 }); // no cost in a policy
+  rateLimit({ client: rl, policy: 'free', ban: '1m' }); // ban belongs to the server policy
+}

@@ -47,7 +47,7 @@ async function main(): Promise<void> {
   if (lease.id !== null) await rl.release('exports', lease.id);
   const peek: Decision | null = await rl.peek('k');
   const info = await rl.info('k');
-  if (info) console.log(info.algorithm, info.ttl_ms);
+  if (info) console.log(info.algorithm, info.ttlMs);
 
   const mw = rateLimit({ client: redis, algorithm: 'period', limit: 100, period: '1m', key: (req) => String(req.ip), cost: () => 1 });
   rateLimit({ client: rl, capacity: 10, rate: 1, period: '1s', failOpen: true });
@@ -81,3 +81,18 @@ async function main(): Promise<void> {
   console.log(allowed, retry, binding, refunded, peek, ms, got, deleted, u, left, blocked, hits, slot);
 }
 void main;
+
+// Policies: limits the server holds (RL.POLICY, RL.HIT).
+export async function policies(rl: RateLimit, redis: Redis): Promise<void> {
+  await rl.setPolicy('free', { algorithm: 'slide', limit: 100, window: '1m' }, { ban: '10m' });
+  await rl.setPolicy('free', { algorithm: 'token', capacity: 1000, rate: 100, period: '1m' }, { for: 'tenant42', shadow: true });
+  const d: Decision = await rl.hit('free', 'tenant42', { cost: 2, dryRun: true });
+  const def = await rl.getPolicy('free');
+  if (def) console.log(def.algorithm, def.banMs, def.shadow, def.limit);
+  const names: string[] = await rl.policies();
+  const stats = await rl.policyStats('free');
+  const n: number = stats.calls + stats.admitted + stats.limited + stats.shadowLimited + stats.nearLimit;
+  const gone: boolean = await rl.deletePolicy('free', { for: 'tenant42' });
+  rateLimit({ client: redis, policy: 'free', key: (req) => String(req.headers['x-tenant']) });
+  console.log(d, names, n, gone);
+}
