@@ -36,15 +36,17 @@
 //! than `N_w / k` times in at least one window `w`). A read grouped by key (no policy filter)
 //! adds up the key's identities under each policy, and their errors with them.
 //!
-//! Cost: a refusal hashes its identity once (SipHash, randomly keyed: keys chosen by an
-//! attacker cannot make the table probe long), probes an open-addressing table of at least
-//! `2k` slots and moves one counter in a min-heap of `k` (`O(log k)`). Nothing is allocated
-//! once the `k` counters exist: a counter holds its identity's bytes inline.
+//! Cost: a refusal hashes its identity once (a folded-multiply hash keyed with random seeds
+//! per summary, so keys chosen by an attacker cannot aim at long probe runs), probes an
+//! open-addressing table of at least `2k` slots and moves one counter between buckets of equal
+//! counts (Metwally's *stream summary*: a list of buckets in increasing count, each a list of
+//! its counters, least recently refused first) — `O(1)`, nothing allocated once the `k`
+//! counters exist: a counter holds its identity's bytes inline.
 
 use std::cmp::Ordering;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::BuildHasher;
 
 use crate::args::parse_count;
 use crate::error::ArgError;
@@ -55,13 +57,13 @@ pub const KEY_CAP: usize = 128;
 pub const TAG_CAP: usize = 64;
 /// Default number of counters per window (`ratelimit.top-k`).
 pub const DEFAULT_K: usize = 256;
-/// Largest `k` accepted (two windows of counters of ~220 bytes each: ~4.4 MB).
+/// Largest `k` accepted (two windows of counters of ~230 bytes each: ~4.6 MB).
 pub const MAX_K: usize = 10_000;
 /// Default window (`ratelimit.top-window`): a minute.
 pub const DEFAULT_WINDOW_MS: i64 = 60_000;
 
-/// A table slot with no counter.
-const EMPTY: u32 = u32::MAX;
+/// No counter, no bucket (an empty table slot, the end of a list).
+const NONE: u32 = u32::MAX;
 
 /// One counter: an identity, its refusals in the window, and when it was last refused.
 #[derive(Clone)]
@@ -69,8 +71,10 @@ struct Counter {
     hash: u64,
     count: u64,
     last_ms: i64,
-    /// Where the counter is in the heap.
-    heap_pos: u32,
+    /// The bucket of its count, and its neighbours in that bucket's list.
+    bucket: u32,
+    prev: u32,
+    next: u32,
     tag_len: u8,
     key_len: u8,
     /// The tag, then the key.
@@ -103,21 +107,30 @@ impl Counter {
             dst.copy_from_slice(key);
         }
     }
+}
 
-    /// Heap order: fewer refusals first, then the least recently refused.
-    fn below(&self, other: &Counter) -> bool {
-        (self.count, self.last_ms) < (other.count, other.last_ms)
-    }
+/// The counters that have one count, as a list (least recently refused first), in the list of
+/// buckets by increasing count.
+#[derive(Clone, Copy)]
+struct Bucket {
+    count: u64,
+    first: u32,
+    last: u32,
+    prev: u32,
+    next: u32,
 }
 
 /// One window's Space-Saving summary.
 #[derive(Clone)]
 struct Summary {
     counters: Vec<Counter>,
-    /// Counter indices, a min-heap by [`Counter::below`].
-    heap: Vec<u32>,
-    /// Open addressing with linear probing: counter indices or [`EMPTY`]; a power of two of
-    /// at least twice `k` slots.
+    /// Buckets in use are linked from `least`; unused ones wait in `free`.
+    buckets: Vec<Bucket>,
+    free: Vec<u32>,
+    /// The bucket of the least count ([`NONE`] while there is no counter).
+    least: u32,
+    /// Open addressing with linear probing: counter indices or [`NONE`]; a power of two of at
+    /// least twice `k` slots.
     table: Vec<u32>,
     /// Refusals counted.
     total: u64,
@@ -129,7 +142,9 @@ impl Summary {
     fn new() -> Self {
         Summary {
             counters: Vec::new(),
-            heap: Vec::new(),
+            buckets: Vec::new(),
+            free: Vec::new(),
+            least: NONE,
             table: Vec::new(),
             total: 0,
             evicted_max: 0,
@@ -138,8 +153,10 @@ impl Summary {
 
     fn clear(&mut self) {
         self.counters.clear();
-        self.heap.clear();
-        self.table.fill(EMPTY);
+        self.buckets.clear();
+        self.free.clear();
+        self.least = NONE;
+        self.table.fill(NONE);
         self.total = 0;
         self.evicted_max = 0;
     }
@@ -155,7 +172,7 @@ impl Summary {
         // At most half the slots are taken: the probe ends at an empty slot.
         for _ in 0..self.table.len() {
             let Some(&slot) = self.table.get(i) else { break };
-            if slot == EMPTY {
+            if slot == NONE {
                 return (i, None);
             }
             let index = slot as usize;
@@ -167,6 +184,19 @@ impl Summary {
         (i, None)
     }
 
+    /// The first empty slot of `hash`'s probe run (for an identity known to be absent).
+    fn free_slot(&self, hash: u64) -> usize {
+        let mask = self.mask();
+        let mut i = (hash as usize) & mask;
+        for _ in 0..self.table.len() {
+            if self.table.get(i).is_none_or(|&slot| slot == NONE) {
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        i
+    }
+
     /// The table slot that points at counter `index`, whose identity hashes to `hash`.
     fn slot_of(&self, hash: u64, index: usize) -> Option<usize> {
         let mask = self.mask();
@@ -174,7 +204,7 @@ impl Summary {
         for _ in 0..self.table.len() {
             match self.table.get(i) {
                 Some(&slot) if slot as usize == index => return Some(i),
-                Some(&EMPTY) | None => return None,
+                Some(&NONE) | None => return None,
                 Some(_) => i = (i + 1) & mask,
             }
         }
@@ -188,7 +218,7 @@ impl Summary {
         loop {
             j = (j + 1) & mask;
             let Some(&slot) = self.table.get(j) else { break };
-            if slot == EMPTY {
+            if slot == NONE {
                 break;
             }
             let home = self.counters.get(slot as usize).map_or(j, |c| (c.hash as usize) & mask);
@@ -202,118 +232,162 @@ impl Summary {
             }
         }
         if let Some(s) = self.table.get_mut(i) {
-            *s = EMPTY;
+            *s = NONE;
         }
     }
 
-    fn below(&self, a: usize, b: usize) -> bool {
-        let (Some(&ia), Some(&ib)) = (self.heap.get(a), self.heap.get(b)) else {
-            return false;
+    /// A bucket for `count`, linked between `prev` and `next` (either may be [`NONE`]).
+    fn new_bucket(&mut self, count: u64, prev: u32, next: u32) -> u32 {
+        let bucket = Bucket { count, first: NONE, last: NONE, prev, next };
+        let b = match self.free.pop() {
+            Some(b) => {
+                if let Some(slot) = self.buckets.get_mut(b as usize) {
+                    *slot = bucket;
+                }
+                b
+            }
+            None => {
+                self.buckets.push(bucket);
+                (self.buckets.len() - 1) as u32
+            }
         };
-        match (self.counters.get(ia as usize), self.counters.get(ib as usize)) {
-            (Some(ca), Some(cb)) => ca.below(cb),
-            _ => false,
+        match self.buckets.get_mut(prev as usize) {
+            Some(p) => p.next = b,
+            None => self.least = b,
         }
+        if let Some(n) = self.buckets.get_mut(next as usize) {
+            n.prev = b;
+        }
+        b
     }
 
-    fn swap(&mut self, a: usize, b: usize) {
-        if a >= self.heap.len() || b >= self.heap.len() {
-            return;
-        }
-        self.heap.swap(a, b);
-        for pos in [a, b] {
-            if let Some(&index) = self.heap.get(pos) {
-                if let Some(c) = self.counters.get_mut(index as usize) {
-                    c.heap_pos = pos as u32;
+    /// Takes counter `c` out of its bucket's list; a bucket left empty is unlinked and freed.
+    /// Returns the neighbours the bucket had (its `prev` is the bucket itself if it stays).
+    fn detach(&mut self, c: usize) -> (u32, u32) {
+        let Some(counter) = self.counters.get(c) else { return (NONE, NONE) };
+        let (b, prev, next) = (counter.bucket, counter.prev, counter.next);
+        match self.counters.get_mut(prev as usize) {
+            Some(p) => p.next = next,
+            None => {
+                if let Some(bucket) = self.buckets.get_mut(b as usize) {
+                    bucket.first = next;
                 }
             }
         }
+        match self.counters.get_mut(next as usize) {
+            Some(n) => n.prev = prev,
+            None => {
+                if let Some(bucket) = self.buckets.get_mut(b as usize) {
+                    bucket.last = prev;
+                }
+            }
+        }
+        let Some(&bucket) = self.buckets.get(b as usize) else { return (NONE, NONE) };
+        if bucket.first != NONE {
+            return (b, bucket.next);
+        }
+        match self.buckets.get_mut(bucket.prev as usize) {
+            Some(p) => p.next = bucket.next,
+            None => self.least = bucket.next,
+        }
+        if let Some(n) = self.buckets.get_mut(bucket.next as usize) {
+            n.prev = bucket.prev;
+        }
+        self.free.push(b);
+        (bucket.prev, bucket.next)
     }
 
-    fn sift_up(&mut self, mut pos: usize) {
-        while pos > 0 {
-            let parent = (pos - 1) / 2;
-            if !self.below(pos, parent) {
-                break;
+    /// Appends counter `c` to the list of the bucket for `count`, which lies between `prev`
+    /// and `next` in the bucket list (made when `next` counts something else).
+    fn attach(&mut self, c: usize, count: u64, prev: u32, next: u32) {
+        let b = match self.buckets.get(next as usize) {
+            Some(n) if n.count == count => next,
+            _ => self.new_bucket(count, prev, next),
+        };
+        let last = self.buckets.get(b as usize).map_or(NONE, |bucket| bucket.last);
+        if let Some(counter) = self.counters.get_mut(c) {
+            counter.count = count;
+            counter.bucket = b;
+            counter.prev = last;
+            counter.next = NONE;
+        }
+        match self.counters.get_mut(last as usize) {
+            Some(l) => l.next = c as u32,
+            None => {
+                if let Some(bucket) = self.buckets.get_mut(b as usize) {
+                    bucket.first = c as u32;
+                }
             }
-            self.swap(pos, parent);
-            pos = parent;
+        }
+        if let Some(bucket) = self.buckets.get_mut(b as usize) {
+            bucket.last = c as u32;
         }
     }
 
-    fn sift_down(&mut self, mut pos: usize) {
-        loop {
-            let (left, right) = (2 * pos + 1, 2 * pos + 2);
-            let mut least = pos;
-            if left < self.heap.len() && self.below(left, least) {
-                least = left;
-            }
-            if right < self.heap.len() && self.below(right, least) {
-                least = right;
-            }
-            if least == pos {
-                return;
-            }
-            self.swap(pos, least);
-            pos = least;
+    /// Moves counter `c` from its count to `count` (larger), at `now_ms`.
+    fn raise(&mut self, c: usize, count: u64, now_ms: i64) {
+        let (prev, next) = self.detach(c);
+        // From the bucket left behind (or the one before it), the next bucket may hold `count`.
+        self.attach(c, count, prev, next);
+        if let Some(counter) = self.counters.get_mut(c) {
+            counter.last_ms = counter.last_ms.max(now_ms);
         }
     }
 
     /// Counts one refusal of the identity at `now_ms` (`k ≥ 1`, tag and key already cut).
     fn record(&mut self, k: usize, hash: u64, tag: &[u8], key: &[u8], now_ms: i64) {
         if self.table.is_empty() {
-            self.table = vec![EMPTY; (2 * k).next_power_of_two().max(4)];
+            self.table = vec![NONE; (2 * k).next_power_of_two().max(4)];
         }
         self.total = self.total.saturating_add(1);
         let (slot, found) = self.find(hash, tag, key);
-        if let Some(index) = found {
-            let Some(c) = self.counters.get_mut(index) else { return };
-            c.count = c.count.saturating_add(1);
-            c.last_ms = c.last_ms.max(now_ms);
-            let pos = c.heap_pos as usize;
-            self.sift_down(pos);
+        if let Some(c) = found {
+            let count = self.counters.get(c).map_or(1, |counter| counter.count.saturating_add(1));
+            self.raise(c, count, now_ms);
             return;
         }
         if self.counters.len() < k {
-            let index = self.counters.len();
-            let mut c = Counter {
+            let c = self.counters.len();
+            let mut counter = Counter {
                 hash,
                 count: 1,
                 last_ms: now_ms,
-                heap_pos: self.heap.len() as u32,
+                bucket: NONE,
+                prev: NONE,
+                next: NONE,
                 tag_len: 0,
                 key_len: 0,
                 bytes: [0; TAG_CAP + KEY_CAP],
             };
-            c.set_identity(hash, tag, key);
-            self.counters.push(c);
-            self.heap.push(index as u32);
+            counter.set_identity(hash, tag, key);
+            self.counters.push(counter);
             if let Some(s) = self.table.get_mut(slot) {
-                *s = index as u32;
+                *s = c as u32;
             }
-            self.sift_up(self.heap.len() - 1);
+            // Count 1 is the least there can be: the first bucket, or a new one before it.
+            let least = self.least;
+            self.attach(c, 1, NONE, least);
             return;
         }
-        // Take over the least counter.
-        let Some(&index) = self.heap.first() else { return };
-        let index = index as usize;
-        let Some(old) = self.counters.get(index) else { return };
+        // Take over the least recently refused counter of the least count.
+        let Some(c) = self.buckets.get(self.least as usize).map(|b| b.first as usize) else {
+            return;
+        };
+        let Some(old) = self.counters.get(c) else { return };
         let (old_hash, min) = (old.hash, old.count);
-        if let Some(old_slot) = self.slot_of(old_hash, index) {
+        if let Some(old_slot) = self.slot_of(old_hash, c) {
             self.remove_slot(old_slot);
         }
         self.evicted_max = self.evicted_max.max(min);
-        if let Some(c) = self.counters.get_mut(index) {
-            c.set_identity(hash, tag, key);
-            c.count = min.saturating_add(1);
-            c.last_ms = now_ms;
+        if let Some(counter) = self.counters.get_mut(c) {
+            counter.set_identity(hash, tag, key);
+            counter.last_ms = now_ms;
         }
-        // The removal may have moved entries: find the new identity's slot again.
-        let (slot, _) = self.find(hash, tag, key);
+        let slot = self.free_slot(hash);
         if let Some(s) = self.table.get_mut(slot) {
-            *s = index as u32;
+            *s = c as u32;
         }
-        self.sift_down(0);
+        self.raise(c, min.saturating_add(1), now_ms);
     }
 }
 
@@ -344,7 +418,8 @@ pub struct TopKeys {
     previous: Summary,
     /// The current window's number (`now.div_euclid(window_ms)`), `None` before any refusal.
     current_window: Option<i64>,
-    hasher: RandomState,
+    /// The hash's random keys (an odd multiplier).
+    seeds: (u64, u64),
 }
 
 impl TopKeys {
@@ -357,7 +432,10 @@ impl TopKeys {
             current: Summary::new(),
             previous: Summary::new(),
             current_window: None,
-            hasher: RandomState::new(),
+            seeds: {
+                let random = RandomState::new();
+                (random.hash_one(0u64), random.hash_one(1u64) | 1)
+            },
         }
     }
 
@@ -391,11 +469,35 @@ impl TopKeys {
         }
         let tag = tag.get(..TAG_CAP).unwrap_or(tag);
         let key = key.get(..KEY_CAP).unwrap_or(key);
-        let mut h = self.hasher.build_hasher();
-        h.write(tag);
-        h.write_u8(0xff);
-        h.write(key);
-        self.current.record(self.k, h.finish(), tag, key, now_ms);
+        let hash = self.hash(tag, key);
+        self.current.record(self.k, hash, tag, key, now_ms);
+    }
+
+    /// The identity's hash: 8 bytes at a time through a folded 64×64→128-bit multiply with the
+    /// random keys, the lengths first (so tag and key cannot trade bytes).
+    fn hash(&self, tag: &[u8], key: &[u8]) -> u64 {
+        let (seed, multiplier) = self.seeds;
+        let mix = |h: u64, word: u64| {
+            let product = u128::from(h ^ word) * u128::from(multiplier);
+            (product as u64) ^ ((product >> 64) as u64)
+        };
+        let absorb = |mut h: u64, bytes: &[u8]| {
+            let mut chunks = bytes.chunks_exact(8);
+            for chunk in &mut chunks {
+                h = mix(h, u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])));
+            }
+            let rest = chunks.remainder();
+            if !rest.is_empty() {
+                let mut word = [0u8; 8];
+                if let Some(dst) = word.get_mut(..rest.len()) {
+                    dst.copy_from_slice(rest);
+                }
+                h = mix(h, u64::from_le_bytes(word));
+            }
+            h
+        };
+        let h = mix(seed, ((tag.len() as u64) << 32) | key.len() as u64);
+        mix(absorb(absorb(h, tag), key), seed)
     }
 
     /// The summaries a read at `now_ms` sees: both while the clock is in the current window

@@ -10,18 +10,36 @@ const W: i64 = 60_000;
 /// An instant at the start of a window.
 const T0: i64 = 1_800_000_000_000 / W * W;
 
-/// Every counter is found through the table, the table points only at live counters, the heap
-/// is a min-heap whose positions match, and the counts add up to the refusals counted.
+/// Every counter is found through the table and the table points only at live counters; the
+/// buckets from `least` have strictly increasing counts, each lists exactly the counters of its
+/// count, linked both ways; the counts add up to the refusals counted.
 fn check_invariants(s: &Summary) {
-    let taken = s.table.iter().filter(|&&slot| slot != EMPTY).count();
+    let taken = s.table.iter().filter(|&&slot| slot != NONE).count();
     assert_eq!(taken, s.counters.len());
     for (index, c) in s.counters.iter().enumerate() {
         assert_eq!(s.find(c.hash, c.tag(), c.key()).1, Some(index));
-        assert_eq!(s.heap.get(c.heap_pos as usize), Some(&(index as u32)));
+        assert_eq!(s.buckets[c.bucket as usize].count, c.count);
     }
-    for pos in 1..s.heap.len() {
-        assert!(!s.below(pos, (pos - 1) / 2), "heap order at {pos}");
+    let (mut b, mut prev_bucket, mut seen, mut last_count) = (s.least, NONE, 0, 0);
+    while b != NONE {
+        let bucket = s.buckets[b as usize];
+        assert_eq!(bucket.prev, prev_bucket);
+        assert!(bucket.count > last_count, "bucket counts increase");
+        let (mut c, mut prev) = (bucket.first, NONE);
+        assert_ne!(c, NONE, "no empty bucket is linked");
+        while c != NONE {
+            let counter = &s.counters[c as usize];
+            assert_eq!((counter.bucket, counter.prev), (b, prev));
+            seen += 1;
+            prev = c;
+            c = counter.next;
+        }
+        assert_eq!(bucket.last, prev);
+        last_count = bucket.count;
+        prev_bucket = b;
+        b = bucket.next;
     }
+    assert_eq!(seen, s.counters.len());
     assert_eq!(s.counters.iter().map(|c| c.count).sum::<u64>(), s.total);
 }
 
