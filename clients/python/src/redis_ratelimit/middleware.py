@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .aio import AsyncRateLimitCommands
+from .outcomes import count_decision
 from .specs import Limit
 
 KeyFunction = Callable[[Request], Union[Optional[str], Awaitable[Optional[str]]]]
@@ -86,10 +87,12 @@ class RateLimitMiddleware:
         try:
             decision = await self.client.apply(self.prefix + str(key), self.limit, cost=int(cost))
         except (RedisError, OSError):
+            count_decision(self.policy, "error")
             if not self.fail_open:
                 raise
             await self.app(scope, receive, send)
             return
+        count_decision(self.policy, "admitted" if decision.allowed else "limited")
         fields = decision.headers(self.policy, self.window_s)
         if not decision.allowed:
             body = {"error": "too many requests", "retry_after_ms": decision.retry_after_ms}
