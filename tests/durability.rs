@@ -205,10 +205,12 @@ fn corrupt_payloads_are_refused_without_crashing() {
     s.assert_alive();
 }
 
-/// Values written by older builds still load: a `DUMP` of a limiter without a ban or sliding
-/// window options, re-labelled as RDB encoding version 1 (before bans) or 2 (before `ANCHOR`/
-/// `FLOOR`) — the module id's low 10 bits — with a valid checksum, restores to the identical
-/// limiter; an unknown newer version is refused.
+/// This build writes RDB encoding version 1 (the one every release loads; the payload carries
+/// its own version), and values written by older builds still load: a `DUMP` of a limiter
+/// without a ban or sliding window options, re-labelled as RDB encoding version 2 (0.1.0's) or
+/// 3 (0.2.0's) — the module id's low 10 bits — with a valid checksum, restores to the
+/// identical limiter; an unknown newer version is refused. (`tests/upgrade.rs` runs 0.1.0
+/// itself.)
 #[test]
 fn older_encoding_versions_still_load() {
     let s = Server::start();
@@ -218,7 +220,7 @@ fn older_encoding_versions_still_load() {
     // RDB type (module, 7), then the 64-bit module id as 0x81 + 8 bytes big-endian.
     assert_eq!(dump[..2], [7, 0x81]);
     let id = u64::from_be_bytes(dump[2..10].try_into().unwrap());
-    assert_eq!(id & 1023, 3, "this build writes encoding version 3");
+    assert_eq!(id & 1023, 1, "this build writes encoding version 1");
     let body_len = dump.len() - 10;
     let relabelled = |version: u64| {
         let mut payload = dump[..body_len].to_vec();
@@ -227,7 +229,7 @@ fn older_encoding_versions_still_load() {
         payload.extend_from_slice(&crc64(&payload).to_le_bytes());
         payload
     };
-    for version in [1, 2] {
+    for version in [2, 3] {
         let key = format!("restored{version}");
         let _: () =
             redis::cmd("RESTORE").arg(&key).arg(0).arg(relabelled(version)).query(&mut c).unwrap();

@@ -121,11 +121,39 @@ fn all_acquire_and_wait_refusals_count() {
 fn policy_filters() {
     let s = Server::start();
     let mut c = s.conn();
-    refuse(&mut c, b"a", 2);
-    // Refusals of the direct commands belong to no policy.
-    assert!(top(&mut c, &[b"POLICY", b"api"]).is_empty());
-    assert!(top(&mut c, &[b"POLICY", b"\xff", b"COUNT", b"5"]).is_empty());
-    assert_eq!(top(&mut c, &[]).len(), 1);
+    run(&mut c, &["RL.POLICY", "SET", "api", "TOKEN", "1", "1", "1h"]).unwrap();
+    run(&mut c, &["RL.POLICY", "SET", "login", "PERIOD", "1", "1h"]).unwrap();
+    run(&mut c, &["RL.POLICY", "SET", "dark", "PERIOD", "1", "1h", "SHADOW"]).unwrap();
+    refuse(&mut c, b"direct", 2);
+    for (policy, key, calls) in
+        [("api", "u1", 3), ("api", "u2", 2), ("login", "u1", 4), ("dark", "u3", 3)]
+    {
+        for _ in 0..calls {
+            run(&mut c, &["RL.HIT", policy, key]).unwrap();
+        }
+    }
+    // A dry run through a policy counts nothing.
+    assert_eq!(line(&mut c, "RL.HIT api u2 DRYRUN")[0], 0);
+    assert_eq!(
+        keys(&top(&mut c, &[b"POLICY", b"api"])),
+        [(b"u1".to_vec(), 2), (b"u2".to_vec(), 1)]
+    );
+    assert_eq!(keys(&top(&mut c, &[b"POLICY", b"login"])), [(b"u1".to_vec(), 3)]);
+    // Shadow refusals are answered allowed = 1: no refusal.
+    assert!(top(&mut c, &[b"POLICY", b"dark"]).is_empty());
+    assert!(top(&mut c, &[b"POLICY", b"none", b"COUNT", b"5"]).is_empty());
+    // Without POLICY, a key's refusals under every policy (or none) add up.
+    assert_eq!(
+        keys(&top(&mut c, &[])),
+        [(b"u1".to_vec(), 5), (b"direct".to_vec(), 2), (b"u2".to_vec(), 1)]
+    );
+    // A waiting RL.HIT that times out counts under its policy.
+    assert_eq!(line(&mut c, "RL.HIT api u2 WAIT 30ms")[0], 0);
+    // (Equal counts: the most recently refused first.)
+    assert_eq!(
+        keys(&top(&mut c, &[b"POLICY", b"api"])),
+        [(b"u2".to_vec(), 2), (b"u1".to_vec(), 2)]
+    );
 }
 
 #[test]

@@ -10,15 +10,17 @@ login attempts (3 per 15 minutes). tests/examples.rs starts a 3-master cluster a
 output.
 """
 
+from __future__ import annotations
+
 import sys
 
 from redis.cluster import ClusterNode, RedisCluster
 
 
-def main(addr):
+def main(addr: str) -> None:
     host, port = addr.rsplit(":", 1)
     rc = RedisCluster(startup_nodes=[ClusterNode(host, int(port))])
-    nodes = set()
+    nodes: set[str] = set()
     api_ok = login_ok = 0
     # readme-begin
     for n in range(20):

@@ -3,54 +3,63 @@ package's own ASGI middleware (one RL.* command per request, IETF RateLimit head
 
     python3 examples/python/fastapi_app.py 127.0.0.1:6379   # 7 requests to each app, printed
 
-Needs `pip install ./clients/python fastapi slowapi` (and httpx for the test client).
+Needs the package (`pip install redis_ratelimit-<version>-py3-none-any.whl`, see its README),
+`fastapi slowapi` (and httpx for the test client).
 """
 
 import sys
+from typing import Dict
 
+import redis.asyncio
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 from slowapi import Limiter, _rate_limit_exceeded_handler
 from slowapi.errors import RateLimitExceeded
 from slowapi.util import get_remote_address
 
-import redis_ratelimit.limits  # noqa: F401  (registers the ratelimit:// storage schemes)
 from redis_ratelimit import AsyncRateLimit, Token
+from redis_ratelimit.limits import register
 from redis_ratelimit.middleware import RateLimitMiddleware
 
 redis_address = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:6379"
 
 # readme-begin
+register()  # the ratelimit:// storage schemes, for limits (SlowAPI's engine)
 limiter = Limiter(key_func=get_remote_address, storage_uri=f"ratelimit://{redis_address}")
 app = FastAPI()
 app.state.limiter = limiter
-app.add_exception_handler(RateLimitExceeded, _rate_limit_exceeded_handler)
+app.add_exception_handler(RateLimitExceeded, _rate_limit_exceeded_handler)  # type: ignore[arg-type]  # SlowAPI's
 
 
 @app.get("/")
 @limiter.limit("5/minute")
-async def index(request: Request):
+async def index(request: Request) -> Dict[str, str]:
     return {"hello": "world"}
+
+
 # readme-end
 
 
 # readme-middleware-begin
+redis_client = redis.asyncio.Redis.from_url(f"redis://{redis_address}")  # the application's own client
 api = FastAPI()
 api.add_middleware(
     RateLimitMiddleware,
-    client=AsyncRateLimit.from_url(f"redis://{redis_address}"),
+    client=AsyncRateLimit(redis_client),
     limit=Token(5, 1, "1m"),  # bucket of 5, +1 per minute
     key=lambda request: request.headers.get("x-api-key"),  # None: not limited
 )
 
 
 @api.get("/")
-async def hello():
+async def hello() -> Dict[str, str]:
     return {"hello": "world"}
+
+
 # readme-middleware-end
 
 
-def main():
+def main() -> None:
     with TestClient(app) as http:
         for i in range(1, 8):
             reply = http.get("/")

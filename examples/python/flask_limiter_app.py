@@ -3,7 +3,8 @@
     python3 examples/python/flask_limiter_app.py 127.0.0.1:6379          # 7 requests, printed
     python3 examples/python/flask_limiter_app.py 127.0.0.1:6379 --serve  # serve on :5000
 
-Needs `pip install ./clients/python flask-limiter`. Each strategy is one module command per
+Needs the package (`pip install redis_ratelimit-<version>-py3-none-any.whl`, see its README)
+and `flask-limiter`. Each strategy is one module command per
 request: "moving-window" is the exact RL.SLIDE log (no list of timestamps per key),
 "fixed-window" an RL.PERIOD counter, "sliding-window-counter" RL.SLIDE BUCKETS 1.
 """
@@ -14,11 +15,12 @@ from flask import Flask
 from flask_limiter import Limiter
 from flask_limiter.util import get_remote_address
 
-import redis_ratelimit.limits  # noqa: F401  (registers the ratelimit:// storage schemes)
+from redis_ratelimit.limits import register
 
 redis_address = sys.argv[1] if len(sys.argv) > 1 else "127.0.0.1:6379"
 
 # readme-begin
+register()  # the ratelimit:// storage schemes, for limits (Flask-Limiter's engine)
 app = Flask(__name__)
 limiter = Limiter(
     get_remote_address,
@@ -31,12 +33,14 @@ limiter = Limiter(
 
 @app.route("/")
 @limiter.limit("5 per minute")
-def index():
+def index() -> str:
     return "hello"
+
+
 # readme-end
 
 
-def main():
+def main() -> None:
     if "--serve" in sys.argv:
         app.run()
         return

@@ -15,6 +15,8 @@ only, besides redis-py. It prints "listening on HOST:PORT" once it serves (port 
 one); tests/examples.rs runs it on loopback and checks real HTTP replies.
 """
 
+from __future__ import annotations
+
 import argparse
 import http.server
 import json
@@ -22,11 +24,11 @@ import json
 import redis
 
 
-def make_handler(r, limit, window):
+def make_handler(r: redis.Redis, limit: int, window: int) -> type[http.server.BaseHTTPRequestHandler]:
     policy = f'"default";q={limit};w={window}'
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
+        def do_GET(self) -> None:
             # readme-begin
             client = self.headers.get("X-Api-Key") or self.client_address[0]
             allowed, _limit, remaining, retry_ms, reset_ms = r.execute_command(
@@ -49,14 +51,14 @@ def make_handler(r, limit, window):
             # readme-end
             self.wfile.write(payload)
 
-        def log_message(self, format, *args):  # keep stdout for the address line
+        def log_message(self, format: str, *args: object) -> None:  # keep stdout for the address line
             pass
 
     return Handler
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main() -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--redis", default="127.0.0.1:6379", help="HOST:PORT of the server")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
@@ -67,7 +69,9 @@ def main():
     r = redis.Redis(host=host, port=int(port))
     r.ping()
     server = http.server.ThreadingHTTPServer((a.host, a.port), make_handler(r, a.limit, a.window))
-    print(f"listening on {server.server_address[0]}:{server.server_address[1]}", flush=True)
+    bound = server.server_address[0]
+    bound_host = bound if isinstance(bound, str) else bound.decode()
+    print(f"listening on {bound_host}:{server.server_address[1]}", flush=True)
     server.serve_forever()
 
 

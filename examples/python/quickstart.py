@@ -11,7 +11,7 @@ import sys
 import redis
 
 
-def main(addr):
+def main(addr: str) -> None:
     host, port = addr.rsplit(":", 1)
     r = redis.Redis(host=host, port=int(port))
     admitted = 0

@@ -13,6 +13,13 @@
 //! as before, and decoding refuses a higher version than the value needs (one value, one
 //! encoding). Decoding checks the length exactly and validates every field, so a corrupt or
 //! unknown payload is refused with an error, never accepted or crashed on.
+//!
+//! Which release reads what: 0.1.0 decodes versions 1 and 2, 0.2.0 and later all four. So a
+//! value that uses no feature added since 0.1.0 (a sliding window's `ANCHOR`/`FLOOR`) is
+//! written in a version 0.1.0 reads — what lets an old replica follow a new master, and a
+//! downgrade keep such values (`docs/operations.md#upgrades`). A new stored feature gets a new
+//! version written only for the values that use it; the RDB envelope (`src/shell/datatype.rs`)
+//! never changes for it.
 
 use super::ban::Ban;
 use super::gcra::GcraState;
@@ -41,10 +48,23 @@ const OPTION_ANCHOR: u8 = 1;
 /// Options byte of versions 3 and 4: `FLOOR`.
 const OPTION_FLOOR: u8 = 2;
 
-/// The version a value is written in: the lowest that holds it.
-fn version_for(limiter: &Limiter, ban: Option<Ban>) -> u8 {
-    let options = matches!(limiter, Limiter::Slide(s) if s.mode.anchored() || s.mode.floored());
-    match (options, ban.is_some()) {
+/// Whether a value uses a sliding window's `ANCHOR`/`FLOOR` (only versions 3 and 4 hold them).
+fn has_slide_options(limiter: &Limiter) -> bool {
+    matches!(limiter, Limiter::Slide(s) if s.mode.anchored() || s.mode.floored())
+}
+
+/// Whether format `version` can hold this value: versions 2 and 4 carry a ban's fields (and
+/// only a value under a ban has them), versions 3 and 4 a sliding window's options byte.
+pub fn holds(version: u8, limiter: &Limiter, ban: Option<Ban>) -> bool {
+    let with_ban = version == WITH_BAN || version == SLIDE_OPTIONS_WITH_BAN;
+    let with_options = version == SLIDE_OPTIONS || version == SLIDE_OPTIONS_WITH_BAN;
+    with_ban == ban.is_some() && (with_options || !has_slide_options(limiter))
+}
+
+/// The version a value is written in: the lowest that holds it ([`holds`]), so a value that
+/// uses no feature of a later release stays readable by the earlier one.
+pub fn version_for(limiter: &Limiter, ban: Option<Ban>) -> u8 {
+    match (has_slide_options(limiter), ban.is_some()) {
         (false, false) => LIMITER_ONLY,
         (false, true) => WITH_BAN,
         (true, false) => SLIDE_OPTIONS,
@@ -140,10 +160,22 @@ pub fn encode(limiter: &Limiter) -> Vec<u8> {
     encode_value(limiter, None)
 }
 
-/// Encodes what a key holds: a limiter and the ban it is under, if any.
+/// Encodes what a key holds: a limiter and the ban it is under, if any, in the lowest version
+/// that holds it ([`version_for`]).
 pub fn encode_value(limiter: &Limiter, ban: Option<Ban>) -> Vec<u8> {
+    write(limiter, ban, version_for(limiter, ban))
+}
+
+/// Encodes a value in a given format `version`, or `None` if that version cannot hold it
+/// ([`holds`]). The decoder accepts only the lowest version that holds a value; the others
+/// exist for tests of that rule.
+pub fn encode_in(limiter: &Limiter, ban: Option<Ban>, version: u8) -> Option<Vec<u8>> {
+    holds(version, limiter, ban).then(|| write(limiter, ban, version))
+}
+
+/// The encoding in `version`, which holds the value ([`holds`]).
+fn write(limiter: &Limiter, ban: Option<Ban>, version: u8) -> Vec<u8> {
     let mut w = Writer::default();
-    let version = version_for(limiter, ban);
     w.u8(version);
     match limiter {
         Limiter::Token(b) => {
@@ -536,7 +568,120 @@ mod tests {
         assert!(decode(&tag).is_err());
     }
 
+    /// A value some calls left behind: one of every algorithm and mode (`kind`), driven by
+    /// `calls` (ms after the previous call, cost) from [`T0`]; `None` if no call was admitted.
+    fn driven(kind: u8, size: u64, calls: &[(i64, u64)]) -> Option<Limiter> {
+        use crate::{gcra, leaky, lease, period, slide};
+        let mut now = T0;
+        let mut last: Option<Limiter> = None;
+        for &(dt, cost) in calls {
+            now += dt;
+            let next = match (kind, &last) {
+                (0 | 1, l) => {
+                    let p = TokenParams::new(size, 3, 700, kind == 1).ok()?;
+                    let s = match l {
+                        Some(Limiter::Token(s)) => Some(s),
+                        _ => None,
+                    };
+                    evaluate(s, &p, now, cost).next.map(Limiter::Token)
+                }
+                (2 | 3, l) => {
+                    let align = (kind == 3).then_some(-3_600_000);
+                    let p = period::PeriodParams::new(size, 1000, align).ok()?;
+                    let s = match l {
+                        Some(Limiter::Period(s)) => Some(s),
+                        _ => None,
+                    };
+                    period::evaluate(s, &p, now, cost).next.map(Limiter::Period)
+                }
+                (4..=8, l) => {
+                    let buckets = (kind != 4).then_some(4);
+                    let p = slide::SlideParams::new(size, 1000, buckets, 100).ok()?;
+                    let p = p.with_options(kind == 6 || kind == 8, kind == 7 || kind == 8).ok()?;
+                    let s = match l {
+                        Some(Limiter::Slide(s)) => Some(s),
+                        _ => None,
+                    };
+                    slide::evaluate(s, &p, now, cost).next.map(Limiter::Slide)
+                }
+                (9 | 10, l) => {
+                    let mode = if kind == 9 {
+                        leaky::LeakMode::Delay(1)
+                    } else {
+                        leaky::LeakMode::NoDelay
+                    };
+                    let p = leaky::LeakyParams::new(size, 3, 700, mode).ok()?;
+                    let s = match l {
+                        Some(Limiter::Leaky(s)) => Some(s),
+                        _ => None,
+                    };
+                    leaky::evaluate(s, &p, now, cost).next.map(Limiter::Leaky)
+                }
+                (11, l) => {
+                    let p = gcra::GcraParams::new(size, 30, 60).ok()?;
+                    let s = match l {
+                        Some(Limiter::Gcra(s)) => Some(s),
+                        _ => None,
+                    };
+                    gcra::evaluate(s, &p, now, cost).next.map(Limiter::Gcra)
+                }
+                (_, l) => {
+                    let p = lease::LeaseParams::new(size, 1500, 1000).ok()?;
+                    let s = match l {
+                        Some(Limiter::Lease(s)) => Some(s),
+                        _ => None,
+                    };
+                    let id = (cost % 2 == 0).then_some(b"worker".as_slice());
+                    lease::acquire(s, &p, now, id, true).next.map(Limiter::Lease)
+                }
+            };
+            if next.is_some() {
+                last = next;
+            }
+        }
+        last
+    }
+
+    /// Any value a key can hold: a [`driven`] limiter, under a ban or not (never on leases).
+    fn arb_value() -> impl Strategy<Value = (Limiter, Option<Ban>)> {
+        let calls = proptest::collection::vec((0i64..900, 1u64..4), 1..12);
+        let ban = proptest::option::of((0i64..2000, 1u64..100_000, any::<bool>()));
+        (0u8..13, 3u64..20, calls, ban).prop_filter_map("no call admitted", |(k, n, c, ban)| {
+            let limiter = driven(k, n, &c)?;
+            let ban = ban.filter(|_| !matches!(limiter, Limiter::Lease(_))).map(
+                |(since, duration, limiter_fresh)| Ban {
+                    limiter_fresh,
+                    ..Ban::start(limiter.updated_ms() + since, duration)
+                },
+            );
+            Some((limiter, ban))
+        })
+    }
+
     proptest! {
+        /// Every value round-trips, in the version [`version_for`] chose; that version holds
+        /// it and no lower one could (the oldest encoding, so the oldest release that reads
+        /// it); every higher version that could hold it is refused by the decoder (one value,
+        /// one encoding); and only a sliding window's `ANCHOR`/`FLOOR` needs more than
+        /// 0.1.0's versions 1 and 2.
+        #[test]
+        fn each_value_takes_the_oldest_version_that_holds_it((limiter, ban) in arb_value()) {
+            let bytes = encode_value(&limiter, ban);
+            let chosen = bytes[0];
+            prop_assert_eq!(chosen, version_for(&limiter, ban));
+            prop_assert_eq!(decode_value(&bytes), Ok((limiter.clone(), ban)));
+            prop_assert_eq!(encode_in(&limiter, ban, chosen), Some(bytes.clone()));
+            for older in LIMITER_ONLY..chosen {
+                prop_assert_eq!(encode_in(&limiter, ban, older), None, "version {}", older);
+            }
+            for newer in chosen + 1..=FORMAT_VERSION {
+                if let Some(other) = encode_in(&limiter, ban, newer) {
+                    prop_assert!(decode_value(&other).is_err(), "version {}", newer);
+                }
+            }
+            prop_assert_eq!(chosen <= WITH_BAN, !has_slide_options(&limiter));
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..80)) {
             if let Ok(l) = decode(&bytes) {

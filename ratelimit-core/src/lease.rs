@@ -339,6 +339,9 @@ pub fn acquire_in_place(
         Some(lease) => lease.id,
         None => admitted.id.clone().into_boxed_slice(),
     };
+    // Room for exactly one more (a doubling `insert` would be shrunk back when boxed: two
+    // reallocations instead of one).
+    leases.reserve_exact(1);
     insert_sorted(&mut leases, Lease { expires_ms: admitted.expires_ms, id: id_box });
     *state = LeaseState {
         limit: params.limit,

@@ -24,6 +24,7 @@ pub mod lease_key;
 pub mod limiter;
 pub mod packed;
 pub mod period;
+pub mod policy;
 pub mod refund;
 pub mod request;
 pub mod slide;

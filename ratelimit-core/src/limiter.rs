@@ -116,6 +116,7 @@ macro_rules! variant {
             ) -> Evaluation<Self> {
                 $module::evaluate(stored, params, now_ms, cost)
             }
+            $($in_place)*
             $($own)*
         }
     };

@@ -6,8 +6,8 @@
 //! Every state-changing call is propagated so that replicas and AOF replay reach the identical
 //! state and expiry whatever their clocks say: verbatim when that is exact (the caller gave
 //! `AT`, or nothing consumes propagation: `propagation.rs`); else a single-key limiting call as
-//! the state it left (`RL.RESTORE key payload`), and the other commands rewritten with
-//! `AT <the ms it used>`.
+//! the state it left (`RL.RESTORE key payload`, or `DEL key` when it deleted the key), and the
+//! other commands rewritten with `AT <the ms it used>`.
 
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_longlong};
@@ -131,9 +131,13 @@ impl Call<'_> {
     /// Redis than the rewritten call (fewer, shorter arguments to build and feed to every
     /// replica), and exact whatever the replica's clock.
     pub fn replicate_state(&self, payload: &[u8]) {
-        let Ok(key) = self.key() else {
-            return;
-        };
+        if let Ok(key) = self.key() {
+            self.replicate_state_of(key, payload);
+        }
+    }
+
+    /// [`Call::replicate_state`] for a key given by name (`RL.ALL`'s keys).
+    pub fn replicate_state_of(&self, key: *mut RedisModuleString, payload: &[u8]) {
         unsafe {
             (self.api.replicate)(
                 self.ctx,
@@ -144,6 +148,14 @@ impl Call<'_> {
                 payload.len(),
             )
         };
+    }
+
+    /// Propagates the deletion of this call's key: `DEL key`, exact whatever the replica's
+    /// clock and read by every release.
+    pub fn replicate_delete(&self) {
+        if let Ok(key) = self.key() {
+            unsafe { (self.api.replicate)(self.ctx, c"DEL".as_ptr(), c"s".as_ptr(), key) };
+        }
     }
 
     /// Propagates this call so that replicas and the AOF evaluate it at `now_ms`: rewritten

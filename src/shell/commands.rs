@@ -17,7 +17,7 @@ use super::key::{Contents, Mode};
 use super::limiting::{self, MAX_ALL_ARGS};
 use super::reply::{self, FieldValue};
 use super::stats::{self, Outcome, Tally};
-use super::{leases, top, wait};
+use super::{leases, policies, top, wait};
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::inspect::{describe_key, peek_key};
@@ -72,7 +72,7 @@ fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
     if request.wait_ms.is_some() && wait::can_block(call) {
         return wait::limit_or_block(call, request);
     }
-    let judged = limiting::judge_and_apply(call, &request)?;
+    let judged = limiting::judge_and_apply::<false>(call, &request)?;
     if judged.changed {
         wait::key_changed(call);
     }
@@ -87,9 +87,11 @@ fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
 }
 
 /// `RL.ALL numkeys key [key ...] limit [limit ...] [DRYRUN] [AT ms]`: all or nothing
-/// (`limiting.rs`); every changed key's waiters are judged again.
+/// (`limiting.rs`); a limit may be `POLICY name [COST n]` (`policies.rs`); every changed key's
+/// waiters are judged again.
 fn all(call: &Call) -> Result<Outcome, CommandError> {
-    let all = AllRequest::parse(call.args.get(1..).unwrap_or(&[]), slide_log_max())?;
+    let args = call.args.get(1..).unwrap_or(&[]);
+    let all = AllRequest::parse_with_policies(args, slide_log_max(), &mut policies::limit_for)?;
     let (verdict, touched) = limiting::judge_all_and_apply(call, &all)?;
     for name in touched {
         wait::key_named_changed(call, name);
@@ -314,3 +316,27 @@ command!(rl_peek, c"rl.peek", Tally::Peek, peek);
 command!(rl_info, c"rl.info", Tally::Info, info);
 command!(rl_restore, c"rl.restore", Tally::Restore, restore);
 command!(rl_top, c"rl.top", Tally::Top, top::command);
+command!(rl_hit, c"rl.hit", Tally::Hit, policies::hit);
+
+/// Most arguments a valid `RL.POLICY SET` can have: `RL.POLICY SET name`, a group of at most
+/// 9, `BAN d CLEAR`, `SHADOW`, `FOR key`.
+const MAX_POLICY_ARGS: usize = 3 + 9 + 3 + 1 + 2;
+
+macro_rules! subcommand {
+    ($fn_name:ident, $handler:path) => {
+        pub(super) extern "C" fn $fn_name(
+            ctx: *mut RedisModuleCtx,
+            argv: *mut *mut RedisModuleString,
+            argc: c_int,
+        ) -> c_int {
+            dispatch::<MAX_POLICY_ARGS>(ctx, argv, argc, c"rl.policy", Tally::Policy, $handler)
+        }
+    };
+}
+
+subcommand!(rl_policy_set, policies::set);
+subcommand!(rl_policy_get, policies::get);
+subcommand!(rl_policy_del, policies::delete);
+subcommand!(rl_policy_list, policies::list);
+subcommand!(rl_policy_stats, policies::stats);
+subcommand!(rl_policy_resetstat, policies::reset_stats);

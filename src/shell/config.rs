@@ -30,6 +30,20 @@ pub fn lease_max() -> u64 {
     u64::try_from(LEASE_MAX.load(Ordering::Relaxed)).unwrap_or(0)
 }
 
+/// Default of `ratelimit.policy-max`.
+pub const POLICY_MAX_DEFAULT: i64 = ratelimit_core::policy::POLICY_MAX_DEFAULT;
+/// Largest value `ratelimit.policy-max` accepts.
+pub const POLICY_MAX_LIMIT: i64 = ratelimit_core::policy::POLICY_MAX_LIMIT;
+
+/// `ratelimit.policy-max`: the most policies plus overrides `RL.POLICY SET` creates (loading
+/// never drops any: a table loaded above a lowered bound only refuses new entries).
+pub static POLICY_MAX: AtomicI64 = AtomicI64::new(POLICY_MAX_DEFAULT);
+
+/// The current `ratelimit.policy-max`.
+pub fn policy_max() -> usize {
+    usize::try_from(POLICY_MAX.load(Ordering::Relaxed)).unwrap_or(0)
+}
+
 /// Default of `ratelimit.top-k`.
 pub const TOP_K_DEFAULT: i64 = ratelimit_core::top::DEFAULT_K as i64;
 /// Largest value `ratelimit.top-k` accepts.

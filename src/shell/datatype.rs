@@ -20,12 +20,21 @@ use super::api::api;
 use super::values;
 use ratelimit_core::codec;
 
-/// The RDB encoding version registered with Redis: 2 since bans, 3 since a sliding window's
-/// `ANCHOR`/`FLOOR` (values written by older versions still load). The payload inside carries
-/// its own format version too (`codec`).
-pub const ENCODING_VERSION: i32 = 3;
-/// The oldest RDB encoding version this build loads.
-pub const OLDEST_ENCODING_VERSION: i32 = 1;
+/// The RDB encoding version registered with Redis, which Redis writes before **every** value
+/// of the type (in RDB files, `DUMP` payloads and a replica's full sync): 1, the version every
+/// release loads. What a value holds is told by the payload's own format version (`codec`),
+/// the lowest that holds it, so a release before a feature refuses only the values that use
+/// it, and a replica of the previous release can follow this one. 0.1.0 registered 2 (it
+/// loads 1 and 2) and 0.2.0 registered 3 (it loads 1 … 3): this version is never raised again.
+pub const ENCODING_VERSION: i32 = 1;
+/// The newest RDB encoding version this build loads: 3, written by 0.2.0.
+///
+/// The same rule holds for module aux data (`aux_save`): 0.1.0 and 0.2.0 have no `aux_load`,
+/// and Redis exits loading an RDB (or a full sync) with aux data for a type whose module
+/// cannot load it — so aux data written into every RDB makes every file unreadable by them.
+/// Write it only when there is something to save (`aux_save2` skips an empty one), and say so
+/// in `docs/operations.md#upgrades`; `tests/upgrade.rs` runs 0.1.0 on this build's files.
+pub const NEWEST_ENCODING_VERSION: i32 = 3;
 
 /// The name `TYPE` reports (Redis requires exactly 9 characters).
 pub const TYPE_NAME: &str = "ratelimit";
@@ -76,7 +85,7 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
     let Some(api) = api() else {
         return ptr::null_mut();
     };
-    if !(OLDEST_ENCODING_VERSION..=ENCODING_VERSION).contains(&encver) {
+    if !(ENCODING_VERSION..=NEWEST_ENCODING_VERSION).contains(&encver) {
         redis_module::logging::log_warning(format!(
             "ratelimit: refusing a value with unknown encoding version {encver}"
         ));

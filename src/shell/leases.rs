@@ -1,8 +1,9 @@
 //! The lease room: `RL.ACQUIRE` and `RL.RELEASE` judged on their key — concurrency limits with
 //! leases that lapse by themselves. The rules live in `ratelimit_core::lease` / `lease_key`;
 //! this is the thin frame below the command table and the waiting room: open, judge, apply,
-//! propagate (always with the lease's `ID` and `AT`, so replicas and AOF replay hold the same
-//! ids and continue the same sequence). Replies and waiters are the callers'.
+//! propagate (with the lease's `ID` and `AT`, so replicas and AOF replay hold the same ids and
+//! continue the same sequence; verbatim when propagation provably goes nowhere, as for the
+//! limiting commands). Replies and waiters are the callers'.
 
 use std::os::raw::{c_char, c_longlong};
 
@@ -13,7 +14,7 @@ use ratelimit_core::lease_key::{acquire_key, release_key, AcquireVerdict, Releas
 use ratelimit_core::request::{AcquireRequest, ReleaseRequest};
 
 /// Opens the key, acquires (core) at `AT` or the server clock read after opening, applies and
-/// propagates as `RL.ACQUIRE key limit lease ID <id> AT <ms>`.
+/// propagates as `RL.ACQUIRE key limit lease ID <id> AT <ms>` (verbatim when nothing replays it).
 pub fn acquire_and_apply(
     call: &Call,
     request: &AcquireRequest,
@@ -25,7 +26,10 @@ pub fn acquire_and_apply(
     apply(&mut key, std::mem::replace(&mut verdict.change, Change::Unchanged))?;
     drop(key);
     if changed {
-        if let Some(id) = verdict.id.as_deref() {
+        if call.verbatim_is_exact(false, now) {
+            // Nothing will ever replay it (`propagation.rs`): the call as sent.
+            unsafe { (call.api.replicate_verbatim)(call.ctx) };
+        } else if let Some(id) = verdict.id.as_deref() {
             replicate_acquire(call, id, now);
         }
         call.notify_changed();

@@ -8,6 +8,7 @@ use redis_module::raw::RedisModuleString;
 
 use super::call::{apply, held, Call, CommandError, Judged};
 use super::key::{Contents, Key, Mode};
+use super::values::Slot;
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::held::Held;
@@ -26,26 +27,41 @@ pub const MAX_ALL_ARGS: usize = 2 + 16 + 16 * 9 + 3;
 /// has seen pass, and the instant judged must never be earlier than that (or the deleted
 /// limiter would count as fresh a moment too soon — which matters to a timer that judges
 /// waiters one after another).
-pub fn judge_and_apply(call: &Call, request: &Request) -> Result<Judged<Verdict>, CommandError> {
+///
+/// `BY_POLICY` (`RL.HIT`): the request comes from a policy, so a key holding a live limiter of
+/// another algorithm (the policy changed algorithm) starts over under the policy's algorithm
+/// instead of answering `WRONGTYPE`; and the call itself is never propagated where anything
+/// consumes it (replicas and the AOF need not hold the policy): the state it left is.
+#[inline]
+pub fn judge_and_apply<const BY_POLICY: bool>(
+    call: &Call,
+    request: &Request,
+) -> Result<Judged<Verdict>, CommandError> {
     let mut key = call.open(Mode::Write)?;
     let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
     let mut held = held(&mut key)?;
-    let mut verdict = judge_key(held.as_mut(), request, now)?;
+    let mut verdict = match judge_key(held.as_mut(), request, now) {
+        Err(KeyError::WrongAlgorithm { .. }) if BY_POLICY => {
+            held = None;
+            judge_key::<Slot>(None, request, now)?
+        }
+        judged => judged?,
+    };
     let changed = verdict.changed();
     // How replicas and the AOF get a change: the call verbatim when that is exact (its own
     // `AT`, or no consumer at all); else the state it left (`RL.RESTORE key payload`), encoded
     // here while the judged limiter is at hand; a deleted key (`FRESH COST 0`) has no state to
-    // send: the call goes rewritten with `AT`.
+    // send: `DEL key`, which every release (and a replica of the previous one) replays.
     let propagation = if !changed {
         None
-    } else if call.verbatim_is_exact(request.at_ms.is_some(), now) {
+    } else if call.verbatim_is_exact(!BY_POLICY && request.at_ms.is_some(), now) {
         Some(Propagation::Verbatim)
     } else {
         Some(match (&verdict.change, &held) {
             (Change::Created { limiter, .. }, _) => {
                 Propagation::State(codec::encode_value(limiter, None))
             }
-            (Change::Deleted, _) => Propagation::At,
+            (Change::Deleted, _) => Propagation::Deleted,
             (_, Some(slot)) => {
                 Propagation::State(slot.view(|limiter| codec::encode_value(limiter, slot.ban())))
             }
@@ -60,9 +76,7 @@ pub fn judge_and_apply(call: &Call, request: &Request) -> Result<Judged<Verdict>
                 (call.api.replicate_verbatim)(call.ctx);
             },
             Propagation::State(payload) => call.replicate_state(&payload),
-            Propagation::At => {
-                call.replicate_at::<{ super::call::MAX_ARGS + 1 }>(request.at_ms.is_some(), now)
-            }
+            Propagation::Deleted => call.replicate_delete(),
         }
         call.notify_changed();
     }
@@ -75,8 +89,8 @@ enum Propagation {
     Verbatim,
     /// `RL.RESTORE key payload`: the state the call left.
     State(Vec<u8>),
-    /// The call rewritten with `AT <the ms it used>`.
-    At,
+    /// `DEL key`: the call deleted the key.
+    Deleted,
 }
 
 /// `RL.ALL`: every key judged at one instant (core), all keys updated or none, one
@@ -100,8 +114,31 @@ pub fn judge_all_and_apply<'a>(
     let mut held: Vec<_> = slots.iter_mut().map(Option::as_mut).collect();
     let mut verdict = judge_all(&mut held, all, now)?;
     drop(held);
-    drop(slots);
     let changed = verdict.changed();
+    // With a `POLICY` group, replicas and the AOF get the state each changed key was left in
+    // (`RL.RESTORE`), encoded here while the judged limiters are at hand — unless nothing
+    // consumes propagation.
+    let states: Vec<Option<Vec<u8>>> = if all.by_policy
+        && changed
+        && !call.verbatim_is_exact(false, now)
+    {
+        verdict
+            .changes
+            .iter()
+            .zip(&slots)
+            .map(|(change, slot)| match (change, slot) {
+                (Change::Unchanged | Change::Deleted, _) => None,
+                (Change::Created { limiter, .. }, _) => Some(codec::encode_value(limiter, None)),
+                (Change::Updated { .. }, Some(slot)) => {
+                    Some(slot.view(|limiter| codec::encode_value(limiter, slot.ban())))
+                }
+                (Change::Updated { .. }, None) => None,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    drop(slots);
     let mut touched = Vec::new();
     for ((key, change), name) in
         keys.iter_mut().zip(std::mem::take(&mut verdict.changes)).zip(names)
@@ -115,7 +152,15 @@ pub fn judge_all_and_apply<'a>(
     for name in &touched {
         call.notify_changed_key(*name);
     }
-    if changed {
+    if changed && all.by_policy && !states.is_empty() {
+        for (name, state) in names.iter().zip(&states) {
+            if let Some(payload) = state {
+                call.replicate_state_of(*name, payload);
+            }
+        }
+    } else if changed && all.by_policy {
+        unsafe { (call.api.replicate_verbatim)(call.ctx) };
+    } else if changed {
         call.replicate_at::<{ MAX_ALL_ARGS + 1 }>(all.at_ms.is_some(), now);
     }
     Ok((verdict, touched))

@@ -9,6 +9,8 @@ pub mod datatype;
 pub mod key;
 pub mod leases;
 pub mod limiting;
+pub mod persist;
+pub mod policies;
 pub mod propagation;
 pub mod registry;
 pub mod reply;
@@ -51,9 +53,19 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         ctx.log_warning(&format!("ratelimit: {e}"));
         return Status::Err;
     }
+    if let Err(e) = persist::init(ctx.ctx) {
+        ctx.log_warning(&format!("ratelimit: {e}"));
+        return Status::Err;
+    }
     let acl_category = registry::add_acl_category(ctx.ctx);
     for spec in specs::COMMANDS {
         if let Err(e) = registry::register(ctx.ctx, spec, acl_category) {
+            ctx.log_warning(&format!("ratelimit: {e}"));
+            return Status::Err;
+        }
+    }
+    for container in specs::CONTAINERS {
+        if let Err(e) = registry::register_container(ctx.ctx, container, acl_category) {
             ctx.log_warning(&format!("ratelimit: {e}"));
             return Status::Err;
         }

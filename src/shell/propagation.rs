@@ -95,15 +95,29 @@ fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
     alone
 }
 
-/// Any server event we subscribe to is a doubt.
+/// Any server event we subscribe to is a doubt. (A module has one callback per event, so the
+/// policy table hears here when a load starts, which replaces it, and when an AOF rewrite
+/// forks: `persist.rs`.)
 unsafe extern "C" fn on_server_event(
-    _ctx: *mut RedisModuleCtx,
-    _event: RedisModuleEvent,
-    _subevent: u64,
+    ctx: *mut RedisModuleCtx,
+    event: RedisModuleEvent,
+    subevent: u64,
     _data: *mut std::ffi::c_void,
 ) {
     if let Some(api) = super::api::api() {
         doubt(api);
+    }
+    let load_starts = [
+        raw::REDISMODULE_SUBEVENT_LOADING_RDB_START,
+        raw::REDISMODULE_SUBEVENT_LOADING_AOF_START,
+        raw::REDISMODULE_SUBEVENT_LOADING_REPL_START,
+    ];
+    if event.id == raw::REDISMODULE_EVENT_LOADING && load_starts.contains(&subevent) {
+        super::persist::loading_started();
+    }
+    let born = raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN;
+    if event.id == raw::REDISMODULE_EVENT_FORK_CHILD && subevent == born {
+        super::persist::fork_born(ctx);
     }
 }
 

@@ -140,14 +140,16 @@ pub struct CommandSpec {
 /// Where a command's keys are.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum KeyLayout {
+    /// No key (`RL.POLICY`'s subcommands, `RL.TOP`: node state, like `FUNCTION`).
+    None,
     /// One key, argument 1.
     One,
+    /// One key, argument 2 (`RL.HIT name key`).
+    Second,
     /// `numkeys key [key ...]`: the count at argument 1, the keys after it. Such commands
     /// carry the `getkeys-api` flag and answer key-position requests, because Redis Cluster
     /// routes movable-key module commands only that way (key specs serve `COMMAND` and ACLs).
     Counted,
-    /// No keys (`RL.TOP`): the command acts on the node it is sent to.
-    None,
 }
 
 static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleCommandInfoVersion {
@@ -193,13 +195,7 @@ pub fn register(
     let create =
         unsafe { raw::RedisModule_CreateCommand }.ok_or("RedisModule_CreateCommand missing")?;
     let get = unsafe { raw::RedisModule_GetCommand }.ok_or("RedisModule_GetCommand missing")?;
-    let set_info =
-        unsafe { raw::RedisModule_SetCommandInfo }.ok_or("RedisModule_SetCommandInfo missing")?;
-
-    let (first, last, step) = match spec.keys {
-        KeyLayout::One => (1, 1, 1),
-        KeyLayout::Counted | KeyLayout::None => (0, 0, 0),
-    };
+    let (first, last, step) = key_range(spec.keys);
     let created = unsafe {
         create(ctx, spec.name.as_ptr(), Some(spec.handler), spec.flags.as_ptr(), first, last, step)
     };
@@ -210,21 +206,46 @@ pub fn register(
     if command.is_null() {
         return Err(format!("could not find command {name}"));
     }
+    describe(command, spec, acl_categories(spec, with_module_category))
+}
+
+/// The legacy `firstkey, lastkey, keystep` of a key layout.
+fn key_range(keys: KeyLayout) -> (c_int, c_int, c_int) {
+    match keys {
+        KeyLayout::None | KeyLayout::Counted => (0, 0, 0),
+        KeyLayout::One => (1, 1, 1),
+        KeyLayout::Second => (2, 2, 1),
+    }
+}
+
+/// Attaches a created command's metadata (`SetCommandInfo`) and, where the server has them,
+/// its ACL categories.
+fn describe(
+    command: *mut raw::RedisModuleCommand,
+    spec: &CommandSpec,
+    categories: &CStr,
+) -> Result<(), String> {
+    let name = spec.name.to_string_lossy();
+    let set_info =
+        unsafe { raw::RedisModule_SetCommandInfo }.ok_or("RedisModule_SetCommandInfo missing")?;
     let flags = if spec.read_only {
         KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS
     } else {
         KeySpecFlags::READ_WRITE | KeySpecFlags::ACCESS | KeySpecFlags::UPDATE
     };
     // (No notes: the crate would leak their C string.)
-    let find = match spec.keys {
-        // One key, at argument 1.
-        KeyLayout::One => Some(FindKeys::new_range(0, 1, 0)),
-        // The count at argument 1 (index 0 from there), keys from the next argument on.
-        KeyLayout::Counted => Some(FindKeys::new_keys_num(0, 1, 1)),
+    let key_spec = match spec.keys {
         KeyLayout::None => None,
+        // One key, at argument 1.
+        KeyLayout::One => Some((1, FindKeys::new_range(0, 1, 0))),
+        // One key, at argument 2.
+        KeyLayout::Second => Some((2, FindKeys::new_range(0, 1, 0))),
+        // The count at argument 1 (index 0 from there), keys from the next argument on.
+        KeyLayout::Counted => Some((1, FindKeys::new_keys_num(0, 1, 1))),
     };
     let key_specs = get_redis_key_spec(
-        find.map(|find| KeySpec::new(None, flags, BeginSearch::new_index(1), find))
+        key_spec
+            .map(|(at, find)| KeySpec::new(None, flags, BeginSearch::new_index(at), find))
             .into_iter()
             .collect(),
     );
@@ -248,10 +269,97 @@ pub fn register(
         return Err(format!("could not set command info of {name}"));
     }
     if let Some(set_categories) = unsafe { raw::RedisModule_SetCommandACLCategories } {
-        let categories = acl_categories(spec, with_module_category);
         if unsafe { set_categories(command, categories.as_ptr()) } != raw::REDISMODULE_OK as c_int {
             return Err(format!("could not set the ACL categories of {name}"));
         }
+    }
+    Ok(())
+}
+
+/// A container command (`RL.POLICY`) and its subcommands, each with its own handler, flags,
+/// arity, `COMMAND DOCS` and ACL categories, so that ACL rules can tell them apart
+/// (`+rl.policy|get`; on 7.2+ by category).
+pub struct Container {
+    pub name: &'static CStr,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    /// The subcommands; each spec's `name` is the subcommand alone (`get`).
+    pub subcommands: &'static [Subcommand],
+}
+
+/// A subcommand and whether it is administrative: an administrative one (it changes what
+/// every caller is limited by) is in `@admin` and `@dangerous`, never in `@ratelimit`, so an
+/// application user granted `+@ratelimit` cannot run it.
+pub struct Subcommand {
+    pub spec: CommandSpec,
+    pub admin: bool,
+}
+
+/// Creates a container command and its subcommands.
+pub fn register_container(
+    ctx: *mut RedisModuleCtx,
+    container: &Container,
+    with_module_category: bool,
+) -> Result<(), String> {
+    let name = container.name.to_string_lossy();
+    let create =
+        unsafe { raw::RedisModule_CreateCommand }.ok_or("RedisModule_CreateCommand missing")?;
+    let get = unsafe { raw::RedisModule_GetCommand }.ok_or("RedisModule_GetCommand missing")?;
+    let create_sub = unsafe { raw::RedisModule_CreateSubcommand }
+        .ok_or("RedisModule_CreateSubcommand missing")?;
+    let set_info =
+        unsafe { raw::RedisModule_SetCommandInfo }.ok_or("RedisModule_SetCommandInfo missing")?;
+    let created = unsafe { create(ctx, container.name.as_ptr(), None, c"".as_ptr(), 0, 0, 0) };
+    if created != raw::REDISMODULE_OK as c_int {
+        return Err(format!("could not create command {name}"));
+    }
+    let parent = unsafe { get(ctx, container.name.as_ptr()) };
+    if parent.is_null() {
+        return Err(format!("could not find command {name}"));
+    }
+    let mut info = raw::RedisModuleCommandInfo {
+        version: &INFO_VERSION,
+        summary: container.summary.as_ptr(),
+        complexity: container.complexity.as_ptr(),
+        since: c"0.3.0".as_ptr(),
+        history: ptr::null_mut(),
+        tips: ptr::null(),
+        arity: -2,
+        key_specs: ptr::null_mut(),
+        args: ptr::null_mut(),
+    };
+    if unsafe { set_info(parent, &raw mut info) } != raw::REDISMODULE_OK as c_int {
+        return Err(format!("could not set command info of {name}"));
+    }
+    for sub in container.subcommands {
+        let spec = &sub.spec;
+        let (first, last, step) = key_range(spec.keys);
+        let status = unsafe {
+            create_sub(
+                parent,
+                spec.name.as_ptr(),
+                Some(spec.handler),
+                spec.flags.as_ptr(),
+                first,
+                last,
+                step,
+            )
+        };
+        let full = format!("{name}|{}", spec.name.to_string_lossy());
+        if status != raw::REDISMODULE_OK as c_int {
+            return Err(format!("could not create subcommand {full}"));
+        }
+        let full_c = std::ffi::CString::new(full.clone()).map_err(|e| e.to_string())?;
+        let command = unsafe { get(ctx, full_c.as_ptr()) };
+        if command.is_null() {
+            return Err(format!("could not find subcommand {full}"));
+        }
+        let categories = if sub.admin {
+            c"admin dangerous write"
+        } else {
+            acl_categories(spec, with_module_category)
+        };
+        describe(command, spec, categories)?;
     }
     Ok(())
 }

@@ -5,10 +5,11 @@
 use std::ffi::CStr;
 
 use super::commands::{
-    cl_throttle, rl_acquire, rl_all, rl_info, rl_leaky, rl_peek, rl_period, rl_refund, rl_release,
-    rl_restore, rl_slide, rl_token, rl_top,
+    cl_throttle, rl_acquire, rl_all, rl_hit, rl_info, rl_leaky, rl_peek, rl_period, rl_policy_del,
+    rl_policy_get, rl_policy_list, rl_policy_resetstat, rl_policy_set, rl_policy_stats, rl_refund,
+    rl_release, rl_restore, rl_slide, rl_token, rl_top,
 };
-use super::registry::{ArgKind, ArgSpec, CommandSpec, KeyLayout};
+use super::registry::{ArgKind, ArgSpec, CommandSpec, Container, KeyLayout, Subcommand};
 
 const KEY: ArgSpec = ArgSpec::new(c"key", ArgKind::Key).doc(c"the limiter's key");
 const COST: ArgSpec = ArgSpec::option(c"COST", c"n", ArgKind::Integer)
@@ -97,6 +98,8 @@ const ALL_LIMITS: &[ArgSpec] = &[
     .doc(c"a sliding window, as RL.SLIDE"),
     ArgSpec::keyword(c"LEAKY", c"leaky", ArgKind::Block(&[CAPACITY, RATE, PERIOD, MODE, COST]))
         .doc(c"a leaky bucket, as RL.LEAKY"),
+    ArgSpec::keyword(c"POLICY", c"policy", ArgKind::Block(&[POLICY_NAME, COST]))
+        .doc(c"the limit a policy (RL.POLICY) holds for the key"),
 ];
 const ALL_ARGS: &[ArgSpec] = &[
     ArgSpec::new(c"numkeys", ArgKind::Integer).doc(c"how many keys follow, 1 to 16"),
@@ -143,6 +146,42 @@ const TOP_FORMS: &[ArgSpec] = &[
     ArgSpec::new(c"read", ArgKind::Block(TOP_READ)).doc(c"the most refused keys"),
 ];
 const TOP_ARGS: &[ArgSpec] = &[ArgSpec::new(c"form", ArgKind::OneOf(TOP_FORMS)).optional()];
+
+const POLICY_NAME: ArgSpec =
+    ArgSpec::new(c"name", ArgKind::String).doc(c"the policy's name: 1 to 64 of A-Z a-z 0-9 _ - .");
+const FOR_KEY: ArgSpec = ArgSpec::option(c"FOR", c"key", ArgKind::String)
+    .doc(c"one key's override of the policy (a key name, not accessed)");
+const POLICY_LIMITS: &[ArgSpec] = &[
+    ArgSpec::keyword(c"TOKEN", c"token", ArgKind::Block(&[CAPACITY, RATE, PERIOD, STEP]))
+        .doc(c"a token bucket, as RL.TOKEN"),
+    ArgSpec::keyword(
+        c"PERIOD",
+        c"fixed-window",
+        ArgKind::Block(&[LIMIT, PERIOD, ALIGN, KEEPPERIOD]),
+    )
+    .doc(c"a fixed window, as RL.PERIOD"),
+    ArgSpec::keyword(
+        c"SLIDE",
+        c"sliding-window",
+        ArgKind::Block(&[LIMIT, WINDOW, BUCKETS, ANCHOR, FLOOR]),
+    )
+    .doc(c"a sliding window, as RL.SLIDE"),
+    ArgSpec::keyword(c"LEAKY", c"leaky", ArgKind::Block(&[CAPACITY, RATE, PERIOD, MODE]))
+        .doc(c"a leaky bucket, as RL.LEAKY"),
+];
+const POLICY_SET_ARGS: &[ArgSpec] = &[
+    POLICY_NAME,
+    ArgSpec::new(c"limit", ArgKind::OneOf(POLICY_LIMITS))
+        .doc(c"the limit, in RL.ALL's grammar without COST"),
+    BAN,
+    ArgSpec::option(c"SHADOW", c"shadow", ArgKind::PureToken).doc(
+        c"answer would-be refusals allowed, change nothing for them, count them as shadow_limited",
+    ),
+    FOR_KEY,
+];
+const POLICY_NAME_FOR: &[ArgSpec] = &[POLICY_NAME, FOR_KEY];
+const POLICY_NAME_ONLY: &[ArgSpec] = &[POLICY_NAME];
+const HIT_ARGS: &[ArgSpec] = &[POLICY_NAME, KEY, COST, DRYRUN, AT, WAIT];
 
 const LIMITING: &CStr = c"write deny-oom fast";
 const READING: &CStr = c"readonly fast";
@@ -271,6 +310,17 @@ pub const COMMANDS: &[CommandSpec] = &[
         args: KEY_ONLY,
     },
     CommandSpec {
+        name: c"rl.hit",
+        handler: rl_hit,
+        flags: LIMITING,
+        arity: -3,
+        read_only: false,
+        keys: KeyLayout::Second,
+        summary: c"Judge a key by a named policy (RL.POLICY): exactly as the direct command with the policy's, or the key's override's, parameters",
+        complexity: c"O(1) (as the policy's algorithm)",
+        args: HIT_ARGS,
+    },
+    CommandSpec {
         name: c"rl.restore",
         handler: rl_restore,
         flags: c"write deny-oom",
@@ -293,3 +343,97 @@ pub const COMMANDS: &[CommandSpec] = &[
         args: TOP_ARGS,
     },
 ];
+
+/// A subcommand of `RL.POLICY`: no keys (node state, like `FUNCTION`).
+const fn policy_subcommand(
+    name: &'static CStr,
+    handler: super::registry::Handler,
+    flags: &'static CStr,
+    arity: std::os::raw::c_int,
+    admin: bool,
+    summary: &'static CStr,
+    args: &'static [ArgSpec],
+) -> Subcommand {
+    Subcommand {
+        spec: CommandSpec {
+            name,
+            handler,
+            flags,
+            arity,
+            read_only: !admin,
+            keys: KeyLayout::None,
+            summary,
+            complexity: c"O(1) (LIST: O(N log N) in the policies)",
+            args,
+        },
+        admin,
+    }
+}
+
+/// Administrative subcommands change every caller's limit: writes (READONLY on a replica),
+/// propagated, refused under OOM.
+const POLICY_WRITE: &CStr = c"write deny-oom";
+
+/// Every container command the module registers, with its subcommands.
+pub const CONTAINERS: &[Container] = &[Container {
+    name: c"rl.policy",
+    summary:
+        c"Named limits the server holds (tiers, per-key overrides, shadow mode), judged by RL.HIT",
+    complexity: c"Depends on the subcommand",
+    subcommands: &[
+        policy_subcommand(
+            c"set",
+            rl_policy_set,
+            POLICY_WRITE,
+            -4,
+            true,
+            c"Define or replace (whole) a policy, or one key's override (FOR key)",
+            POLICY_SET_ARGS,
+        ),
+        policy_subcommand(
+            c"get",
+            rl_policy_get,
+            READING,
+            -3,
+            false,
+            c"A policy's (or override's) algorithm, parameters, ban_ms and shadow; nil if none",
+            POLICY_NAME_FOR,
+        ),
+        policy_subcommand(
+            c"del",
+            rl_policy_del,
+            c"write",
+            -3,
+            true,
+            c"Remove a policy with all its overrides, or one override (FOR key): 1, or 0 if none",
+            POLICY_NAME_FOR,
+        ),
+        policy_subcommand(
+            c"list",
+            rl_policy_list,
+            READING,
+            2,
+            false,
+            c"The policy names, sorted",
+            &[],
+        ),
+        policy_subcommand(
+            c"stats",
+            rl_policy_stats,
+            READING,
+            3,
+            false,
+            c"A policy's counters: calls, admitted, limited, shadow_limited, near_limit",
+            POLICY_NAME_ONLY,
+        ),
+        policy_subcommand(
+            c"resetstat",
+            rl_policy_resetstat,
+            c"write",
+            2,
+            true,
+            c"Zero every policy's counters on this node",
+            &[],
+        ),
+    ],
+}];

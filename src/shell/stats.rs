@@ -19,11 +19,13 @@ pub enum Tally {
     Peek,
     Info,
     Restore,
+    Hit,
+    Policy,
     Top,
 }
 
 impl Tally {
-    const ALL: [Tally; 13] = [
+    const ALL: [Tally; 15] = [
         Tally::Token,
         Tally::Period,
         Tally::Slide,
@@ -36,6 +38,8 @@ impl Tally {
         Tally::Peek,
         Tally::Info,
         Tally::Restore,
+        Tally::Hit,
+        Tally::Policy,
         Tally::Top,
     ];
 
@@ -53,6 +57,8 @@ impl Tally {
             Tally::Peek => "peek",
             Tally::Info => "info",
             Tally::Restore => "restore",
+            Tally::Hit => "hit",
+            Tally::Policy => "policy",
             Tally::Top => "top",
         }
     }
@@ -173,6 +179,31 @@ pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
     };
     for (name, value) in &fields {
         section = match section.field(name, *value) {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+    }
+    let Ok(builder) = section.build_section() else {
+        return;
+    };
+    // `# ratelimit_policies`: the table's size, then one line per policy.
+    let (totals, lines) = super::policies::info_lines();
+    let mut section = builder.add_section("policies");
+    for (name, value) in totals {
+        section = match section.field(name, value) {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+    }
+    for (name, fields) in &lines {
+        let mut dictionary = section.add_dictionary(name);
+        for (field, value) in fields {
+            dictionary = match dictionary.field(field, *value) {
+                Ok(d) => d,
+                Err(_) => return,
+            };
+        }
+        section = match dictionary.build_dictionary() {
             Ok(s) => s,
             Err(_) => return,
         };

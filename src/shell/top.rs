@@ -11,6 +11,7 @@
 //! settings); `ratelimit.top-k 0` turns it off.
 
 use std::cell::RefCell;
+use std::ffi::CStr;
 use std::os::raw::{c_char, c_long, c_longlong};
 
 use super::call::{Call, CommandError};
@@ -62,6 +63,16 @@ pub fn call_refused(call: &Call, tag: &[u8], given_at: bool, judged_ms: i64) {
     } else if let Ok(key) = call.key() {
         // A waiter judged from a timer has its arguments as strings only.
         refused(unsafe { super::api::bytes(call.api, key) }, tag, now_ms);
+    }
+}
+
+/// The policy a call was judged under, for its refusals: `RL.HIT name key …` reaches the
+/// limiting room with its arguments shifted by one, so that argument 0 is the policy's name;
+/// the direct commands have none (their argument 0 is their own name, or left empty).
+pub fn policy_of<'a>(command: &CStr, first: Option<&'a [u8]>) -> &'a [u8] {
+    match first {
+        Some(name) if command == c"rl.hit" => name,
+        _ => b"",
     }
 }
 

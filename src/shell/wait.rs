@@ -85,7 +85,7 @@ impl Pending {
             Pending::Limit(r) => {
                 let ban_ms = r.ban_ms.filter(|_| with_ban);
                 let request = Request { dry_run: dry, ban_ms, ..r.clone() };
-                let judged = judge_and_apply(call, &request)?;
+                let judged = judge_and_apply::<false>(call, &request)?;
                 let (v, now) = (judged.verdict, judged.now);
                 Ok(Judged { allowed: v.allowed, reply: v.reply, id: None, now })
             }
@@ -213,7 +213,12 @@ fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandErro
             return Ok(Outcome::Admitted);
         }
         if !pending.dry_run() {
-            top::call_refused(call, b"", pending.given_at(), now);
+            top::call_refused(
+                call,
+                top::policy_of(call.name, call.args.first().copied()),
+                pending.given_at(),
+                now,
+            );
         }
         return Ok(Outcome::Limited);
     }
@@ -226,7 +231,12 @@ fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandErro
     // Redis would not block this client: answer as without WAIT.
     send(call.api, call.ctx, &pending.answer(Judged { allowed: false, reply, id: None, now }));
     if !pending.dry_run() {
-        top::call_refused(call, b"", pending.given_at(), now);
+        top::call_refused(
+            call,
+            top::policy_of(call.name, call.args.first().copied()),
+            pending.given_at(),
+            now,
+        );
     }
     Ok(Outcome::Limited)
 }
@@ -269,6 +279,7 @@ fn tally_of(name: &CStr) -> Tally {
         b"rl.period" => Tally::Period,
         b"rl.slide" => Tally::Slide,
         b"rl.acquire" => Tally::Acquire,
+        b"rl.hit" => Tally::Hit,
         _ => Tally::Leaky,
     }
 }
@@ -459,7 +470,8 @@ fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) 
     {
         if let Some(key) = blocked.argv.get(1) {
             let now = unsafe { (api.milliseconds)() };
-            top::refused(unsafe { bytes(api, *key) }, b"", now);
+            let first = blocked.argv.first().map(|s| unsafe { bytes(api, *s) });
+            top::refused(unsafe { bytes(api, *key) }, top::policy_of(blocked.name, first), now);
         }
     }
     with(|w| w.clients.remove(&(blocked.bc as usize)));

@@ -120,6 +120,13 @@ impl Server {
     }
 
     fn spawn(&mut self) {
+        if let Err(e) = self.try_spawn() {
+            panic!("{e}");
+        }
+    }
+
+    /// Starts the process and waits until it answers; `Err` with the log if it exits first.
+    fn try_spawn(&mut self) -> Result<(), String> {
         let _ = std::fs::remove_file(&self.sock);
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -134,22 +141,26 @@ impl Server {
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {bin} ({e}; is it installed? run `make deps`)"));
         self.child = Some(child);
-        self.wait_ready();
+        self.wait_ready()
     }
 
-    fn wait_ready(&mut self) {
+    fn wait_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + STARTUP_DEADLINE;
         loop {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    panic!("redis-server exited at startup ({status}):\n{}", self.log());
+                    self.child = None;
+                    return Err(format!(
+                        "redis-server exited at startup ({status}):\n{}",
+                        self.log()
+                    ));
                 }
             }
             if self.sock.exists() {
                 if let Ok(mut con) = self.try_conn() {
                     let loading: Result<String, _> = redis::cmd("PING").query(&mut con);
                     if loading.is_ok() {
-                        return;
+                        return Ok(());
                     }
                 }
             }
@@ -184,12 +195,35 @@ impl Server {
     /// Stops the server without saving and starts it again on the same directory and
     /// arguments (so it reloads whatever RDB/AOF files are there).
     pub fn restart(&mut self) {
-        let mut con = self.conn();
-        let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut con);
+        if let Err(e) = self.try_restart() {
+            panic!("{e}");
+        }
+    }
+
+    /// [`Server::restart`], with `Err` (and the log) if the server exits while starting, e.g.
+    /// because it refuses the files it loads.
+    pub fn try_restart(&mut self) -> Result<(), String> {
+        self.stop();
+        self.try_spawn()
+    }
+
+    /// Stops the server without saving (until a restart), e.g. to put files in its directory.
+    pub fn stop(&mut self) {
+        let asked = self.try_conn().map(|mut con| {
+            let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut con);
+        });
         if let Some(mut child) = self.child.take() {
+            if asked.is_err() {
+                let _ = child.kill();
+            }
             let _ = child.wait();
         }
-        self.spawn();
+    }
+
+    /// Whether the server process has exited by itself (e.g. a replica that refused what its
+    /// master sent).
+    pub fn has_exited(&mut self) -> bool {
+        !matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
 
     /// Kills the server at once (SIGKILL: no save, no goodbye to replicas or clients), as a
@@ -350,10 +384,15 @@ pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
 
 /// A replica of `master` with extra arguments, linked (`master_link_status:up`).
 pub fn replica_of(master: &Server, extra: &[&str]) -> Server {
+    replica_with_module(master, &module_path(), extra)
+}
+
+/// [`replica_of`] loading the module at `module` (e.g. an earlier release's).
+pub fn replica_with_module(master: &Server, module: &Path, extra: &[&str]) -> Server {
     let port = master.port.to_string();
     let mut args = vec!["--replicaof", "127.0.0.1", &port];
     args.extend_from_slice(extra);
-    let replica = Server::start_with(&args);
+    let replica = Server::start_module(module, &args, &[]);
     let mut rc = replica.conn();
     wait_for("replication link", || {
         info_field(&mut rc, "replication", "master_link_status") == "up"

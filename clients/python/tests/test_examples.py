@@ -11,6 +11,8 @@ from pathlib import Path
 import redis
 from conftest import ROOT, Server
 
+from redis_ratelimit import commands
+
 PACKAGE_SRC = Path(__file__).resolve().parents[1] / "src"
 
 
@@ -35,8 +37,8 @@ def test_flask_limiter_example(server: Server, raw: redis.Redis) -> None:
     ]
     (key,) = raw.keys("*")
     assert raw.type(key) != b"list"  # the moving window is the module's log, not a list
-    info = raw.execute_command("RL.INFO", key)
-    assert info[info.index(b"algorithm") + 1] == b"slide"
+    info = commands.info(raw.execute_command("RL.INFO", key))  # RESP2 array or RESP3 map
+    assert info is not None and info["algorithm"] == "slide"
 
 
 def test_fastapi_example(server: Server, raw: redis.Redis) -> None:

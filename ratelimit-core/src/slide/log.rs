@@ -75,18 +75,13 @@ fn read_header(buf: &[u8]) -> Option<Header> {
 }
 
 pub(super) fn write_header(buf: &mut [u8], h: &Header) {
-    let mut out = [0u8; HEADER];
+    // Field by field into a fixed array (no iterator chain: this runs on every admitted call).
     let offset = |v: usize| u32::try_from(v).unwrap_or(u32::MAX).to_le_bytes();
-    for (dst, src) in out.iter_mut().zip(
-        h.oldest_ms
-            .to_le_bytes()
-            .into_iter()
-            .chain(h.used.to_le_bytes())
-            .chain(offset(h.head))
-            .chain(offset(h.end)),
-    ) {
-        *dst = src;
-    }
+    let mut out = [0u8; HEADER];
+    out[0..8].copy_from_slice(&h.oldest_ms.to_le_bytes());
+    out[8..16].copy_from_slice(&h.used.to_le_bytes());
+    out[16..20].copy_from_slice(&offset(h.head));
+    out[20..24].copy_from_slice(&offset(h.end));
     if let Some(dst) = buf.get_mut(..HEADER) {
         dst.copy_from_slice(&out);
     }

@@ -1,29 +1,35 @@
 """The typed asyncio clients: :class:`AsyncRateLimit` (a ``redis.asyncio.Redis``) and
 :class:`AsyncRateLimitCluster` (a ``redis.asyncio.cluster.RedisCluster``). The same methods as
 the sync clients (:mod:`redis_ratelimit.client`), as coroutines; one command each.
+
+Wrap the client the application already has: ``AsyncRateLimit(redis_asyncio_client)`` (or its
+``ConnectionPool``), ``AsyncRateLimitCluster(cluster_client)`` — same connections, same options.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Type, TypeVar, Union, cast, overload
 
 import redis.asyncio
 import redis.asyncio.cluster
 from redis.exceptions import ResponseError
 
 from . import commands as cmd
+from . import wrapping
 from .decision import AllDecision, Decision, LeaseDecision
 from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Token
 
 Key = Union[str, bytes]
+_Client = TypeVar("_Client", bound="AsyncRateLimit")
+_Cluster = TypeVar("_Cluster", bound="AsyncRateLimitCluster")
 
 
 class AsyncRateLimitCommands:
     """The module's commands for a redis-py asyncio client (a mixin over ``execute_command``)."""
 
-    async def _send(self, *args: Arg) -> Any:
+    async def _send(self, *args: Arg, **options: Any) -> Any:
         try:
-            return await cast(Any, self).execute_command(*args)
+            return await cast(Any, self).execute_command(*args, **options)
         except ResponseError as error:
             missing = cmd.module_missing(error, str(args[0]))
             if missing is not None:
@@ -46,6 +52,7 @@ class AsyncRateLimitCommands:
         that long; ``wait``: block in the server until admitted, at most that long (the
         client's socket timeout must exceed it); ``dryrun``: change nothing; ``at``: unix ms to
         judge at instead of the server clock."""
+        cmd.check_wait(self, wait)
         return cmd.decision(await self._send(*cmd.limiting(key, limit, cost, ban, wait, dryrun, at)))
 
     async def token(
@@ -137,14 +144,15 @@ class AsyncRateLimitCommands:
 
     async def all(
         self,
-        limits: Union[Mapping[Key, Limit], Sequence[Tuple[Key, Limit]]],
+        limits: cmd.AllLimits,
         *,
         costs: Optional[Sequence[int]] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
     ) -> AllDecision:
         """``RL.ALL``: every limit admits the request or none is charged (one atomic call).
-        ``limits`` maps each key to its limit (at most 16; in a cluster, one hash slot)."""
+        ``limits`` maps each key to its limit, or lists ``(key, limit)`` pairs (a list or a
+        tuple; at most 16; in a cluster, one hash slot)."""
         return cmd.all_decision(await self._send(*cmd.all_of(limits, costs, dryrun, at)))
 
     async def refund(self, key: Key, count: int, *, at: Optional[int] = None) -> Optional[Decision]:
@@ -164,6 +172,7 @@ class AsyncRateLimitCommands:
     ) -> LeaseDecision:
         """``RL.ACQUIRE``: one of at most ``limit`` leases, lapsing after ``lease`` unless
         renewed (acquire again with its ``id``) or released."""
+        cmd.check_wait(self, wait)
         return cmd.lease_decision(await self._send(*cmd.acquire(key, limit, lease, id, wait, dryrun, at)))
 
     async def release(self, key: Key, id: Union[str, bytes], *, at: Optional[int] = None) -> bool:
@@ -178,12 +187,154 @@ class AsyncRateLimitCommands:
         """``RL.INFO``: the stored parameters and state; ``None`` if no limiter."""
         return cmd.info(await self._send("RL.INFO", key))
 
+    # -- policies: limits the server holds (RL.POLICY, RL.HIT; docs/policies.md) -----------
+
+    async def _send_to_primaries(self, *args: Arg) -> List[Any]:
+        """One reply per node: every primary of a cluster client (each holds its own policy
+        table), or the one server."""
+        if isinstance(self, redis.asyncio.cluster.RedisCluster):
+            await cast(Any, self).initialize()  # discovers the nodes on first use
+            return [await self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
+        return [await self._send(*args)]
+
+    async def hit(
+        self,
+        name: Union[str, bytes],
+        key: Key,
+        *,
+        cost: int = 1,
+        wait: Optional[Duration] = None,
+        dryrun: bool = False,
+        at: Optional[int] = None,
+    ) -> Decision:
+        """``RL.HIT``: ``key`` judged by the server's policy ``name`` (or the key's override),
+        exactly as the direct command with the policy's parameters; an unknown policy is a
+        ``ResponseError`` naming it."""
+        cmd.check_wait(self, wait)
+        return cmd.decision(await self._send(*cmd.hit(name, key, cost, wait, dryrun, at)))
+
+    async def set_policy(
+        self,
+        name: Union[str, bytes],
+        limit: Limit,
+        *,
+        ban: Optional[Duration] = None,
+        clear: bool = False,
+        shadow: bool = False,
+        for_key: Optional[Key] = None,
+    ) -> None:
+        """``RL.POLICY SET``: defines (replaces, whole) policy ``name`` — or with ``for_key``
+        that key's override — as ``limit`` (a :class:`Token`, :class:`Period`, :class:`Slide`
+        or :class:`Leaky`). On a cluster client, on every primary."""
+        await self._send_to_primaries(*cmd.policy_set(name, limit, ban, clear, shadow, for_key))
+
+    async def get_policy(
+        self, name: Union[str, bytes], *, for_key: Optional[Key] = None
+    ) -> Optional[Dict[str, cmd.InfoValue]]:
+        """``RL.POLICY GET``: the policy (or ``for_key``'s override) as field → value, or
+        ``None``. On a cluster client, the first primary's."""
+        replies = await self._send_to_primaries("RL.POLICY", "GET", name, *cmd.for_arg(for_key))
+        return cmd.info(replies[0])
+
+    async def delete_policy(self, name: Union[str, bytes], *, for_key: Optional[Key] = None) -> bool:
+        """``RL.POLICY DEL``: the policy with all its overrides, or ``for_key``'s override;
+        ``True`` if it existed (on any primary of a cluster client, where it is deleted from
+        every primary)."""
+        replies = await self._send_to_primaries("RL.POLICY", "DEL", name, *cmd.for_arg(for_key))
+        return any(int(r) == 1 for r in replies)
+
+    async def policies(self) -> List[str]:
+        """``RL.POLICY LIST``: the policy names (of every primary of a cluster client, each
+        once), sorted."""
+        return cmd.policy_names(await self._send_to_primaries("RL.POLICY", "LIST"))
+
+    async def policy_stats(self, name: Union[str, bytes]) -> Dict[str, int]:
+        """``RL.POLICY STATS``: the policy's counters (``calls``, ``admitted``, ``limited``,
+        ``shadow_limited``, ``near_limit``); on a cluster client summed over the primaries."""
+        return cmd.policy_stats(await self._send_to_primaries("RL.POLICY", "STATS", name))
+
 
 # redis-py's asyncio classes inherit two disagreeing `command_info` stubs (its own typing issue).
 class AsyncRateLimit(AsyncRateLimitCommands, redis.asyncio.Redis):  # type: ignore[misc]
-    """A ``redis.asyncio.Redis`` with the module's commands (see :class:`AsyncRateLimitCommands`)."""
+    """A ``redis.asyncio.Redis`` with the module's commands (see :class:`AsyncRateLimitCommands`).
+
+    ``AsyncRateLimit(client)`` wraps a ``redis.asyncio.Redis`` (or a
+    ``redis.asyncio.ConnectionPool``) the application already has: the same pool, connections
+    and options. Otherwise it takes ``redis.asyncio.Redis``'s own arguments, or :meth:`from_url`."""
+
+    @overload
+    def __init__(self, client: Union[redis.asyncio.Redis, redis.asyncio.ConnectionPool], /) -> None: ...
+
+    @overload
+    def __init__(self, host: str = ..., port: int = ..., *args: Any, **kwargs: Any) -> None: ...
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and not isinstance(args[0], str):
+            if not wrapping.is_pool(args[0], asyncio=True):
+                raise wrapping.refuse(
+                    "AsyncRateLimit", args[0], "a redis.asyncio.Redis or a redis.asyncio.ConnectionPool"
+                )
+            wrapping.no_options_with("AsyncRateLimit", args, kwargs)
+            super().__init__(connection_pool=wrapping.pool_of(args[0]))
+            return
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def from_url(
+        cls: Type[_Client],
+        url: str,
+        single_connection_client: bool = False,
+        auto_close_connection_pool: Optional[bool] = None,
+        **kwargs: Any,
+    ) -> _Client:
+        """A client from a ``redis://`` / ``rediss://`` / ``unix://`` URL (as redis-py's),
+        typed as this class."""
+        if auto_close_connection_pool is not None:
+            kwargs["auto_close_connection_pool"] = auto_close_connection_pool
+        return cast(
+            _Client, cast(Any, super()).from_url(url, single_connection_client=single_connection_client, **kwargs)
+        )
 
 
 class AsyncRateLimitCluster(AsyncRateLimitCommands, redis.asyncio.cluster.RedisCluster):  # type: ignore[misc]
     """A ``redis.asyncio.cluster.RedisCluster`` with the module's commands (``RL.ALL``: every
-    key in one hash slot — use hash tags)."""
+    key in one hash slot — use hash tags).
+
+    ``AsyncRateLimitCluster(cluster_client)`` wraps a ``RedisCluster`` the application already
+    has (its topology and node connections, shared; closing the wrapper leaves them open)."""
+
+    if TYPE_CHECKING:
+        # redis-py < 6.1 types its cluster clients with the standalone one's `connection_pool`
+        # (a protocol member they lack): without this, mypy calls the class abstract there.
+        connection_pool: Any = None
+
+    @overload
+    def __init__(self, client: redis.asyncio.cluster.RedisCluster, /) -> None: ...
+
+    @overload
+    def __init__(self, host: Optional[str] = ..., port: int = ..., *args: Any, **kwargs: Any) -> None: ...
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and args[0] is not None and not isinstance(args[0], str):
+            if not isinstance(args[0], redis.asyncio.cluster.RedisCluster):
+                raise wrapping.refuse("AsyncRateLimitCluster", args[0], "a redis.asyncio.cluster.RedisCluster")
+            wrapping.no_options_with("AsyncRateLimitCluster", args, kwargs)
+            wrapping.borrow(self, args[0])
+            return
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def from_url(cls: Type[_Cluster], url: str, **kwargs: Any) -> _Cluster:
+        """A cluster client from a ``redis://`` URL of one node (as redis-py's), typed as this
+        class."""
+        return cast(_Cluster, cast(Any, super()).from_url(url, **kwargs))
+
+    async def aclose(self) -> None:
+        """Closes the connections, unless they belong to a wrapped client."""
+        if not wrapping.borrowed(self):
+            await super().aclose()
+
+    def __del__(self, *args: Any) -> None:
+        delete = getattr(super(), "__del__", None)
+        if delete is not None and not wrapping.borrowed(self):
+            delete(*args)

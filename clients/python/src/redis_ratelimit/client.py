@@ -1,6 +1,9 @@
 """The typed sync clients: :class:`RateLimit` (a ``redis.Redis``) and :class:`RateLimitCluster`
 (a ``redis.cluster.RedisCluster``). Every method sends exactly one command, in one round trip.
 
+Wrap the client the application already has: ``RateLimit(redis_client)`` (or its
+``ConnectionPool``), ``RateLimitCluster(cluster_client)`` — same connections, same options.
+
 Everything redis-py does still works on them (``r.get``, ``r.pipeline()``, ``r.info()``): the
 module's ``RL.INFO`` is :meth:`~RateLimitCommands.limiter_info`, because ``info()`` is
 redis-py's server ``INFO``.
@@ -8,25 +11,28 @@ redis-py's server ``INFO``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Dict, List, Optional, Sequence, Type, TypeVar, Union, cast, overload
 
 import redis
 import redis.cluster
 from redis.exceptions import ResponseError
 
 from . import commands as cmd
+from . import wrapping
 from .decision import AllDecision, Decision, LeaseDecision
 from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Token
 
 Key = Union[str, bytes]
+_Client = TypeVar("_Client", bound="RateLimit")
+_Cluster = TypeVar("_Cluster", bound="RateLimitCluster")
 
 
 class RateLimitCommands:
     """The module's commands for a redis-py sync client (a mixin over ``execute_command``)."""
 
-    def _send(self, *args: Arg) -> Any:
+    def _send(self, *args: Arg, **options: Any) -> Any:
         try:
-            return cast(Any, self).execute_command(*args)
+            return cast(Any, self).execute_command(*args, **options)
         except ResponseError as error:
             missing = cmd.module_missing(error, str(args[0]))
             if missing is not None:
@@ -49,6 +55,7 @@ class RateLimitCommands:
         that long; ``wait``: block in the server until admitted, at most that long (the
         client's socket timeout must exceed it); ``dryrun``: change nothing; ``at``: unix ms to
         judge at instead of the server clock."""
+        cmd.check_wait(self, wait)
         return cmd.decision(self._send(*cmd.limiting(key, limit, cost, ban, wait, dryrun, at)))
 
     def token(
@@ -136,14 +143,15 @@ class RateLimitCommands:
 
     def all(
         self,
-        limits: Union[Mapping[Key, Limit], Sequence[Tuple[Key, Limit]]],
+        limits: cmd.AllLimits,
         *,
         costs: Optional[Sequence[int]] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
     ) -> AllDecision:
         """``RL.ALL``: every limit admits the request or none is charged (one atomic call).
-        ``limits`` maps each key to its limit (at most 16; in a cluster, one hash slot)."""
+        ``limits`` maps each key to its limit, or lists ``(key, limit)`` pairs (a list or a
+        tuple; at most 16; in a cluster, one hash slot)."""
         return cmd.all_decision(self._send(*cmd.all_of(limits, costs, dryrun, at)))
 
     def refund(self, key: Key, count: int, *, at: Optional[int] = None) -> Optional[Decision]:
@@ -163,6 +171,7 @@ class RateLimitCommands:
     ) -> LeaseDecision:
         """``RL.ACQUIRE``: one of at most ``limit`` leases, lapsing after ``lease`` unless
         renewed (acquire again with its ``id``) or released."""
+        cmd.check_wait(self, wait)
         return cmd.lease_decision(self._send(*cmd.acquire(key, limit, lease, id, wait, dryrun, at)))
 
     def release(self, key: Key, id: Union[str, bytes], *, at: Optional[int] = None) -> bool:
@@ -177,11 +186,135 @@ class RateLimitCommands:
         """``RL.INFO``: the stored parameters and state; ``None`` if no limiter."""
         return cmd.info(self._send("RL.INFO", key))
 
+    # -- policies: limits the server holds (RL.POLICY, RL.HIT; docs/policies.md) -----------
+
+    def _send_to_primaries(self, *args: Arg) -> List[Any]:
+        """One reply per node: every primary of a cluster client (each holds its own policy
+        table), or the one server."""
+        if isinstance(self, redis.cluster.RedisCluster):
+            return [self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
+        return [self._send(*args)]
+
+    def hit(
+        self,
+        name: Union[str, bytes],
+        key: Key,
+        *,
+        cost: int = 1,
+        wait: Optional[Duration] = None,
+        dryrun: bool = False,
+        at: Optional[int] = None,
+    ) -> Decision:
+        """``RL.HIT``: ``key`` judged by the server's policy ``name`` (or the key's override),
+        exactly as the direct command with the policy's parameters; an unknown policy is a
+        ``ResponseError`` naming it."""
+        cmd.check_wait(self, wait)
+        return cmd.decision(self._send(*cmd.hit(name, key, cost, wait, dryrun, at)))
+
+    def set_policy(
+        self,
+        name: Union[str, bytes],
+        limit: Limit,
+        *,
+        ban: Optional[Duration] = None,
+        clear: bool = False,
+        shadow: bool = False,
+        for_key: Optional[Key] = None,
+    ) -> None:
+        """``RL.POLICY SET``: defines (replaces, whole) policy ``name`` — or with ``for_key``
+        that key's override — as ``limit`` (a :class:`Token`, :class:`Period`, :class:`Slide`
+        or :class:`Leaky`). On a cluster client, on every primary."""
+        self._send_to_primaries(*cmd.policy_set(name, limit, ban, clear, shadow, for_key))
+
+    def get_policy(
+        self, name: Union[str, bytes], *, for_key: Optional[Key] = None
+    ) -> Optional[Dict[str, cmd.InfoValue]]:
+        """``RL.POLICY GET``: the policy (or ``for_key``'s override) as field → value, or
+        ``None``. On a cluster client, the first primary's."""
+        replies = self._send_to_primaries("RL.POLICY", "GET", name, *cmd.for_arg(for_key))
+        return cmd.info(replies[0])
+
+    def delete_policy(self, name: Union[str, bytes], *, for_key: Optional[Key] = None) -> bool:
+        """``RL.POLICY DEL``: the policy with all its overrides, or ``for_key``'s override;
+        ``True`` if it existed (on any primary of a cluster client, where it is deleted from
+        every primary)."""
+        replies = self._send_to_primaries("RL.POLICY", "DEL", name, *cmd.for_arg(for_key))
+        return any(int(r) == 1 for r in replies)
+
+    def policies(self) -> List[str]:
+        """``RL.POLICY LIST``: the policy names (of every primary of a cluster client, each
+        once), sorted."""
+        return cmd.policy_names(self._send_to_primaries("RL.POLICY", "LIST"))
+
+    def policy_stats(self, name: Union[str, bytes]) -> Dict[str, int]:
+        """``RL.POLICY STATS``: the policy's counters (``calls``, ``admitted``, ``limited``,
+        ``shadow_limited``, ``near_limit``); on a cluster client summed over the primaries."""
+        return cmd.policy_stats(self._send_to_primaries("RL.POLICY", "STATS", name))
+
 
 class RateLimit(RateLimitCommands, redis.Redis):
-    """A ``redis.Redis`` with the module's commands (see :class:`RateLimitCommands`)."""
+    """A ``redis.Redis`` with the module's commands (see :class:`RateLimitCommands`).
+
+    ``RateLimit(client)`` wraps a ``redis.Redis`` (or a ``redis.ConnectionPool``) the
+    application already has: the same pool, connections and options. Otherwise it takes
+    ``redis.Redis``'s own arguments (``RateLimit(host=..., port=...)``, :meth:`from_url`)."""
+
+    @overload
+    def __init__(self, client: Union[redis.Redis, redis.ConnectionPool], /) -> None: ...
+
+    @overload
+    def __init__(self, host: str = ..., port: int = ..., *args: Any, **kwargs: Any) -> None: ...
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and not isinstance(args[0], str):
+            if not wrapping.is_pool(args[0], asyncio=False):
+                raise wrapping.refuse("RateLimit", args[0], "a redis.Redis or a redis.ConnectionPool")
+            wrapping.no_options_with("RateLimit", args, kwargs)
+            super().__init__(connection_pool=wrapping.pool_of(args[0]))
+            return
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def from_url(cls: Type[_Client], url: str, **kwargs: Any) -> _Client:
+        """A client from a ``redis://`` / ``rediss://`` / ``unix://`` URL (as redis-py's),
+        typed as this class."""
+        return cast(_Client, cast(Any, super()).from_url(url, **kwargs))
 
 
 class RateLimitCluster(RateLimitCommands, redis.cluster.RedisCluster):
     """A ``redis.cluster.RedisCluster`` with the module's commands; the cluster routes each
-    command by its key (``RL.ALL``: every key in one hash slot — use hash tags)."""
+    command by its key (``RL.ALL``: every key in one hash slot — use hash tags).
+
+    ``RateLimitCluster(cluster_client)`` wraps a ``RedisCluster`` the application already has
+    (its topology and node connections, shared; closing the wrapper leaves them open)."""
+
+    @overload
+    def __init__(self, client: redis.cluster.RedisCluster, /) -> None: ...
+
+    @overload
+    def __init__(self, host: Optional[str] = ..., port: int = ..., *args: Any, **kwargs: Any) -> None: ...
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and args[0] is not None and not isinstance(args[0], str):
+            if not isinstance(args[0], redis.cluster.RedisCluster):
+                raise wrapping.refuse("RateLimitCluster", args[0], "a redis.cluster.RedisCluster")
+            wrapping.no_options_with("RateLimitCluster", args, kwargs)
+            wrapping.borrow(self, args[0])
+            return
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    def from_url(cls: Type[_Cluster], url: str, **kwargs: Any) -> _Cluster:
+        """A cluster client from a ``redis://`` URL of one node (as redis-py's), typed as this
+        class."""
+        return cast(_Cluster, cast(Any, super()).from_url(url, **kwargs))
+
+    def close(self, *args: Any, **kwargs: Any) -> None:
+        """Closes the connections, unless they belong to a wrapped client."""
+        if not wrapping.borrowed(self):
+            super().close(*args, **kwargs)
+
+    def __del__(self) -> None:
+        delete = getattr(super(), "__del__", None)
+        if delete is not None and not wrapping.borrowed(self):
+            delete()

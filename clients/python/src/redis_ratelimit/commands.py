@@ -6,12 +6,12 @@ client method builds one command here, sends it in one round trip, and parses th
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from redis.exceptions import ResponseError
 
 from .decision import AllDecision, Decision, LeaseDecision
-from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Token, duration_arg
+from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Token, duration_arg, duration_ms
 
 #: A value of ``RL.INFO``: an integer, a text (``algorithm``), or a list (``leases``,
 #: ``window_counts``).
@@ -69,29 +69,90 @@ def limiting(
     return [spec.command(), key, *spec.params(cost), *options(ban, wait, dryrun, at)]
 
 
-_KEYWORDS = {Token: "TOKEN", Period: "PERIOD", Slide: "SLIDE", Leaky: "LEAKY"}
+_KEYWORDS = ((Token, "TOKEN"), (Period, "PERIOD"), (Slide, "SLIDE"), (Leaky, "LEAKY"))
+
+#: The limits of ``RL.ALL``: a mapping key → limit, or ``(key, limit)`` pairs (a list or a
+#: tuple of them; one pair alone too).
+AllLimits = Union[
+    Mapping[Union[str, bytes], Limit],
+    Sequence[Tuple[Union[str, bytes], Limit]],
+    Tuple[Union[str, bytes], Limit],
+]
+
+
+def _keyword(spec: object) -> str:
+    for cls, word in _KEYWORDS:
+        if isinstance(spec, cls):
+            return word
+    raise TypeError(f"RL.ALL takes Token, Period, Slide or Leaky limits, got {type(spec).__name__}: {spec!r}")
+
+
+def _pairs(limits: AllLimits) -> List[Tuple[Union[str, bytes], Limit]]:
+    if isinstance(limits, Mapping):
+        return list(limits.items())
+    items: Iterable[Any] = limits
+    if isinstance(limits, tuple) and len(limits) == 2 and isinstance(limits[0], (str, bytes)):
+        items = [limits]  # one (key, limit) pair
+    pairs = []
+    for item in items:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], (str, bytes))):
+            raise TypeError(f"RL.ALL takes (key, limit) pairs or a mapping key → limit, got {item!r}")
+        pairs.append((item[0], item[1]))
+    return pairs
 
 
 def all_of(
-    limits: Union[Mapping[Union[str, bytes], Limit], Sequence[Tuple[Union[str, bytes], Limit]]],
+    limits: AllLimits,
     costs: Optional[Sequence[int]] = None,
     dryrun: bool = False,
     at: Optional[int] = None,
 ) -> List[Arg]:
     """``RL.ALL``: one limit per key, in order; ``costs`` (default 1 each) per limit."""
-    pairs = list(limits.items()) if isinstance(limits, Mapping) else list(limits)
+    pairs = _pairs(limits)
     if not pairs:
         raise ValueError("RL.ALL needs at least one (key, limit) pair")
     if costs is not None and len(costs) != len(pairs):
         raise ValueError(f"{len(pairs)} limits but {len(costs)} costs")
     args: List[Arg] = ["RL.ALL", len(pairs), *(key for key, _ in pairs)]
     for i, (_, spec) in enumerate(pairs):
-        args += [_KEYWORDS[type(spec)], *spec.params(1 if costs is None else costs[i])]
+        args += [_keyword(spec), *spec.params(1 if costs is None else costs[i])]
     if dryrun:
         args.append("DRYRUN")
     if at is not None:
         args += ["AT", at]
     return args
+
+
+def socket_timeout(client: Any) -> Optional[float]:
+    """The socket timeout (s) of a redis-py client, standalone or cluster, sync or asyncio;
+    ``None`` when it has none (or it cannot be told)."""
+    for owner in (getattr(client, "connection_pool", None), getattr(client, "nodes_manager", None), client):
+        kwargs = getattr(owner, "connection_kwargs", None)
+        if isinstance(kwargs, dict):
+            timeout = kwargs.get("socket_timeout")
+            return None if timeout is None else float(timeout)
+    return None
+
+
+def check_wait(client: Any, wait: Optional[Duration]) -> None:
+    """Refuses a ``wait`` the client's socket timeout would cut short: redis-py would give up
+    reading, then retry (each retry waiting again), for far longer than the wait."""
+    if wait is None:
+        return
+    wait_ms = duration_ms(wait)
+    timeout = socket_timeout(client)
+    if wait_ms is None or timeout is None:
+        return
+    if wait_ms + WAIT_MARGIN_MS > timeout * 1000:
+        raise ValueError(
+            f"wait={wait_ms}ms needs a client whose socket_timeout exceeds it (by {WAIT_MARGIN_MS} ms at "
+            f"least), this one's is {timeout:g} s: use a shorter wait, or a client with a longer "
+            "socket_timeout (or none) for waiting calls"
+        )
+
+
+#: How much longer than a ``WAIT`` the socket timeout must be (the answer's round trip).
+WAIT_MARGIN_MS = 100
 
 
 def throttle(
@@ -184,3 +245,60 @@ def info(reply: Any) -> Optional[Dict[str, InfoValue]]:
         field = name.decode() if isinstance(name, bytes) else str(name)
         out[field] = value if field == "leases" else _text(value)
     return out
+
+
+# -- policies: limits the server holds (RL.POLICY, RL.HIT) ------------------------------------
+
+
+def hit(
+    name: Union[str, bytes],
+    key: Union[str, bytes],
+    cost: int = 1,
+    wait: Optional[Duration] = None,
+    dryrun: bool = False,
+    at: Optional[int] = None,
+) -> List[Arg]:
+    """``RL.HIT name key [COST n] …``: ``key`` judged by the server's policy ``name``."""
+    args: List[Arg] = ["RL.HIT", name, key]
+    if cost != 1:
+        args += ["COST", cost]
+    return args + options(None, wait, dryrun, at)
+
+
+def policy_set(
+    name: Union[str, bytes],
+    limit: Limit,
+    ban: Optional[Duration] = None,
+    clear: bool = False,
+    shadow: bool = False,
+    for_key: Optional[Union[str, bytes]] = None,
+) -> List[Arg]:
+    """``RL.POLICY SET name <ALGORITHM params> [BAN d [CLEAR]] [SHADOW] [FOR key]``."""
+    if clear and ban is None:
+        raise ValueError("clear needs ban (BAN d CLEAR)")
+    args: List[Arg] = ["RL.POLICY", "SET", name, _keyword(limit), *limit.params(1)]
+    if ban is not None:
+        args += ["BAN", duration_arg(ban), *(["CLEAR"] if clear else [])]
+    if shadow:
+        args.append("SHADOW")
+    return args + for_arg(for_key)
+
+
+def for_arg(for_key: Optional[Union[str, bytes]]) -> List[Arg]:
+    return [] if for_key is None else ["FOR", for_key]
+
+
+def policy_names(replies: Sequence[Any]) -> List[str]:
+    """``RL.POLICY LIST`` of every node asked: each name once, sorted."""
+    names = {_text(n) if isinstance(n, bytes) else str(n) for reply in replies for n in reply or []}
+    return sorted(str(n) for n in names)
+
+
+def policy_stats(replies: Sequence[Any]) -> Dict[str, int]:
+    """``RL.POLICY STATS`` of every node asked, each counter summed."""
+    total: Dict[str, int] = {}
+    for reply in replies:
+        for field, value in (info(reply) or {}).items():
+            if isinstance(value, int):
+                total[field] = total.get(field, 0) + value
+    return total

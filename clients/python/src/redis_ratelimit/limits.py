@@ -1,7 +1,9 @@
 """Storages for the ``limits`` library (the engine of Flask-Limiter and SlowAPI) backed by the
 module: one native command per decision, no Lua, no read-modify-write.
 
-Importing this module registers the URI schemes (``limits.storage.storage_from_string``):
+Importing this module registers the URI schemes (``limits.storage.storage_from_string``); call
+:func:`register` where the application sets up its limiter so that the import is used (linters
+such as ``ruff --fix`` remove an import that is only there for its side effect):
 
 ============================  ==========================  =====================================
 scheme                        class                       connection
@@ -15,7 +17,8 @@ scheme                        class                       connection
 
 The classes subclass limits' own ``RedisStorage`` (sync resp. asyncio) and keep its connection
 handling, options (``key_prefix``, ``wrap_exceptions``, connection options; asyncio:
-``implementation="coredis"|"redispy"``) and key names; they also accept the stock ``redis://``
+``implementation="redispy"`` (the default here: redis-py is this package's one dependency) or
+``"coredis"``) and key names; they also accept the stock ``redis://``
 URIs. Each strategy maps to one command per call (see the package README, "limits storage"):
 
 - fixed window: an ``RL.PERIOD`` counter that counts past the item's limit (its own ceiling is
@@ -25,7 +28,8 @@ URIs. Each strategy maps to one command per call (see the package README, "limit
   a 100 000/day window costs per hit what a 10/day one costs;
 - sliding window counter: ``RL.SLIDE … BUCKETS 1 ANCHOR FLOOR``, limits' weighted two-window
   counter exactly (windows anchored at the first hit, ``floor(prev × prev_ttl / P) + cur``);
-- reads (``get``, ``get_moving_window``, ``get_sliding_window``): ``RL.PEEK`` / ``RL.INFO``.
+- reads (``get``, ``get_moving_window``, ``get_sliding_window``): ``RL.PEEK`` / ``RL.INFO``;
+- a limit of 0 (``0 per minute``) admits nothing, as stock, without a command.
 
 Every instant comes from the server clock (one clock for all clients; see the README for why).
 """
@@ -179,12 +183,16 @@ class _ModuleStorageMethods:
         return _count_from_peek(self._send("RL.PEEK", self._key(key)))
 
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if limit <= 0:
+            return False
         return cmd.decision(self._send(*_moving_args(self._key(key), limit, expiry, amount))).allowed
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
         return _moving_window(self._send("RL.INFO", self._key(key)))
 
     def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if limit <= 0:
+            return False
         return cmd.decision(self._send(*_sliding_args(self._window_key(key), limit, expiry, amount))).allowed
 
     def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
@@ -248,9 +256,13 @@ def _no_scripts() -> None:
 
 
 class _AsyncModuleStorageMethods:
-    """The module-backed methods over limits' asyncio bridge (coredis or redis-py)."""
+    """The module-backed methods over limits' asyncio bridge (redis-py by default, or coredis)."""
 
     bridge: Any
+
+    def __init__(self, uri: str, *args: Any, **options: Any) -> None:
+        options.setdefault("implementation", "redispy")
+        cast(Any, super()).__init__(redis_uri(uri), *args, **options)
 
     def configure_bridge(self) -> None:
         cast(Any, super()).configure_bridge()
@@ -290,12 +302,16 @@ class _AsyncModuleStorageMethods:
         return _count_from_peek(await self._send("RL.PEEK", self._key(key)))
 
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if limit <= 0:
+            return False
         return cmd.decision(await self._send(*_moving_args(self._key(key), limit, expiry, amount))).allowed
 
     async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
         return _moving_window(await self._send("RL.INFO", self._key(key)))
 
     async def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if limit <= 0:
+            return False
         reply = await self._send(*_sliding_args(self._window_key(key), limit, expiry, amount))
         return cmd.decision(reply).allowed
 
@@ -327,12 +343,10 @@ class _AsyncModuleStorageMethods:
 class AsyncModuleStorage(_AsyncModuleStorageMethods, limits.aio.storage.RedisStorage):
     """asyncio limits storage on a server with the module loaded: ``async+ratelimit://host:port``,
     ``async+ratelimits://``, ``async+ratelimit+unix:///path.sock``. Constructor arguments as
-    limits' asyncio ``RedisStorage`` (``implementation="coredis"`` (default) or ``"redispy"``)."""
+    limits' asyncio ``RedisStorage``, except that ``implementation`` defaults to ``"redispy"``
+    (limits' own default, ``"coredis"``, needs coredis installed)."""
 
     STORAGE_SCHEME = ["async+ratelimit", "async+ratelimits", "async+ratelimit+unix"]
-
-    def __init__(self, uri: str, *args: Any, **options: Any) -> None:
-        super().__init__(redis_uri(uri), *args, **options)
 
 
 class AsyncModuleClusterStorage(_AsyncModuleStorageMethods, limits.aio.storage.RedisClusterStorage):
@@ -340,14 +354,38 @@ class AsyncModuleClusterStorage(_AsyncModuleStorageMethods, limits.aio.storage.R
 
     STORAGE_SCHEME = ["async+ratelimit+cluster"]
 
-    def __init__(self, uri: str, *args: Any, **options: Any) -> None:
-        super().__init__(redis_uri(uri), *args, **options)
-
 
 class AsyncModuleSentinelStorage(_AsyncModuleStorageMethods, limits.aio.storage.RedisSentinelStorage):
     """asyncio limits storage behind Sentinel: ``async+ratelimit+sentinel://host:port/service``."""
 
     STORAGE_SCHEME = ["async+ratelimit+sentinel"]
 
-    def __init__(self, uri: str, *args: Any, **options: Any) -> None:
-        super().__init__(redis_uri(uri), *args, **options)
+
+#: The storage classes of this module, each registered with limits for its schemes.
+STORAGES = (
+    ModuleStorage,
+    ModuleClusterStorage,
+    ModuleSentinelStorage,
+    AsyncModuleStorage,
+    AsyncModuleClusterStorage,
+    AsyncModuleSentinelStorage,
+)
+
+
+def register() -> List[str]:
+    """Makes sure limits knows the ``ratelimit…://`` schemes (defining the classes registered
+    them, so this only checks) and returns them. Call it where the limiter is set up::
+
+        from redis_ratelimit.limits import register
+        register()
+        limiter = Limiter(get_remote_address, app=app, storage_uri="ratelimit://localhost:6379")
+
+    — a use of the import that linters keep (a bare ``import redis_ratelimit.limits`` for its
+    side effect is what ``ruff --fix`` removes)."""
+    registry = cast(Dict[str, Any], getattr(limits.storage, "SCHEMES", {}))  # filled by limits' metaclass
+    schemes = []
+    for storage in STORAGES:
+        for scheme in storage.STORAGE_SCHEME or []:
+            registry.setdefault(scheme, storage)
+            schemes.append(scheme)
+    return schemes
