@@ -330,3 +330,19 @@ fn all_takes_a_policy_in_place_of_a_limit() {
     ok(&mut c, "RL.POLICY SET day PERIOD 1 1d SHADOW FOR {u}:day");
     assert_eq!(all(&mut c, &[])[0], Value::Int(1));
 }
+
+#[test]
+fn hit_waits_in_line_and_never_answers_wrongtype_for_a_changed_algorithm() {
+    let server = Server::start();
+    let mut c = server.conn();
+    ok(&mut c, "RL.POLICY SET q TOKEN 1 1 300ms");
+    assert_eq!(line(&mut c, "RL.HIT q k")[0], 1);
+    let started = std::time::Instant::now();
+    let reply = line(&mut c, "RL.HIT q k WAIT 5s");
+    assert_eq!(reply[0], 1, "admitted after waiting");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250), "not before the refill");
+    ok(&mut c, "RL.POLICY SET q PERIOD 1 1h");
+    assert_eq!(line(&mut c, "RL.HIT q k WAIT 1s")[..3], [1, 1, 0], "a fresh window, no WRONGTYPE");
+    let stats = fields(get(&mut c, "RL.POLICY STATS q"));
+    assert_eq!(stats["calls"], "3");
+}

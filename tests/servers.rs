@@ -132,14 +132,7 @@ fn known(con: &mut Connection) -> Option<&'static Known> {
 
 fn strings(v: Value) -> Vec<String> {
     match v {
-        Value::Array(items) | Value::Set(items) => items
-            .into_iter()
-            .map(|i| match i {
-                Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
-                Value::SimpleString(s) => s,
-                other => panic!("not a string: {other:?}"),
-            })
-            .collect(),
+        Value::Array(items) | Value::Set(items) => strings_of(&items),
         other => panic!("not a list: {other:?}"),
     }
 }

@@ -85,7 +85,13 @@ impl Pending {
             Pending::Limit(r) => {
                 let ban_ms = r.ban_ms.filter(|_| with_ban);
                 let request = Request { dry_run: dry, ban_ms, ..r.clone() };
-                let judged = judge_and_apply::<false>(call, &request)?;
+                // `RL.HIT`'s waiters are judged as `RL.HIT` is (`limiting.rs`, `BY_POLICY`),
+                // with the policy's parameters as they were when the call was made.
+                let judged = if call.name == c"rl.hit" {
+                    judge_and_apply::<true>(call, &request)?
+                } else {
+                    judge_and_apply::<false>(call, &request)?
+                };
                 let (v, now) = (judged.verdict, judged.now);
                 Ok(Judged { allowed: v.allowed, reply: v.reply, id: None, now })
             }

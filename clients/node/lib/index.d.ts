@@ -99,6 +99,8 @@ export type AllLimit = { key: string | Buffer } & (
   | ({ algorithm: 'period' } & Omit<PeriodOptions, 'ban' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
   | ({ algorithm: 'slide' } & Omit<SlideOptions, 'ban' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
   | ({ algorithm: 'leaky' } & Omit<LeakyOptions, 'ban' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
+  /** a server policy's limit (RL.ALL … POLICY name [COST n]) */
+  | { policy: string; cost?: number; algorithm?: never }
 );
 
 export interface AllDecision extends Decision {
@@ -249,6 +251,8 @@ export class RateLimit {
   policies(): Promise<string[]>;
   /** RL.POLICY STATS (summed over the primaries of a cluster client). */
   policyStats(name: string): Promise<PolicyStats>;
+  /** RL.POLICY RESETSTAT, on every primary. */
+  resetPolicyStats(): Promise<void>;
 }
 
 export interface HitOptions {
