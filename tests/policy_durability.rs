@@ -207,3 +207,53 @@ fn an_rdb_without_policies_carries_no_record() {
         assert_eq!(with.len(), after.len(), "Redis 7.0 without the option saves none");
     }
 }
+
+/// 0.2.0's module, built by `scripts/old-module.sh` (shared with `tests/upgrade.rs`); `None`
+/// when this clone lacks the release's commit.
+fn module_0_2_0() -> Option<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("bash")
+        .arg(root.join("scripts/old-module.sh"))
+        .arg("5377d08618e8ccd3af2a66d54e4592bd056fcae2")
+        .arg(root.join("target/upgrade-0.2.0"))
+        .output()
+        .expect("run scripts/old-module.sh");
+    match out.status.code() {
+        Some(0) => Some(String::from_utf8_lossy(&out.stdout).trim().into()),
+        Some(3) => {
+            eprintln!("SKIPPED: needs 0.2.0's commit");
+            None
+        }
+        _ => panic!("building 0.2.0 failed: {}", String::from_utf8_lossy(&out.stderr)),
+    }
+}
+
+/// 0.2.0 started on the RDB file `from` saved (`Err`: it exited while loading).
+fn load_with(module: &std::path::Path, from: &Server) -> (Server, Result<(), String>) {
+    let mut s = Server::start_module(module, &[], &[]);
+    s.stop();
+    std::fs::copy(from.path("dump.rdb"), s.path("dump.rdb")).expect("copy dump.rdb");
+    let loaded = s.try_restart();
+    (s, loaded)
+}
+
+#[test]
+fn the_previous_release_loads_an_rdb_once_policies_are_gone() {
+    let Some(old) = module_0_2_0() else { return };
+    let server = Server::start();
+    let mut c = server.conn();
+    ints(&mut c, &["RL.TOKEN", "k", "5", "1", "1h"]);
+    define(&mut c);
+    save(&mut c);
+    if rdb_by_default(&mut c) {
+        let (_s, loaded) = load_with(&old, &server);
+        assert!(loaded.is_err(), "0.2.0 cannot load policies (documented)");
+    }
+    for name in ["free", "pro"] {
+        del(&mut c, &format!("RL.POLICY DEL {name}"));
+    }
+    save(&mut c);
+    let (s, loaded) = load_with(&old, &server);
+    loaded.expect("0.2.0 loads an RDB without policies");
+    assert_eq!(stored_state(&mut s.conn(), "k"), stored_state(&mut c, "k"));
+}

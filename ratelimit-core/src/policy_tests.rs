@@ -340,3 +340,74 @@ fn all_takes_policy_groups() {
         "ERR no such policy 'free'"
     );
 }
+
+/// A random limit in the group grammar and the same as the direct command's arguments.
+fn limit_text() -> impl Strategy<Value = (String, crate::request::Command, String)> {
+    use crate::request::Command;
+    let n = || 1..20u64;
+    let d = || prop_oneof![Just("7"), Just("1s"), Just("60"), Just("1m")];
+    prop_oneof![
+        (n(), n(), d(), any::<bool>()).prop_map(|(c, r, p, step)| {
+            let rest = format!("{c} {r} {p}{}", if step { " STEP" } else { "" });
+            (format!("TOKEN {rest}"), Command::Token, rest)
+        }),
+        (n(), d(), any::<bool>()).prop_map(|(l, p, keep)| {
+            let rest = format!("{l} {p}{}", if keep { " KEEPPERIOD" } else { "" });
+            (format!("PERIOD {rest}"), Command::Period, rest)
+        }),
+        (n(), prop_oneof![Just(""), Just(" BUCKETS 4"), Just(" BUCKETS 2 ANCHOR FLOOR")]).prop_map(
+            |(l, b)| {
+                let rest = format!("{l} 60s{b}");
+                (format!("SLIDE {rest}"), Command::Slide, rest)
+            }
+        ),
+        (n(), n(), d(), prop_oneof![Just(""), Just(" NODELAY")]).prop_map(|(c, r, p, m)| {
+            let rest = format!("{c} {r} {p}{m}");
+            (format!("LEAKY {rest}"), Command::Leaky, rest)
+        }),
+    ]
+}
+
+proptest! {
+    /// `RL.HIT name key COST n` with a policy `limit [BAN d]` judges every call of a sequence
+    /// exactly as the direct command `limit … COST n [BAN d]`: same replies, same states.
+    #[test]
+    fn a_hit_is_the_direct_command(
+        (group, command, direct_args) in limit_text(),
+        ban in proptest::option::of(prop_oneof![Just("1s"), Just("1m")]),
+        calls in proptest::collection::vec((0..4u64, 0..700i64), 1..25),
+    ) {
+        let ban_text = ban.map(|b| format!(" BAN {b}")).unwrap_or_default();
+        let Ok((definition, _)) = Definition::parse(&words(&format!("{group}{ban_text}")), 100_000) else {
+            // The direct command refuses the same parameters.
+            prop_assert!(Request::parse(command, &words(&direct_args), 100_000).is_err());
+            return Ok(());
+        };
+        let (mut hit_key, mut direct_key): (Option<PackedLimiter>, Option<PackedLimiter>) = (None, None);
+        let mut now = 1_800_000_000_000i64;
+        for (cost, dt) in calls {
+            now += dt;
+            let cost = cost.to_string();
+            let hit = definition.request(&words(&format!("COST {cost}"))).unwrap();
+            let direct = Request::parse(
+                command,
+                &words(&format!("{direct_args} COST {cost}{ban_text}")),
+                100_000,
+            )
+            .unwrap();
+            prop_assert_eq!(&hit, &direct);
+            let vh = judge_key(hit_key.as_mut(), &hit, now).unwrap();
+            let vd = judge_key(direct_key.as_mut(), &direct, now).unwrap();
+            prop_assert_eq!(vh.reply, vd.reply);
+            for (slot, v) in [(&mut hit_key, vh), (&mut direct_key, vd)] {
+                if let crate::judge::Change::Created { limiter, .. } = v.change {
+                    *slot = Some(PackedLimiter::new(limiter));
+                }
+            }
+            prop_assert_eq!(
+                hit_key.as_ref().map(|p| p.view(|l| crate::codec::encode_value(l, p.ban()))),
+                direct_key.as_ref().map(|p| p.view(|l| crate::codec::encode_value(l, p.ban())))
+            );
+        }
+    }
+}

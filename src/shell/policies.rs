@@ -106,6 +106,17 @@ pub fn limit_for(name: &[u8], key: &[u8]) -> Option<(Limit, bool)> {
         .flatten()
 }
 
+/// Counts how a `RL.HIT` that waited ended, in its policy's `admitted` or `limited` (its call
+/// was counted when it blocked; a policy deleted meanwhile counts nothing).
+pub fn record_late(name: &[u8], outcome: Outcome) {
+    let _ = with_table(|table| {
+        if let Some((_, stats)) = table.resolve(name, b"") {
+            stats.record_late(outcome == Outcome::Admitted, outcome == Outcome::Limited);
+        }
+        Ok(())
+    });
+}
+
 /// `[FOR key]` after a policy name.
 fn for_key<'a>(rest: &[&'a [u8]]) -> Result<Option<&'a [u8]>, ArgError> {
     match rest {

@@ -483,6 +483,12 @@ fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) 
     with(|w| w.clients.remove(&(blocked.bc as usize)));
     stats::waiting_changed(-1);
     stats::record_late(blocked.tally, outcome);
+    if blocked.tally == Tally::Hit {
+        // `RL.HIT`'s held arguments start at the policy's name.
+        if let Some(name) = blocked.argv.first() {
+            super::policies::record_late(unsafe { bytes(api, *name) }, outcome);
+        }
+    }
     let data = Box::into_raw(Box::new(answer)).cast::<c_void>();
     unsafe { (api.unblock_client)(blocked.bc, data) };
     release_args(api, blocked.argv);
