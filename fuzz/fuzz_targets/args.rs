@@ -6,7 +6,8 @@
 //! `0..=MAX_AT_MS`), `RL.ALL`'s grammar (`AllRequest::parse`) likewise, and a request the
 //! parser accepts can be judged on a fresh key and again
 //! on the key it left (as the module does), giving a state that validates and round-trips
-//! through the codec. Mirrors `fuzz_argument_parsing` in `ratelimit-core/src/fuzz_tests.rs`.
+//! through the codec; a policy definition (`RL.POLICY SET`) likewise, and the policy table's
+//! codec round-trips. Mirrors `fuzz_argument_parsing` in `ratelimit-core/src/fuzz_tests.rs`.
 
 #![no_main]
 
@@ -19,6 +20,7 @@ use ratelimit_core::leaky::{LeakMode, LeakyParams};
 use ratelimit_core::lease_key::{acquire_key, release_id, ReleaseChange};
 use ratelimit_core::packed::PackedLimiter;
 use ratelimit_core::period::PeriodParams;
+use ratelimit_core::policy::{Definition, PolicyTable};
 use ratelimit_core::refund::refund_key;
 use ratelimit_core::request::{
     AcquireRequest, AllRequest, Command, RefundRequest, ReleaseRequest, Request,
@@ -91,6 +93,24 @@ fuzz_target!(|data: &[u8]| {
     // `RL.ALL`'s grammar (everything after the command name).
     if let Ok(all) = AllRequest::parse(&args, SLIDE_LOG_MAX) {
         run_all(&all);
+    }
+    // `RL.POLICY SET name …`'s definition: what parses is judged by `RL.HIT`, and a table
+    // holding it round-trips through the persistence codec.
+    if let Ok((definition, key)) = Definition::parse(&args, SLIDE_LOG_MAX) {
+        if let Ok(request) = definition.request(&[]) {
+            run(&request);
+        }
+        let mut table = PolicyTable::new();
+        let key = key.as_deref();
+        if table.set(b"p", None, definition.clone(), 10).is_ok()
+            && (key.is_none() || table.set(b"p", key, definition, 10).is_ok())
+        {
+            assert_eq!(PolicyTable::decode(&table.encode()).as_ref(), Ok(&table));
+        }
+    }
+    // RDB aux data: whatever decodes encodes back to a table that decodes the same.
+    if let Ok(table) = PolicyTable::decode(data) {
+        assert_eq!(PolicyTable::decode(&table.encode()).as_ref(), Ok(&table));
     }
 });
 

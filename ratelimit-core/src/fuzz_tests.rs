@@ -169,6 +169,17 @@ proptest! {
         if let Ok(release) = crate::request::ReleaseRequest::parse(&refs) {
             prop_assert!(crate::lease::valid_id(&release.id));
         }
+        if let Ok((definition, _)) = crate::policy::Definition::parse(&refs, 100_000) {
+            let request = definition.request(&[]).unwrap();
+            let now = 1_700_000_000_000;
+            let first = judge_key(None::<&mut crate::packed::PackedLimiter>, &request, now).unwrap();
+            if let Change::Created { limiter, .. } = first.change {
+                exercise(&limiter, now);
+            }
+            let mut table = crate::policy::PolicyTable::new();
+            table.set(b"p", None, definition, 1).unwrap();
+            prop_assert_eq!(crate::policy::PolicyTable::decode(&table.encode()), Ok(table));
+        }
         if let Ok(all) = AllRequest::parse(&refs, 100_000) {
             prop_assert_eq!(all.limits.len(), all.key_count);
             let mut held: Vec<Option<&mut PackedLimiter>> = (0..all.key_count).map(|_| None).collect();

@@ -175,7 +175,7 @@ fn copy(slots: &[Option<PackedLimiter>]) -> Vec<Option<PackedLimiter>> {
 }
 
 fn all_of(limits: Vec<Request>, dry_run: bool) -> AllRequest {
-    AllRequest { key_count: limits.len(), limits, dry_run, at_ms: None }
+    AllRequest { key_count: limits.len(), limits, dry_run, at_ms: None, by_policy: false }
 }
 
 /// Runs `RL.ALL` on packed slots, applying the changes as the shell does.

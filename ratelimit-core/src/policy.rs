@@ -237,9 +237,14 @@ impl PolicyStats {
     }
 
     /// Counts a call that may wait (`WAIT`) by its immediate outcome: admitted, refused, or
-    /// neither (it waits; how it ends shows in `INFO ratelimit`'s wait counters).
+    /// neither (it waits: [`PolicyStats::record_late`] counts how it ends).
     pub fn record_outcome(&mut self, admitted: bool, limited: bool) {
         self.calls = self.calls.saturating_add(1);
+        self.record_late(admitted, limited);
+    }
+
+    /// Counts how a call that waited ended (its call was counted when it began waiting).
+    pub fn record_late(&mut self, admitted: bool, limited: bool) {
         if admitted {
             self.admitted = self.admitted.saturating_add(1);
         } else if limited {

@@ -297,3 +297,117 @@ proptest! {
         prop_assert_eq!(back, t);
     }
 }
+
+#[test]
+fn all_takes_policy_groups() {
+    use crate::request::AllRequest;
+    let free = def("TOKEN 10 1 1s BAN 1m");
+    let shadow = def("PERIOD 1 1m SHADOW");
+    let mut resolve = |name: &[u8], key: &[u8]| match (name, key) {
+        (b"free", _) => Some((free.limit.clone(), free.shadow)),
+        (b"try", _) => Some((shadow.limit.clone(), shadow.shadow)),
+        _ => None,
+    };
+    let all = AllRequest::parse_with_policies(
+        &words("3 a b c POLICY free COST 2 PERIOD 5 1m POLICY try COST 3 AT 9 DRYRUN"),
+        100_000,
+        &mut resolve,
+    )
+    .unwrap();
+    assert!(all.by_policy && all.dry_run);
+    assert_eq!(all.at_ms, Some(9));
+    assert_eq!(all.limits[0].limit, free.limit);
+    assert_eq!((all.limits[0].cost, all.limits[0].ban_ms), (2, None), "no ban in RL.ALL");
+    assert_eq!(all.limits[2].cost, 0, "a shadow policy never refuses in RL.ALL");
+    assert!(all.limits.iter().all(|l| l.at_ms == Some(9) && l.dry_run));
+    // A policy named like a group keyword is still a name.
+    let mut token = |name: &[u8], _: &[u8]| (name == b"TOKEN").then(|| (free.limit.clone(), false));
+    assert!(
+        AllRequest::parse_with_policies(&words("1 a POLICY TOKEN"), 100_000, &mut token).is_ok()
+    );
+    let mut err = |text: &str| {
+        AllRequest::parse_with_policies(&words(text), 100_000, &mut resolve)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(err("1 a POLICY nope"), "ERR no such policy 'nope'");
+    assert!(err("1 a POLICY").contains("POLICY"));
+    assert!(err("1 a POLICY free BAN 1s").contains("BAN"));
+    assert!(err("1 a POLICY free WAIT 1s").contains("WAIT"));
+    assert!(!AllRequest::parse(&words("1 a TOKEN 1 1 1"), 100_000).unwrap().by_policy);
+    assert_eq!(
+        AllRequest::parse(&words("1 a POLICY free"), 100_000).unwrap_err().to_string(),
+        "ERR no such policy 'free'"
+    );
+}
+
+/// A random limit in the group grammar and the same as the direct command's arguments.
+fn limit_text() -> impl Strategy<Value = (String, crate::request::Command, String)> {
+    use crate::request::Command;
+    let n = || 1..20u64;
+    let d = || prop_oneof![Just("7"), Just("1s"), Just("60"), Just("1m")];
+    prop_oneof![
+        (n(), n(), d(), any::<bool>()).prop_map(|(c, r, p, step)| {
+            let rest = format!("{c} {r} {p}{}", if step { " STEP" } else { "" });
+            (format!("TOKEN {rest}"), Command::Token, rest)
+        }),
+        (n(), d(), any::<bool>()).prop_map(|(l, p, keep)| {
+            let rest = format!("{l} {p}{}", if keep { " KEEPPERIOD" } else { "" });
+            (format!("PERIOD {rest}"), Command::Period, rest)
+        }),
+        (n(), prop_oneof![Just(""), Just(" BUCKETS 4"), Just(" BUCKETS 2 ANCHOR FLOOR")]).prop_map(
+            |(l, b)| {
+                let rest = format!("{l} 60s{b}");
+                (format!("SLIDE {rest}"), Command::Slide, rest)
+            }
+        ),
+        (n(), n(), d(), prop_oneof![Just(""), Just(" NODELAY")]).prop_map(|(c, r, p, m)| {
+            let rest = format!("{c} {r} {p}{m}");
+            (format!("LEAKY {rest}"), Command::Leaky, rest)
+        }),
+    ]
+}
+
+proptest! {
+    /// `RL.HIT name key COST n` with a policy `limit [BAN d]` judges every call of a sequence
+    /// exactly as the direct command `limit … COST n [BAN d]`: same replies, same states.
+    #[test]
+    fn a_hit_is_the_direct_command(
+        (group, command, direct_args) in limit_text(),
+        ban in proptest::option::of(prop_oneof![Just("1s"), Just("1m")]),
+        calls in proptest::collection::vec((0..4u64, 0..700i64), 1..25),
+    ) {
+        let ban_text = ban.map(|b| format!(" BAN {b}")).unwrap_or_default();
+        let Ok((definition, _)) = Definition::parse(&words(&format!("{group}{ban_text}")), 100_000) else {
+            // The direct command refuses the same parameters.
+            prop_assert!(Request::parse(command, &words(&direct_args), 100_000).is_err());
+            return Ok(());
+        };
+        let (mut hit_key, mut direct_key): (Option<PackedLimiter>, Option<PackedLimiter>) = (None, None);
+        let mut now = 1_800_000_000_000i64;
+        for (cost, dt) in calls {
+            now += dt;
+            let cost = cost.to_string();
+            let hit = definition.request(&words(&format!("COST {cost}"))).unwrap();
+            let direct = Request::parse(
+                command,
+                &words(&format!("{direct_args} COST {cost}{ban_text}")),
+                100_000,
+            )
+            .unwrap();
+            prop_assert_eq!(&hit, &direct);
+            let vh = judge_key(hit_key.as_mut(), &hit, now).unwrap();
+            let vd = judge_key(direct_key.as_mut(), &direct, now).unwrap();
+            prop_assert_eq!(vh.reply, vd.reply);
+            for (slot, v) in [(&mut hit_key, vh), (&mut direct_key, vd)] {
+                if let crate::judge::Change::Created { limiter, .. } = v.change {
+                    *slot = Some(PackedLimiter::new(limiter));
+                }
+            }
+            prop_assert_eq!(
+                hit_key.as_ref().map(|p| p.view(|l| crate::codec::encode_value(l, p.ban()))),
+                direct_key.as_ref().map(|p| p.view(|l| crate::codec::encode_value(l, p.ban())))
+            );
+        }
+    }
+}

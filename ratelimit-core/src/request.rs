@@ -270,6 +270,9 @@ pub struct AllRequest {
     pub limits: Vec<Request>,
     pub dry_run: bool,
     pub at_ms: Option<i64>,
+    /// A group is `POLICY name`: the call's arguments alone do not say what was judged, so it
+    /// must reach replicas and the AOF as the states it left, never as itself.
+    pub by_policy: bool,
 }
 
 /// The limit a group keyword introduces, if `token` is one.
@@ -283,6 +286,15 @@ fn group_command(token: &[u8]) -> Option<Command> {
     .into_iter()
     .find(|(name, _)| token.eq_ignore_ascii_case(name))
     .map(|(_, command)| command)
+}
+
+/// How `RL.ALL` finds a policy's limit for a key: `(name, key)` → the limit and whether the
+/// policy is in shadow, or `None` when there is no such policy.
+pub type PolicyLookup<'a> = dyn FnMut(&[u8], &[u8]) -> Option<(Limit, bool)> + 'a;
+
+/// `POLICY`, which starts an `RL.ALL` group judged by a policy.
+fn is_policy_keyword(token: &[u8]) -> bool {
+    token.eq_ignore_ascii_case(b"POLICY")
 }
 
 /// The error for a token where a group keyword (`TOKEN`, `PERIOD`, `SLIDE`, `LEAKY`) belongs.
@@ -310,6 +322,18 @@ impl AllRequest {
     /// Parses `RL.ALL`'s arguments after the command name (`numkeys`, the keys, the limits,
     /// the call's options). Keys are compared as bytes: they must be distinct.
     pub fn parse(args: &[&[u8]], slide_log_max: u64) -> Result<AllRequest, ArgError> {
+        AllRequest::parse_with_policies(args, slide_log_max, &mut |_, _| None)
+    }
+
+    /// [`AllRequest::parse`] where a group may also be `POLICY name [COST n]`: the limit the
+    /// policy holds for the group's key, from `policy(name, key)` (`None`: no such policy).
+    /// A policy's ban does not apply (`RL.ALL` has none); a `SHADOW` policy never refuses
+    /// here: its group is judged as `COST 0` (it takes nothing and changes nothing).
+    pub fn parse_with_policies(
+        args: &[&[u8]],
+        slide_log_max: u64,
+        policy: &mut PolicyLookup<'_>,
+    ) -> Result<AllRequest, ArgError> {
         let (numkeys, rest) = args.split_first().ok_or(ArgError::WrongArity)?;
         let key_count = AllRequest::key_count(numkeys)?;
         let keys = rest.get(..key_count).ok_or(ArgError::WrongArity)?;
@@ -324,37 +348,39 @@ impl AllRequest {
             limits: Vec::with_capacity(key_count),
             dry_run: false,
             at_ms: None,
+            by_policy: false,
         };
         let mut rest = groups;
         while let Some((keyword, tail)) = rest.split_first() {
+            let starts_group = |t: &&[u8]| group_command(t).is_some() || is_policy_keyword(t);
+            if is_policy_keyword(keyword) {
+                let (name, options) = tail.split_first().ok_or(ArgError::MissingValue("POLICY"))?;
+                let end = options.iter().position(starts_group).unwrap_or(options.len());
+                let (group, next) = options.split_at(end);
+                let key = keys.get(all.limits.len()).copied().unwrap_or(&[]);
+                let (limit, shadow) = policy(name, key).ok_or_else(|| {
+                    ArgError::Invalid(format!("no such policy '{}'", super::error::escape(name)))
+                })?;
+                let options = parse_options(group, &[Keyword::Cost, Keyword::DryRun, Keyword::At])?;
+                all.by_policy = true;
+                all.push_group(Request {
+                    limit,
+                    cost: if shadow { 0 } else { options.cost },
+                    dry_run: options.dry_run,
+                    at_ms: options.at_ms,
+                    ban_ms: None,
+                    clear: false,
+                    wait_ms: None,
+                    fresh: false,
+                })?;
+                rest = next;
+                continue;
+            }
             let command = group_command(keyword).ok_or_else(|| unknown_limit(keyword))?;
-            let end = tail.iter().position(|t| group_command(t).is_some()).unwrap_or(tail.len());
+            let end = tail.iter().position(starts_group).unwrap_or(tail.len());
             let (group, next) = tail.split_at(end);
-            let mut limit = Request::parse_limit(command, group, slide_log_max)?;
-            for (given, keyword) in [
-                (limit.ban_ms.is_some(), Keyword::Ban),
-                (limit.clear, Keyword::Clear),
-                (limit.wait_ms.is_some(), Keyword::Wait),
-                (limit.fresh, Keyword::Fresh),
-            ] {
-                if given {
-                    return Err(ArgError::UnknownOption(keyword.name().as_bytes().to_vec()));
-                }
-            }
-            if limit.dry_run {
-                if all.dry_run {
-                    return Err(ArgError::RepeatedOption(Keyword::DryRun.name()));
-                }
-                all.dry_run = true;
-            }
-            if let Some(at) = limit.at_ms.take() {
-                if all.at_ms.is_some() {
-                    return Err(ArgError::RepeatedOption(Keyword::At.name()));
-                }
-                all.at_ms = Some(at);
-            }
-            limit.dry_run = false;
-            all.limits.push(limit);
+            let limit = Request::parse_limit(command, group, slide_log_max)?;
+            all.push_group(limit)?;
             rest = next;
         }
         if all.limits.len() != key_count {
@@ -368,6 +394,36 @@ impl AllRequest {
             limit.at_ms = all.at_ms;
         }
         Ok(all)
+    }
+
+    /// Adds one group's request: options only a direct command takes are refused; `DRYRUN`
+    /// and `AT` move to the call (once per call).
+    fn push_group(&mut self, mut limit: Request) -> Result<(), ArgError> {
+        for (given, keyword) in [
+            (limit.ban_ms.is_some(), Keyword::Ban),
+            (limit.clear, Keyword::Clear),
+            (limit.wait_ms.is_some(), Keyword::Wait),
+            (limit.fresh, Keyword::Fresh),
+        ] {
+            if given {
+                return Err(ArgError::UnknownOption(keyword.name().as_bytes().to_vec()));
+            }
+        }
+        if limit.dry_run {
+            if self.dry_run {
+                return Err(ArgError::RepeatedOption(Keyword::DryRun.name()));
+            }
+            self.dry_run = true;
+        }
+        if let Some(at) = limit.at_ms.take() {
+            if self.at_ms.is_some() {
+                return Err(ArgError::RepeatedOption(Keyword::At.name()));
+            }
+            self.at_ms = Some(at);
+        }
+        limit.dry_run = false;
+        self.limits.push(limit);
+        Ok(())
     }
 
     /// `numkeys`: 1 … 16.

@@ -131,9 +131,13 @@ impl Call<'_> {
     /// Redis than the rewritten call (fewer, shorter arguments to build and feed to every
     /// replica), and exact whatever the replica's clock.
     pub fn replicate_state(&self, payload: &[u8]) {
-        let Ok(key) = self.key() else {
-            return;
-        };
+        if let Ok(key) = self.key() {
+            self.replicate_state_of(key, payload);
+        }
+    }
+
+    /// [`Call::replicate_state`] for a key given by name (`RL.ALL`'s keys).
+    pub fn replicate_state_of(&self, key: *mut RedisModuleString, payload: &[u8]) {
         unsafe {
             (self.api.replicate)(
                 self.ctx,

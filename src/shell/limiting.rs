@@ -114,8 +114,31 @@ pub fn judge_all_and_apply<'a>(
     let mut held: Vec<_> = slots.iter_mut().map(Option::as_mut).collect();
     let mut verdict = judge_all(&mut held, all, now)?;
     drop(held);
-    drop(slots);
     let changed = verdict.changed();
+    // With a `POLICY` group, replicas and the AOF get the state each changed key was left in
+    // (`RL.RESTORE`), encoded here while the judged limiters are at hand — unless nothing
+    // consumes propagation.
+    let states: Vec<Option<Vec<u8>>> = if all.by_policy
+        && changed
+        && !call.verbatim_is_exact(false, now)
+    {
+        verdict
+            .changes
+            .iter()
+            .zip(&slots)
+            .map(|(change, slot)| match (change, slot) {
+                (Change::Unchanged | Change::Deleted, _) => None,
+                (Change::Created { limiter, .. }, _) => Some(codec::encode_value(limiter, None)),
+                (Change::Updated { .. }, Some(slot)) => {
+                    Some(slot.view(|limiter| codec::encode_value(limiter, slot.ban())))
+                }
+                (Change::Updated { .. }, None) => None,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    drop(slots);
     let mut touched = Vec::new();
     for ((key, change), name) in
         keys.iter_mut().zip(std::mem::take(&mut verdict.changes)).zip(names)
@@ -129,7 +152,15 @@ pub fn judge_all_and_apply<'a>(
     for name in &touched {
         call.notify_changed_key(*name);
     }
-    if changed {
+    if changed && all.by_policy && !states.is_empty() {
+        for (name, state) in names.iter().zip(&states) {
+            if let Some(payload) = state {
+                call.replicate_state_of(*name, payload);
+            }
+        }
+    } else if changed && all.by_policy {
+        unsafe { (call.api.replicate_verbatim)(call.ctx) };
+    } else if changed {
         call.replicate_at::<{ MAX_ALL_ARGS + 1 }>(all.at_ms.is_some(), now);
     }
     Ok((verdict, touched))

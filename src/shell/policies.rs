@@ -16,9 +16,11 @@ use super::config::{policy_max, slide_log_max};
 use super::limiting;
 use super::reply::{self, FieldValue};
 use super::stats::Outcome;
+use super::top;
 use super::wait;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::policy::{Definition, PolicyError, PolicyTable};
+use ratelimit_core::request::Limit;
 
 thread_local! {
     /// The table. Redis runs commands, callbacks and persistence on its main thread (a
@@ -86,8 +88,33 @@ pub fn hit(call: &Call) -> Result<Outcome, CommandError> {
             values[0] = 1;
         }
         reply::integers(call.api, call.ctx, &values);
-        Ok(if values[0] == 1 { Outcome::Admitted } else { Outcome::Limited })
+        if values[0] == 1 {
+            return Ok(Outcome::Admitted);
+        }
+        if !request.dry_run {
+            top::call_refused(&judged_call, name, request.at_ms.is_some(), judged.now);
+        }
+        Ok(Outcome::Limited)
     })
+}
+
+/// The limit `RL.ALL`'s group `POLICY name` judges `key` with (the key's override's, else the
+/// policy's) and whether the policy is in shadow; `None`: no such policy.
+pub fn limit_for(name: &[u8], key: &[u8]) -> Option<(Limit, bool)> {
+    with_table(|table| Ok(table.resolve(name, key).map(|(d, _)| (d.limit.clone(), d.shadow))))
+        .ok()
+        .flatten()
+}
+
+/// Counts how a `RL.HIT` that waited ended, in its policy's `admitted` or `limited` (its call
+/// was counted when it blocked; a policy deleted meanwhile counts nothing).
+pub fn record_late(name: &[u8], outcome: Outcome) {
+    let _ = with_table(|table| {
+        if let Some((_, stats)) = table.resolve(name, b"") {
+            stats.record_late(outcome == Outcome::Admitted, outcome == Outcome::Limited);
+        }
+        Ok(())
+    });
 }
 
 /// `[FOR key]` after a policy name.

@@ -25,6 +25,7 @@ use super::leases::acquire_and_apply;
 use super::limiting::judge_and_apply;
 use super::reply;
 use super::stats::{self, Outcome, Tally};
+use super::top;
 use ratelimit_core::request::{AcquireRequest, Request};
 use ratelimit_core::waiters::{WaitQueue, Waiter};
 
@@ -59,6 +60,20 @@ impl Pending {
         }
     }
 
+    fn dry_run(&self) -> bool {
+        match self {
+            Pending::Limit(r) => r.dry_run,
+            Pending::Acquire(r) => r.dry_run,
+        }
+    }
+
+    fn given_at(&self) -> bool {
+        match self {
+            Pending::Limit(r) => r.at_ms.is_some(),
+            Pending::Acquire(r) => r.at_ms.is_some(),
+        }
+    }
+
     fn has_ban(&self) -> bool {
         matches!(self, Pending::Limit(r) if r.ban_ms.is_some())
     }
@@ -70,7 +85,13 @@ impl Pending {
             Pending::Limit(r) => {
                 let ban_ms = r.ban_ms.filter(|_| with_ban);
                 let request = Request { dry_run: dry, ban_ms, ..r.clone() };
-                let judged = judge_and_apply::<false>(call, &request)?;
+                // `RL.HIT`'s waiters are judged as `RL.HIT` is (`limiting.rs`, `BY_POLICY`),
+                // with the policy's parameters as they were when the call was made.
+                let judged = if call.name == c"rl.hit" {
+                    judge_and_apply::<true>(call, &request)?
+                } else {
+                    judge_and_apply::<false>(call, &request)?
+                };
                 let (v, now) = (judged.verdict, judged.now);
                 Ok(Judged { allowed: v.allowed, reply: v.reply, id: None, now })
             }
@@ -192,9 +213,20 @@ fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandErro
     // it starts no ban (only a timeout does).
     let judged = pending.judge(call, queued, false)?;
     if (!queued && judged.allowed) || judged.reply[3] < 0 {
-        let allowed = judged.allowed;
+        let (allowed, now) = (judged.allowed, judged.now);
         send(call.api, call.ctx, &pending.answer(judged));
-        return Ok(if allowed { Outcome::Admitted } else { Outcome::Limited });
+        if allowed {
+            return Ok(Outcome::Admitted);
+        }
+        if !pending.dry_run() {
+            top::call_refused(
+                call,
+                top::policy_of(call.name, call.args.first().copied()),
+                pending.given_at(),
+                now,
+            );
+        }
+        return Ok(Outcome::Limited);
     }
     let retry_at = (!queued).then(|| judged.now.saturating_add(judged.reply[3]));
     let id = key_id(call, call.key()?);
@@ -204,6 +236,14 @@ fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandErro
     }
     // Redis would not block this client: answer as without WAIT.
     send(call.api, call.ctx, &pending.answer(Judged { allowed: false, reply, id: None, now }));
+    if !pending.dry_run() {
+        top::call_refused(
+            call,
+            top::policy_of(call.name, call.args.first().copied()),
+            pending.given_at(),
+            now,
+        );
+    }
     Ok(Outcome::Limited)
 }
 
@@ -428,9 +468,27 @@ fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>
 /// Hands the answer to the blocked client and forgets the waiter.
 fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) {
     let blocked = waiter.data;
+    // A waiter refused for good (its timeout ran out, or it can never be admitted) counts in
+    // `RL.TOP`; an error does not.
+    if outcome == Outcome::Limited
+        && !matches!(answer, Answer::Error(_))
+        && !blocked.pending.dry_run()
+    {
+        if let Some(key) = blocked.argv.get(1) {
+            let now = unsafe { (api.milliseconds)() };
+            let first = blocked.argv.first().map(|s| unsafe { bytes(api, *s) });
+            top::refused(unsafe { bytes(api, *key) }, top::policy_of(blocked.name, first), now);
+        }
+    }
     with(|w| w.clients.remove(&(blocked.bc as usize)));
     stats::waiting_changed(-1);
     stats::record_late(blocked.tally, outcome);
+    if blocked.tally == Tally::Hit {
+        // `RL.HIT`'s held arguments start at the policy's name.
+        if let Some(name) = blocked.argv.first() {
+            super::policies::record_late(unsafe { bytes(api, *name) }, outcome);
+        }
+    }
     let data = Box::into_raw(Box::new(answer)).cast::<c_void>();
     unsafe { (api.unblock_client)(blocked.bc, data) };
     release_args(api, blocked.argv);

@@ -92,7 +92,8 @@ class RateLimit {
   }
 
   /**
-   * Several limits, all or nothing: RL.ALL. `limits` is a list of `{key, algorithm, …options}`;
+   * Several limits, all or nothing: RL.ALL. `limits` is a list of `{key, algorithm, …options}`
+   * or `{key, policy, cost?}` (a server policy's limit);
    * on a cluster every key must hash to one slot (use a hash tag: `{user42}:s`, `{user42}:d`).
    * Resolves to the binding limit's decision plus `index` (0-based, into `limits`) and `details`
    * (one decision per limit).
@@ -103,7 +104,13 @@ class RateLimit {
     const keys = limits.map((l) => this._key(l.key));
     const groups = [];
     for (const l of limits) {
-      if (!ALGORITHMS.includes(l.algorithm)) throw new TypeError(`each limit needs algorithm: ${ALGORITHMS.join(', ')}`);
+      if (l.policy !== undefined && l.algorithm === undefined) {
+        // a server policy's limit in place of a limit: POLICY name [COST n]
+        groups.push('POLICY', policyName(l.policy));
+        if (l.cost !== undefined && l.cost !== null) groups.push('COST', toCount(l.cost, 'cost'));
+        continue;
+      }
+      if (!ALGORITHMS.includes(l.algorithm)) throw new TypeError(`each limit needs algorithm (${ALGORITHMS.join(', ')}) or policy (got ${show(l.algorithm)})`);
       groups.push(l.algorithm.toUpperCase(), ...limitArgs(l.algorithm, l));
     }
     const args = ['RL.ALL', keys.length, ...keys, ...groups, ...callOptions(opts, { ban: false, wait: false, fresh: false })];
@@ -220,6 +227,11 @@ class RateLimit {
       for (const [k, v] of Object.entries(fields)) sum[k] = typeof v === 'number' ? (sum[k] || 0) + v : v;
     }
     return sum;
+  }
+
+  /** Zeroes every policy's counters (RL.POLICY RESETSTAT), on every primary of a cluster client. */
+  async resetPolicyStats() {
+    await this.transport.sendToPrimaries(['RL.POLICY', 'RESETSTAT']);
   }
 
   /**

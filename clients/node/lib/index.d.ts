@@ -99,6 +99,8 @@ export type AllLimit = { key: string | Buffer } & (
   | ({ algorithm: 'period' } & Omit<PeriodOptions, 'ban' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
   | ({ algorithm: 'slide' } & Omit<SlideOptions, 'ban' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
   | ({ algorithm: 'leaky' } & Omit<LeakyOptions, 'ban' | 'wait' | 'dryRun' | 'at' | 'fresh'>)
+  /** a server policy's limit (RL.ALL … POLICY name [COST n]) */
+  | { policy: string; cost?: number; algorithm?: never }
 );
 
 export interface AllDecision extends Decision {
@@ -249,6 +251,8 @@ export class RateLimit {
   policies(): Promise<string[]>;
   /** RL.POLICY STATS (summed over the primaries of a cluster client). */
   policyStats(name: string): Promise<PolicyStats>;
+  /** RL.POLICY RESETSTAT, on every primary. */
+  resetPolicyStats(): Promise<void>;
 }
 
 export interface HitOptions {
@@ -314,6 +318,20 @@ export class RateLimitTimeoutError extends Error {
 
 /** The Redis Cluster slot of a key (hash tags honoured). */
 export function keySlot(key: string | Buffer): number;
+
+/** Options of registerRateLimitMetrics. */
+export interface RateLimitMetricsOptions {
+  /** Expose the n most refused keys (RL.TOP) as ratelimit_top_key_refused{key}: 0 … 100 (default 0, off). */
+  topKeys?: number;
+}
+
+/**
+ * Registers Prometheus metrics (prom-client, an optional peer) in `registry`: the module's
+ * counters read at scrape time (ratelimit_decisions_total{command, outcome}, per policy,
+ * waiting, RL.TOP) in one round trip per node, and this process's middleware decisions.
+ * docs/observability.md lists them. Returns the prom-client metrics registered.
+ */
+export function registerRateLimitMetrics(registry: object, client: RedisLike, options?: RateLimitMetricsOptions): object[];
 
 // ---- Express / Connect middleware -------------------------------------------------------------
 

@@ -128,7 +128,7 @@ describe('rate-limiter-flexible: RateLimiterRedisModule against RateLimiterRedis
   });
 });
 
-describe('@nestjs/throttler: ThrottlerStorageRedisModule against @nest-lab/throttler-storage-ctx.redis and the library\'s own storage', () => {
+describe('@nestjs/throttler: ThrottlerStorageRedisModule against @nest-lab/throttler-storage-redis and the library\'s own storage', () => {
   const LIMIT = 2;
   const TTL = 1000;
   const BLOCK = 300;

@@ -2,8 +2,7 @@
 // Policies (issue 24): limits the server holds. rl.hit judges a key as the direct command with
 // the policy's parameters would; setPolicy/getPolicy/deletePolicy/policies/policyStats; an
 // override for one key; shadow mode; the middleware on a server policy; on a cluster client
-// setPolicy writes to every primary. Runs when the server knows RL.POLICY (skipped, saying so,
-// on a module without it).
+// setPolicy writes to every primary.
 const { test, describe, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const Redis = require('ioredis');
@@ -14,21 +13,17 @@ const { startServer, startCluster, rawCommand } = require('../testing/servers');
 const T0 = 4000000000000;
 let server;
 let redis;
-let available = false;
 before(async () => {
   server = await startServer();
   redis = new Redis({ port: server.port });
-  available = Array.isArray((await redis.call('COMMAND', 'INFO', 'RL.POLICY'))[0]);
 });
 after(async () => {
   redis.disconnect();
   await server.stop();
 });
-const NO_POLICIES = 'the module has no RL.POLICY yet';
 
 describe('policies on one server', () => {
-  test('hit() judges as the direct command with the policy\'s parameters', async (t) => {
-    if (!available) return t.skip(NO_POLICIES);
+  test('hit() judges as the direct command with the policy\'s parameters', async () => {
     const rl = new RateLimit(redis, { prefix: 'pol:' });
     await rl.setPolicy('free', { algorithm: 'period', limit: 2, period: '1m' });
     for (let i = 0; i < 3; i++) {
@@ -39,8 +34,7 @@ describe('policies on one server', () => {
     assert.equal((await rl.info('u1')).algorithm, 'period');
   });
 
-  test('getPolicy, policies, an override for one key, deletePolicy', async (t) => {
-    if (!available) return t.skip(NO_POLICIES);
+  test('getPolicy, policies, an override for one key, deletePolicy', async () => {
     const rl = new RateLimit(redis, { prefix: 'pol2:' });
     await rl.setPolicy('tier', { algorithm: 'slide', limit: 5, window: '1m' }, { ban: '10m', clear: true });
     const def = await rl.getPolicy('tier');
@@ -57,8 +51,7 @@ describe('policies on one server', () => {
     assert.equal(await rl.getPolicy('tier'), null);
   });
 
-  test('an unknown policy is a server error naming it, with its code; shadow admits and counts', async (t) => {
-    if (!available) return t.skip(NO_POLICIES);
+  test('an unknown policy is a server error naming it, with its code; shadow admits and counts', async () => {
     const rl = new RateLimit(redis, { prefix: 'pol3:' });
     await assert.rejects(rl.hit('nosuchpolicy', 'k'), (err) => typeof err.code === 'string' && /nosuchpolicy/.test(err.message));
     await rl.setPolicy('trial', { algorithm: 'token', capacity: 1, rate: 1, period: '1h' }, { shadow: true });
@@ -69,10 +62,26 @@ describe('policies on one server', () => {
     const stats = await rl.policyStats('trial');
     assert.deepEqual([stats.calls, stats.shadowLimited], [2, 1]);
     for (const f of ['admitted', 'limited', 'nearLimit']) assert.equal(typeof stats[f], 'number', f);
+    await rl.resetPolicyStats();
+    assert.deepEqual([(await rl.policyStats('trial')).calls, (await rl.policyStats('trial')).shadowLimited], [0, 0]);
   });
 
-  test('the middleware on a server policy: RL.HIT per request, headers from the reply', async (t) => {
-    if (!available) return t.skip(NO_POLICIES);
+  test('all() mixes a policy with limits of its own (RL.ALL … POLICY name), all or nothing', async () => {
+    const rl = new RateLimit(redis, { prefix: 'pol4:' });
+    await rl.setPolicy('daily', { algorithm: 'period', limit: 2, period: '1d' });
+    const limits = [
+      { key: '{u7}:s', algorithm: 'token', capacity: 10, rate: 10, period: '1s' },
+      { key: '{u7}:d', policy: 'daily', cost: 1 },
+    ];
+    assert.equal((await rl.all(limits, { at: T0 })).allowed, true);
+    assert.equal((await rl.all(limits, { at: T0 })).allowed, true);
+    const refused = await rl.all(limits, { at: T0 });
+    assert.deepEqual([refused.allowed, refused.index, refused.details[1].limit], [false, 1, 2]);
+    assert.equal((await rl.info('{u7}:s')).tokens, 8, 'the refusal charged no limit');
+    await assert.rejects(rl.all([{ key: 'k', policy: 'nosuch' }]), /nosuch/);
+  });
+
+  test('the middleware on a server policy: RL.HIT per request, headers from the reply', async () => {
     const rl = new RateLimit(redis);
     await rl.setPolicy('web', { algorithm: 'period', limit: 1, period: '1m' });
     const mw = rateLimit({ client: redis, policy: 'web' });
@@ -89,8 +98,7 @@ describe('policies on one server', () => {
   });
 });
 
-test('setPolicy on a cluster client writes to every primary (ioredis and node-redis)', async (t) => {
-  if (!available) return t.skip(NO_POLICIES);
+test('setPolicy on a cluster client writes to every primary (ioredis and node-redis)', async () => {
   const cluster = await startCluster({ masters: 3 });
   const io = new Redis.Cluster(cluster.ports.map((port) => ({ host: '127.0.0.1', port })));
   const nr = createCluster({ rootNodes: cluster.ports.map((port) => ({ socket: { host: '127.0.0.1', port } })) });
@@ -106,6 +114,8 @@ test('setPolicy on a cluster client writes to every primary (ioredis and node-re
       // keys on every node are judged under it
       for (let i = 0; i < 30; i++) assert.equal((await rl.hit(`everywhere-${name}`, `user:${i}`)).limit, 3);
       assert.equal((await rl.policyStats(`everywhere-${name}`)).calls, 30, 'summed over the primaries');
+      await rl.resetPolicyStats();
+      assert.equal((await rl.policyStats(`everywhere-${name}`)).calls, 0, 'reset on every primary');
       assert.equal(await rl.deletePolicy(`everywhere-${name}`), true);
       assert.deepEqual((await rl.policies()).filter((p) => p.startsWith('everywhere')), []);
     }

@@ -90,6 +90,7 @@ export async function policies(rl: RateLimit, redis: Redis): Promise<void> {
   const def = await rl.getPolicy('free');
   if (def) console.log(def.algorithm, def.banMs, def.shadow, def.limit);
   const names: string[] = await rl.policies();
+  await rl.all([{ key: '{t}:s', algorithm: 'token', capacity: 5, rate: 1, period: '1s' }, { key: '{t}:d', policy: 'free', cost: 2 }]);
   const stats = await rl.policyStats('free');
   const n: number = stats.calls + stats.admitted + stats.limited + stats.shadowLimited + stats.nearLimit;
   const gone: boolean = await rl.deletePolicy('free', { for: 'tenant42' });

@@ -8,7 +8,7 @@ Wrap the client the application already has: ``AsyncRateLimit(redis_asyncio_clie
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Type, TypeVar, Union, cast, overload
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Type, TypeVar, Union, cast, overload
 
 import redis.asyncio
 import redis.asyncio.cluster
@@ -27,9 +27,9 @@ _Cluster = TypeVar("_Cluster", bound="AsyncRateLimitCluster")
 class AsyncRateLimitCommands:
     """The module's commands for a redis-py asyncio client (a mixin over ``execute_command``)."""
 
-    async def _send(self, *args: Arg) -> Any:
+    async def _send(self, *args: Arg, **options: Any) -> Any:
         try:
-            return await cast(Any, self).execute_command(*args)
+            return await cast(Any, self).execute_command(*args, **options)
         except ResponseError as error:
             missing = cmd.module_missing(error, str(args[0]))
             if missing is not None:
@@ -186,6 +186,72 @@ class AsyncRateLimitCommands:
     async def limiter_info(self, key: Key) -> Optional[Dict[str, cmd.InfoValue]]:
         """``RL.INFO``: the stored parameters and state; ``None`` if no limiter."""
         return cmd.info(await self._send("RL.INFO", key))
+
+    # -- policies: limits the server holds (RL.POLICY, RL.HIT; docs/policies.md) -----------
+
+    async def _send_to_primaries(self, *args: Arg) -> List[Any]:
+        """One reply per node: every primary of a cluster client (each holds its own policy
+        table), or the one server."""
+        if isinstance(self, redis.asyncio.cluster.RedisCluster):
+            await cast(Any, self).initialize()  # discovers the nodes on first use
+            return [await self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
+        return [await self._send(*args)]
+
+    async def hit(
+        self,
+        name: Union[str, bytes],
+        key: Key,
+        *,
+        cost: int = 1,
+        wait: Optional[Duration] = None,
+        dryrun: bool = False,
+        at: Optional[int] = None,
+    ) -> Decision:
+        """``RL.HIT``: ``key`` judged by the server's policy ``name`` (or the key's override),
+        exactly as the direct command with the policy's parameters; an unknown policy is a
+        ``ResponseError`` naming it."""
+        cmd.check_wait(self, wait)
+        return cmd.decision(await self._send(*cmd.hit(name, key, cost, wait, dryrun, at)))
+
+    async def set_policy(
+        self,
+        name: Union[str, bytes],
+        limit: Limit,
+        *,
+        ban: Optional[Duration] = None,
+        clear: bool = False,
+        shadow: bool = False,
+        for_key: Optional[Key] = None,
+    ) -> None:
+        """``RL.POLICY SET``: defines (replaces, whole) policy ``name`` — or with ``for_key``
+        that key's override — as ``limit`` (a :class:`Token`, :class:`Period`, :class:`Slide`
+        or :class:`Leaky`). On a cluster client, on every primary."""
+        await self._send_to_primaries(*cmd.policy_set(name, limit, ban, clear, shadow, for_key))
+
+    async def get_policy(
+        self, name: Union[str, bytes], *, for_key: Optional[Key] = None
+    ) -> Optional[Dict[str, cmd.InfoValue]]:
+        """``RL.POLICY GET``: the policy (or ``for_key``'s override) as field → value, or
+        ``None``. On a cluster client, the first primary's."""
+        replies = await self._send_to_primaries("RL.POLICY", "GET", name, *cmd.for_arg(for_key))
+        return cmd.info(replies[0])
+
+    async def delete_policy(self, name: Union[str, bytes], *, for_key: Optional[Key] = None) -> bool:
+        """``RL.POLICY DEL``: the policy with all its overrides, or ``for_key``'s override;
+        ``True`` if it existed (on any primary of a cluster client, where it is deleted from
+        every primary)."""
+        replies = await self._send_to_primaries("RL.POLICY", "DEL", name, *cmd.for_arg(for_key))
+        return any(int(r) == 1 for r in replies)
+
+    async def policies(self) -> List[str]:
+        """``RL.POLICY LIST``: the policy names (of every primary of a cluster client, each
+        once), sorted."""
+        return cmd.policy_names(await self._send_to_primaries("RL.POLICY", "LIST"))
+
+    async def policy_stats(self, name: Union[str, bytes]) -> Dict[str, int]:
+        """``RL.POLICY STATS``: the policy's counters (``calls``, ``admitted``, ``limited``,
+        ``shadow_limited``, ``near_limit``); on a cluster client summed over the primaries."""
+        return cmd.policy_stats(await self._send_to_primaries("RL.POLICY", "STATS", name))
 
 
 # redis-py's asyncio classes inherit two disagreeing `command_info` stubs (its own typing issue).

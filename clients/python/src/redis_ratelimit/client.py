@@ -11,7 +11,7 @@ redis-py's server ``INFO``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Type, TypeVar, Union, cast, overload
+from typing import Any, Dict, List, Optional, Sequence, Type, TypeVar, Union, cast, overload
 
 import redis
 import redis.cluster
@@ -30,9 +30,9 @@ _Cluster = TypeVar("_Cluster", bound="RateLimitCluster")
 class RateLimitCommands:
     """The module's commands for a redis-py sync client (a mixin over ``execute_command``)."""
 
-    def _send(self, *args: Arg) -> Any:
+    def _send(self, *args: Arg, **options: Any) -> Any:
         try:
-            return cast(Any, self).execute_command(*args)
+            return cast(Any, self).execute_command(*args, **options)
         except ResponseError as error:
             missing = cmd.module_missing(error, str(args[0]))
             if missing is not None:
@@ -185,6 +185,71 @@ class RateLimitCommands:
     def limiter_info(self, key: Key) -> Optional[Dict[str, cmd.InfoValue]]:
         """``RL.INFO``: the stored parameters and state; ``None`` if no limiter."""
         return cmd.info(self._send("RL.INFO", key))
+
+    # -- policies: limits the server holds (RL.POLICY, RL.HIT; docs/policies.md) -----------
+
+    def _send_to_primaries(self, *args: Arg) -> List[Any]:
+        """One reply per node: every primary of a cluster client (each holds its own policy
+        table), or the one server."""
+        if isinstance(self, redis.cluster.RedisCluster):
+            return [self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
+        return [self._send(*args)]
+
+    def hit(
+        self,
+        name: Union[str, bytes],
+        key: Key,
+        *,
+        cost: int = 1,
+        wait: Optional[Duration] = None,
+        dryrun: bool = False,
+        at: Optional[int] = None,
+    ) -> Decision:
+        """``RL.HIT``: ``key`` judged by the server's policy ``name`` (or the key's override),
+        exactly as the direct command with the policy's parameters; an unknown policy is a
+        ``ResponseError`` naming it."""
+        cmd.check_wait(self, wait)
+        return cmd.decision(self._send(*cmd.hit(name, key, cost, wait, dryrun, at)))
+
+    def set_policy(
+        self,
+        name: Union[str, bytes],
+        limit: Limit,
+        *,
+        ban: Optional[Duration] = None,
+        clear: bool = False,
+        shadow: bool = False,
+        for_key: Optional[Key] = None,
+    ) -> None:
+        """``RL.POLICY SET``: defines (replaces, whole) policy ``name`` — or with ``for_key``
+        that key's override — as ``limit`` (a :class:`Token`, :class:`Period`, :class:`Slide`
+        or :class:`Leaky`). On a cluster client, on every primary."""
+        self._send_to_primaries(*cmd.policy_set(name, limit, ban, clear, shadow, for_key))
+
+    def get_policy(
+        self, name: Union[str, bytes], *, for_key: Optional[Key] = None
+    ) -> Optional[Dict[str, cmd.InfoValue]]:
+        """``RL.POLICY GET``: the policy (or ``for_key``'s override) as field → value, or
+        ``None``. On a cluster client, the first primary's."""
+        replies = self._send_to_primaries("RL.POLICY", "GET", name, *cmd.for_arg(for_key))
+        return cmd.info(replies[0])
+
+    def delete_policy(self, name: Union[str, bytes], *, for_key: Optional[Key] = None) -> bool:
+        """``RL.POLICY DEL``: the policy with all its overrides, or ``for_key``'s override;
+        ``True`` if it existed (on any primary of a cluster client, where it is deleted from
+        every primary)."""
+        replies = self._send_to_primaries("RL.POLICY", "DEL", name, *cmd.for_arg(for_key))
+        return any(int(r) == 1 for r in replies)
+
+    def policies(self) -> List[str]:
+        """``RL.POLICY LIST``: the policy names (of every primary of a cluster client, each
+        once), sorted."""
+        return cmd.policy_names(self._send_to_primaries("RL.POLICY", "LIST"))
+
+    def policy_stats(self, name: Union[str, bytes]) -> Dict[str, int]:
+        """``RL.POLICY STATS``: the policy's counters (``calls``, ``admitted``, ``limited``,
+        ``shadow_limited``, ``near_limit``); on a cluster client summed over the primaries."""
+        return cmd.policy_stats(self._send_to_primaries("RL.POLICY", "STATS", name))
 
 
 class RateLimit(RateLimitCommands, redis.Redis):

@@ -245,3 +245,60 @@ def info(reply: Any) -> Optional[Dict[str, InfoValue]]:
         field = name.decode() if isinstance(name, bytes) else str(name)
         out[field] = value if field == "leases" else _text(value)
     return out
+
+
+# -- policies: limits the server holds (RL.POLICY, RL.HIT) ------------------------------------
+
+
+def hit(
+    name: Union[str, bytes],
+    key: Union[str, bytes],
+    cost: int = 1,
+    wait: Optional[Duration] = None,
+    dryrun: bool = False,
+    at: Optional[int] = None,
+) -> List[Arg]:
+    """``RL.HIT name key [COST n] …``: ``key`` judged by the server's policy ``name``."""
+    args: List[Arg] = ["RL.HIT", name, key]
+    if cost != 1:
+        args += ["COST", cost]
+    return args + options(None, wait, dryrun, at)
+
+
+def policy_set(
+    name: Union[str, bytes],
+    limit: Limit,
+    ban: Optional[Duration] = None,
+    clear: bool = False,
+    shadow: bool = False,
+    for_key: Optional[Union[str, bytes]] = None,
+) -> List[Arg]:
+    """``RL.POLICY SET name <ALGORITHM params> [BAN d [CLEAR]] [SHADOW] [FOR key]``."""
+    if clear and ban is None:
+        raise ValueError("clear needs ban (BAN d CLEAR)")
+    args: List[Arg] = ["RL.POLICY", "SET", name, _keyword(limit), *limit.params(1)]
+    if ban is not None:
+        args += ["BAN", duration_arg(ban), *(["CLEAR"] if clear else [])]
+    if shadow:
+        args.append("SHADOW")
+    return args + for_arg(for_key)
+
+
+def for_arg(for_key: Optional[Union[str, bytes]]) -> List[Arg]:
+    return [] if for_key is None else ["FOR", for_key]
+
+
+def policy_names(replies: Sequence[Any]) -> List[str]:
+    """``RL.POLICY LIST`` of every node asked: each name once, sorted."""
+    names = {_text(n) if isinstance(n, bytes) else str(n) for reply in replies for n in reply or []}
+    return sorted(str(n) for n in names)
+
+
+def policy_stats(replies: Sequence[Any]) -> Dict[str, int]:
+    """``RL.POLICY STATS`` of every node asked, each counter summed."""
+    total: Dict[str, int] = {}
+    for reply in replies:
+        for field, value in (info(reply) or {}).items():
+            if isinstance(value, int):
+                total[field] = total.get(field, 0) + value
+    return total

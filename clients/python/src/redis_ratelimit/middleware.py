@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import weakref
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union, cast
 
 import redis.asyncio
 import redis.asyncio.cluster
@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .aio import AsyncRateLimit, AsyncRateLimitCluster, AsyncRateLimitCommands
 from .decision import Decision
+from .outcomes import count_decision
 from .specs import Leaky, Limit
 
 KeyFunction = Callable[[Request], Union[Optional[Union[str, bytes]], Awaitable[Optional[Union[str, bytes]]]]]
@@ -94,33 +95,41 @@ class RateLimitMiddleware:
 
     A :class:`Leaky` limit in delay mode (without ``nodelay``) delays each admitted request
     until the water ahead of it has drained (``asyncio.sleep``, nginx ``limit_req``), so
-    admitted requests reach the application at the bucket's rate."""
+    admitted requests reach the application at the bucket's rate.
+
+    ``policy``: the policy name in the headers (default ``"default"``). Given without a
+    ``limit``, the server's policy of that name is the limit: each request is ``RL.HIT policy
+    key`` (docs/policies.md), so the limit changes with the policy, without a deploy; no delay
+    mode then (a shadow policy's admitted requests carry a retry time)."""
 
     def __init__(
         self,
         app: ASGIApp,
         client: Union[AsyncRateLimitCommands, redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster],
-        limit: Limit,
+        limit: Optional[Limit] = None,
         key: KeyFunction = client_address,
         cost: CostFunction = _one,
         prefix: str = "ratelimit:",
-        policy: str = "default",
+        policy: Optional[str] = None,
         fail_open: bool = False,
         timeout: Optional[float] = DEFAULT_TIMEOUT_S,
     ) -> None:
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        if limit is None and policy is None:
+            raise TypeError("RateLimitMiddleware needs a limit, or a policy (the server's, by name)")
         self.app = app
         self.client = _typed_client(client)
         self.limit = limit
         self.key = key
         self.cost = cost
         self.prefix = prefix
-        self.policy = policy
+        self.policy = "default" if policy is None else policy
+        self.server_policy = policy if limit is None else None
         self.fail_open = fail_open
         self.timeout = timeout
         self.delays = isinstance(limit, Leaky) and not limit.nodelay
-        window_ms = limit.window_ms()
+        window_ms = None if limit is None else limit.window_ms()
         self.window_s = None if window_ms is None else -(-window_ms // 1000)
         self._loop: Optional[weakref.ref[asyncio.AbstractEventLoop]] = None
 
@@ -137,7 +146,10 @@ class RateLimitMiddleware:
 
     async def _decide(self, key: Union[str, bytes], cost: int) -> Decision:
         self._bind_to_running_loop()
-        call = self.client.apply(key, self.limit, cost=cost)
+        if self.server_policy is not None:
+            call = self.client.hit(self.server_policy, key, cost=cost)
+        else:
+            call = self.client.apply(key, cast(Limit, self.limit), cost=cost)
         if self.timeout is None:
             return await call
         return await asyncio.wait_for(call, self.timeout)
@@ -159,6 +171,7 @@ class RateLimitMiddleware:
         try:
             decision = await self._decide(self._full_key(key), int(cost))
         except (RedisError, OSError, asyncio.TimeoutError):
+            count_decision(self.policy, "error")
             if self.fail_open:
                 await self.app(scope, receive, send)
                 return
@@ -166,6 +179,7 @@ class RateLimitMiddleware:
                 scope, receive, send
             )
             return
+        count_decision(self.policy, "admitted" if decision.allowed else "limited")
         fields = decision.headers(self.policy, self.window_s)
         if not decision.allowed:
             body: Dict[str, object] = {"error": "too many requests", "retry_after_ms": decision.retry_after_ms}

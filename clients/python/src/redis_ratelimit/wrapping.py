@@ -75,10 +75,16 @@ def pool_of(value: Any) -> Any:
 
 def borrow(target: object, source: object) -> None:
     """Makes the cluster client ``target`` send through ``source``'s topology and connections
-    (its attributes, shared), marked so that closing ``target`` leaves them open."""
-    vars(target).update(vars(source))
+    (its attributes, shared; redis-py's asyncio cluster keeps them in ``__slots__``), marked
+    so that closing ``target`` leaves them open."""
+    for cls in type(source).__mro__:
+        slots = vars(cls).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(source, name):
+                setattr(target, name, getattr(source, name))
+    vars(target).update(getattr(source, "__dict__", {}))
     setattr(target, BORROWED, True)
 
 
 def borrowed(client: object) -> bool:
-    return bool(vars(client).get(BORROWED, False))
+    return bool(getattr(client, "__dict__", {}).get(BORROWED, False))
