@@ -38,7 +38,7 @@
 //!
 //! Cost: a refusal hashes its identity once (a folded-multiply hash keyed with random seeds
 //! per summary, so keys chosen by an attacker cannot aim at long probe runs), probes an
-//! open-addressing table of at least `2k` slots and moves one counter between buckets of equal
+//! open-addressing table of at least `4k` slots and moves one counter between buckets of equal
 //! counts (Metwally's *stream summary*: a list of buckets in increasing count, each a list of
 //! its counters, least recently refused first) — `O(1)`, nothing allocated once the `k`
 //! counters exist: a counter holds its identity's bytes inline.
@@ -71,6 +71,8 @@ struct Counter {
     hash: u64,
     count: u64,
     last_ms: i64,
+    /// Its table slot.
+    slot: u32,
     /// The bucket of its count, and its neighbours in that bucket's list.
     bucket: u32,
     prev: u32,
@@ -100,8 +102,10 @@ impl Counter {
         self.hash = hash;
         self.tag_len = tag.len() as u8;
         self.key_len = key.len() as u8;
-        if let Some(dst) = self.bytes.get_mut(..tag.len()) {
-            dst.copy_from_slice(tag);
+        if !tag.is_empty() {
+            if let Some(dst) = self.bytes.get_mut(..tag.len()) {
+                dst.copy_from_slice(tag);
+            }
         }
         if let Some(dst) = self.bytes.get_mut(tag.len()..tag.len() + key.len()) {
             dst.copy_from_slice(key);
@@ -130,7 +134,7 @@ struct Summary {
     /// The bucket of the least count ([`NONE`] while there is no counter).
     least: u32,
     /// Open addressing with linear probing: counter indices or [`NONE`]; a power of two of at
-    /// least twice `k` slots.
+    /// least four times `k` slots (short probe runs).
     table: Vec<u32>,
     /// Refusals counted.
     total: u64,
@@ -166,10 +170,11 @@ impl Summary {
     }
 
     /// The table slot holding the identity, or the empty slot where it would go.
+    #[inline(always)]
     fn find(&self, hash: u64, tag: &[u8], key: &[u8]) -> (usize, Option<usize>) {
         let mask = self.mask();
         let mut i = (hash as usize) & mask;
-        // At most half the slots are taken: the probe ends at an empty slot.
+        // At most a quarter of the slots are taken: the probe ends at an empty slot.
         for _ in 0..self.table.len() {
             let Some(&slot) = self.table.get(i) else { break };
             if slot == NONE {
@@ -185,6 +190,7 @@ impl Summary {
     }
 
     /// The first empty slot of `hash`'s probe run (for an identity known to be absent).
+    #[inline(always)]
     fn free_slot(&self, hash: u64) -> usize {
         let mask = self.mask();
         let mut i = (hash as usize) & mask;
@@ -195,20 +201,6 @@ impl Summary {
             i = (i + 1) & mask;
         }
         i
-    }
-
-    /// The table slot that points at counter `index`, whose identity hashes to `hash`.
-    fn slot_of(&self, hash: u64, index: usize) -> Option<usize> {
-        let mask = self.mask();
-        let mut i = (hash as usize) & mask;
-        for _ in 0..self.table.len() {
-            match self.table.get(i) {
-                Some(&slot) if slot as usize == index => return Some(i),
-                Some(&NONE) | None => return None,
-                Some(_) => i = (i + 1) & mask,
-            }
-        }
-        None
     }
 
     /// Empties table slot `i`, moving later entries of the probe run back (no tombstones).
@@ -227,6 +219,9 @@ impl Summary {
             if !stays {
                 if let Some(s) = self.table.get_mut(i) {
                     *s = slot;
+                }
+                if let Some(moved) = self.counters.get_mut(slot as usize) {
+                    moved.slot = i as u32;
                 }
                 i = j;
             }
@@ -263,6 +258,7 @@ impl Summary {
 
     /// Takes counter `c` out of its bucket's list; a bucket left empty is unlinked and freed.
     /// Returns the neighbours the bucket had (its `prev` is the bucket itself if it stays).
+    #[inline(always)]
     fn detach(&mut self, c: usize) -> (u32, u32) {
         let Some(counter) = self.counters.get(c) else { return (NONE, NONE) };
         let (b, prev, next) = (counter.bucket, counter.prev, counter.next);
@@ -299,6 +295,7 @@ impl Summary {
 
     /// Appends counter `c` to the list of the bucket for `count`, which lies between `prev`
     /// and `next` in the bucket list (made when `next` counts something else).
+    #[inline(always)]
     fn attach(&mut self, c: usize, count: u64, prev: u32, next: u32) {
         let b = match self.buckets.get(next as usize) {
             Some(n) if n.count == count => next,
@@ -325,6 +322,7 @@ impl Summary {
     }
 
     /// Moves counter `c` from its count to `count` (larger), at `now_ms`.
+    #[inline(always)]
     fn raise(&mut self, c: usize, count: u64, now_ms: i64) {
         let (prev, next) = self.detach(c);
         // From the bucket left behind (or the one before it), the next bucket may hold `count`.
@@ -337,7 +335,7 @@ impl Summary {
     /// Counts one refusal of the identity at `now_ms` (`k ≥ 1`, tag and key already cut).
     fn record(&mut self, k: usize, hash: u64, tag: &[u8], key: &[u8], now_ms: i64) {
         if self.table.is_empty() {
-            self.table = vec![NONE; (2 * k).next_power_of_two().max(4)];
+            self.table = vec![NONE; (4 * k).next_power_of_two().max(4)];
         }
         self.total = self.total.saturating_add(1);
         let (slot, found) = self.find(hash, tag, key);
@@ -352,6 +350,7 @@ impl Summary {
                 hash,
                 count: 1,
                 last_ms: now_ms,
+                slot: slot as u32,
                 bucket: NONE,
                 prev: NONE,
                 next: NONE,
@@ -374,18 +373,17 @@ impl Summary {
             return;
         };
         let Some(old) = self.counters.get(c) else { return };
-        let (old_hash, min) = (old.hash, old.count);
-        if let Some(old_slot) = self.slot_of(old_hash, c) {
-            self.remove_slot(old_slot);
-        }
+        let (old_slot, min) = (old.slot as usize, old.count);
+        self.remove_slot(old_slot);
         self.evicted_max = self.evicted_max.max(min);
-        if let Some(counter) = self.counters.get_mut(c) {
-            counter.set_identity(hash, tag, key);
-            counter.last_ms = now_ms;
-        }
         let slot = self.free_slot(hash);
         if let Some(s) = self.table.get_mut(slot) {
             *s = c as u32;
+        }
+        if let Some(counter) = self.counters.get_mut(c) {
+            counter.set_identity(hash, tag, key);
+            counter.last_ms = now_ms;
+            counter.slot = slot as u32;
         }
         self.raise(c, min.saturating_add(1), now_ms);
     }
@@ -440,6 +438,7 @@ impl TopKeys {
     }
 
     /// Whether this summary was made with these settings.
+    #[inline]
     pub fn has_settings(&self, k: usize, window_ms: i64) -> bool {
         self.k == k.clamp(1, MAX_K) && self.window_ms == window_ms.max(1)
     }

@@ -17,7 +17,7 @@ fn check_invariants(s: &Summary) {
     let taken = s.table.iter().filter(|&&slot| slot != NONE).count();
     assert_eq!(taken, s.counters.len());
     for (index, c) in s.counters.iter().enumerate() {
-        assert_eq!(s.find(c.hash, c.tag(), c.key()).1, Some(index));
+        assert_eq!(s.find(c.hash, c.tag(), c.key()), (c.slot as usize, Some(index)));
         assert_eq!(s.buckets[c.bucket as usize].count, c.count);
     }
     let (mut b, mut prev_bucket, mut seen, mut last_count) = (s.least, NONE, 0, 0);
