@@ -14,7 +14,8 @@ mod module {
 
     use crate::shell::config::{
         LEASE_MAX, LEASE_MAX_DEFAULT, LEASE_MAX_LIMIT, POLICY_MAX, POLICY_MAX_DEFAULT,
-        POLICY_MAX_LIMIT, SLIDE_LOG_MAX, SLIDE_LOG_MAX_DEFAULT, SLIDE_LOG_MAX_LIMIT,
+        POLICY_MAX_LIMIT, SLIDE_LOG_MAX, SLIDE_LOG_MAX_DEFAULT, SLIDE_LOG_MAX_LIMIT, TOP_K,
+        TOP_K_DEFAULT, TOP_K_LIMIT, TOP_WINDOW, TOP_WINDOW_DEFAULT, TOP_WINDOW_LIMIT,
     };
     use crate::shell::datatype::LIMITER_TYPE;
     use crate::shell::persist::POLICIES_IN_RDB;
@@ -32,6 +33,8 @@ mod module {
                 ["slide-log-max", &SLIDE_LOG_MAX, SLIDE_LOG_MAX_DEFAULT, 1, SLIDE_LOG_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
                 ["lease-max", &LEASE_MAX, LEASE_MAX_DEFAULT, 1, LEASE_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
                 ["policy-max", &POLICY_MAX, POLICY_MAX_DEFAULT, 0, POLICY_MAX_LIMIT, ConfigurationFlags::DEFAULT, None],
+                ["top-k", &TOP_K, TOP_K_DEFAULT, 0, TOP_K_LIMIT, ConfigurationFlags::DEFAULT, None],
+                ["top-window", &TOP_WINDOW, TOP_WINDOW_DEFAULT, 1, TOP_WINDOW_LIMIT, ConfigurationFlags::DEFAULT, None],
             ],
             string: [],
             bool: [

@@ -31,6 +31,7 @@ pub mod request;
 pub mod slide;
 pub mod state;
 pub mod token;
+pub mod top;
 pub mod waiters;
 
 #[cfg(test)]

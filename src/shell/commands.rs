@@ -17,7 +17,7 @@ use super::key::{Contents, Mode};
 use super::limiting::{self, MAX_ALL_ARGS};
 use super::reply::{self, FieldValue};
 use super::stats::{self, Outcome, Tally};
-use super::{leases, policies, wait};
+use super::{leases, policies, top, wait};
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::inspect::{describe_key, peek_key};
@@ -77,7 +77,13 @@ fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
         wait::key_changed(call);
     }
     reply::integers(call.api, call.ctx, &judged.verdict.reply);
-    Ok(if judged.verdict.allowed { Outcome::Admitted } else { Outcome::Limited })
+    if judged.verdict.allowed {
+        return Ok(Outcome::Admitted);
+    }
+    if !request.dry_run {
+        top::call_refused(call, b"", request.at_ms.is_some(), judged.now);
+    }
+    Ok(Outcome::Limited)
 }
 
 /// `RL.ALL numkeys key [key ...] limit [limit ...] [DRYRUN] [AT ms]`: all or nothing
@@ -91,7 +97,26 @@ fn all(call: &Call) -> Result<Outcome, CommandError> {
         wait::key_named_changed(call, name);
     }
     reply::all(call.api, call.ctx, &verdict.head, &verdict.details);
-    Ok(if verdict.allowed { Outcome::Admitted } else { Outcome::Limited })
+    if verdict.allowed {
+        return Ok(Outcome::Admitted);
+    }
+    if !all.dry_run {
+        all_refused(call, &all, &verdict.details);
+    }
+    Ok(Outcome::Limited)
+}
+
+/// Counts a refused `RL.ALL` in `RL.TOP`: each key whose own limit refused, once.
+#[cold]
+#[inline(never)]
+fn all_refused(call: &Call, all: &AllRequest, details: &[[i64; 5]]) {
+    let now = call.clock_ms();
+    let keys = call.args.get(2..).unwrap_or(&[]);
+    for (key, detail) in keys.iter().zip(details).take(all.key_count) {
+        if detail.first() == Some(&0) {
+            top::refused(key, b"", now);
+        }
+    }
 }
 
 /// Answers a key-position request for `RL.ALL` (`COMMAND GETKEYS`, cluster routing): the
@@ -170,7 +195,13 @@ fn acquire(call: &Call) -> Result<Outcome, CommandError> {
     }
     let verdict = judged.verdict;
     reply::lease(call.api, call.ctx, &verdict.reply, verdict.id.as_deref());
-    Ok(if verdict.allowed { Outcome::Admitted } else { Outcome::Limited })
+    if verdict.allowed {
+        return Ok(Outcome::Admitted);
+    }
+    if !request.dry_run {
+        top::call_refused(call, b"", request.at_ms.is_some(), judged.now);
+    }
+    Ok(Outcome::Limited)
 }
 
 /// `RL.RELEASE key id [AT ms]`: `1` and the lease is gone (its key's waiters judged again), or
@@ -296,6 +327,7 @@ command!(rl_release, c"rl.release", Tally::Release, release);
 command!(rl_peek, c"rl.peek", Tally::Peek, peek);
 command!(rl_info, c"rl.info", Tally::Info, info);
 command!(rl_restore, c"rl.restore", Tally::Restore, restore);
+command!(rl_top, c"rl.top", Tally::Top, top::command);
 command!(rl_hit, c"rl.hit", Tally::Hit, policies::hit);
 
 /// Most arguments a valid `RL.POLICY SET` can have: `RL.POLICY SET name`, a group of at most

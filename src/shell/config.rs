@@ -43,3 +43,30 @@ pub static POLICY_MAX: AtomicI64 = AtomicI64::new(POLICY_MAX_DEFAULT);
 pub fn policy_max() -> usize {
     usize::try_from(POLICY_MAX.load(Ordering::Relaxed)).unwrap_or(0)
 }
+
+/// Default of `ratelimit.top-k`.
+pub const TOP_K_DEFAULT: i64 = ratelimit_core::top::DEFAULT_K as i64;
+/// Largest value `ratelimit.top-k` accepts.
+pub const TOP_K_LIMIT: i64 = ratelimit_core::top::MAX_K as i64;
+
+/// `ratelimit.top-k`: the counters of `RL.TOP`'s summary per window (0 turns it off).
+pub static TOP_K: AtomicI64 = AtomicI64::new(TOP_K_DEFAULT);
+
+/// The current `ratelimit.top-k`.
+pub fn top_k() -> usize {
+    usize::try_from(TOP_K.load(Ordering::Relaxed)).unwrap_or(0)
+}
+
+/// Default of `ratelimit.top-window`, in seconds.
+pub const TOP_WINDOW_DEFAULT: i64 = ratelimit_core::top::DEFAULT_WINDOW_MS / 1000;
+/// Largest value `ratelimit.top-window` accepts: a day.
+pub const TOP_WINDOW_LIMIT: i64 = 86_400;
+
+/// `ratelimit.top-window`: the length of `RL.TOP`'s windows in seconds (a read covers the
+/// last one to two windows).
+pub static TOP_WINDOW: AtomicI64 = AtomicI64::new(TOP_WINDOW_DEFAULT);
+
+/// The current `ratelimit.top-window`, in ms.
+pub fn top_window_ms() -> i64 {
+    TOP_WINDOW.load(Ordering::Relaxed).clamp(1, TOP_WINDOW_LIMIT) * 1000
+}

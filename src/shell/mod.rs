@@ -16,6 +16,7 @@ pub mod registry;
 pub mod reply;
 pub mod specs;
 pub mod stats;
+pub mod top;
 pub mod values;
 pub mod version;
 pub mod wait;

@@ -16,6 +16,7 @@ use super::config::{policy_max, slide_log_max};
 use super::limiting;
 use super::reply::{self, FieldValue};
 use super::stats::Outcome;
+use super::top;
 use super::wait;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::policy::{Definition, PolicyError, PolicyTable};
@@ -87,7 +88,13 @@ pub fn hit(call: &Call) -> Result<Outcome, CommandError> {
             values[0] = 1;
         }
         reply::integers(call.api, call.ctx, &values);
-        Ok(if values[0] == 1 { Outcome::Admitted } else { Outcome::Limited })
+        if values[0] == 1 {
+            return Ok(Outcome::Admitted);
+        }
+        if !request.dry_run {
+            top::call_refused(&judged_call, name, request.at_ms.is_some(), judged.now);
+        }
+        Ok(Outcome::Limited)
     })
 }
 

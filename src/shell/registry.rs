@@ -140,7 +140,7 @@ pub struct CommandSpec {
 /// Where a command's keys are.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum KeyLayout {
-    /// No key (`RL.POLICY`'s subcommands: node state, like `FUNCTION`).
+    /// No key (`RL.POLICY`'s subcommands, `RL.TOP`: node state, like `FUNCTION`).
     None,
     /// One key, argument 1.
     One,
@@ -173,8 +173,10 @@ pub fn add_acl_category(ctx: *mut RedisModuleCtx) -> bool {
 fn acl_categories(spec: &CommandSpec, with_module_category: bool) -> &'static CStr {
     let fast = spec.flags.to_bytes().split(|b| *b == b' ').any(|w| w == b"fast");
     match (spec.read_only, fast, with_module_category) {
-        (true, _, true) => c"read fast ratelimit",
-        (true, _, false) => c"read fast",
+        (true, true, true) => c"read fast ratelimit",
+        (true, true, false) => c"read fast",
+        (true, false, true) => c"read ratelimit",
+        (true, false, false) => c"read",
         (false, true, true) => c"write fast ratelimit",
         (false, true, false) => c"write fast",
         (false, false, true) => c"write ratelimit",

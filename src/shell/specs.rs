@@ -7,7 +7,7 @@ use std::ffi::CStr;
 use super::commands::{
     cl_throttle, rl_acquire, rl_all, rl_charge, rl_hit, rl_info, rl_leaky, rl_peek, rl_period,
     rl_policy_del, rl_policy_get, rl_policy_list, rl_policy_resetstat, rl_policy_set,
-    rl_policy_stats, rl_refund, rl_release, rl_restore, rl_slide, rl_token,
+    rl_policy_stats, rl_refund, rl_release, rl_restore, rl_slide, rl_token, rl_top,
 };
 use super::registry::{ArgKind, ArgSpec, CommandSpec, Container, KeyLayout, Subcommand};
 
@@ -139,6 +139,18 @@ const RESTORE_ARGS: &[ArgSpec] = &[
     KEY,
     ArgSpec::new(c"payload", ArgKind::String).doc(c"an encoded limiter, as the AOF rewrite emits"),
 ];
+const TOP_READ: &[ArgSpec] = &[
+    ArgSpec::option(c"COUNT", c"n", ArgKind::Integer)
+        .doc(c"how many keys to answer, 1 to 20000 (default 10)"),
+    ArgSpec::option(c"POLICY", c"name", ArgKind::String)
+        .doc(c"only refusals made through this policy (RL.HIT)"),
+];
+const TOP_FORMS: &[ArgSpec] = &[
+    ArgSpec::keyword(c"RESET", c"reset", ArgKind::PureToken)
+        .doc(c"forget every refusal counted on this node"),
+    ArgSpec::new(c"read", ArgKind::Block(TOP_READ)).doc(c"the most refused keys"),
+];
+const TOP_ARGS: &[ArgSpec] = &[ArgSpec::new(c"form", ArgKind::OneOf(TOP_FORMS)).optional()];
 
 const POLICY_NAME: ArgSpec =
     ArgSpec::new(c"name", ArgKind::String).doc(c"the policy's name: 1 to 64 of A-Z a-z 0-9 _ - .");
@@ -334,6 +346,17 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: c"Internal: set a limiter from its encoded state (emitted by the AOF rewrite)",
         complexity: c"O(n) in the payload size",
         args: RESTORE_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.top",
+        handler: rl_top,
+        flags: c"readonly",
+        arity: -1,
+        read_only: true,
+        keys: KeyLayout::None,
+        summary: c"The keys refused most often in the last one to two ratelimit.top-window windows on this node, most refused first: key, refusals, last refusal (unix ms); RESET forgets them",
+        complexity: c"O(k log k) in ratelimit.top-k",
+        args: TOP_ARGS,
     },
 ];
 

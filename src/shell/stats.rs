@@ -22,10 +22,11 @@ pub enum Tally {
     Restore,
     Hit,
     Policy,
+    Top,
 }
 
 impl Tally {
-    const ALL: [Tally; 15] = [
+    const ALL: [Tally; 16] = [
         Tally::Token,
         Tally::Period,
         Tally::Slide,
@@ -41,6 +42,7 @@ impl Tally {
         Tally::Restore,
         Tally::Hit,
         Tally::Policy,
+        Tally::Top,
     ];
 
     fn name(self) -> &'static str {
@@ -60,6 +62,7 @@ impl Tally {
             Tally::Restore => "restore",
             Tally::Hit => "hit",
             Tally::Policy => "policy",
+            Tally::Top => "top",
         }
     }
 }
@@ -144,6 +147,8 @@ pub fn wait_timed_out() {
 /// `# ratelimit_stats`, `ratelimit_token_calls:…`).
 pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
     let mut fields: Vec<(String, i64)> = Vec::new();
+    let now = super::api::api().map_or(0, |api| unsafe { (api.milliseconds)() });
+    let top = super::top::stats(now);
     for tally in Tally::ALL {
         let Some(c) = COUNTERS.get(tally as usize) else {
             continue;
@@ -164,6 +169,9 @@ pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
         ("wait_timeouts", i64::try_from(WAIT_TIMEOUTS.load(Ordering::Relaxed)).unwrap_or(i64::MAX)),
         ("propagation_verbatim", i64::from(super::propagation::verbatim_now())),
         ("inline_entries", i64::try_from(super::values::live_entries()).unwrap_or(i64::MAX)),
+        ("top_refusals", i64::try_from(top.refusals).unwrap_or(i64::MAX)),
+        ("top_tracked", i64::try_from(top.tracked).unwrap_or(i64::MAX)),
+        ("top_error_bound", i64::try_from(top.error_bound).unwrap_or(i64::MAX)),
     ] {
         fields.push((name.to_string(), value));
     }

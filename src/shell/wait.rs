@@ -25,6 +25,7 @@ use super::leases::acquire_and_apply;
 use super::limiting::judge_and_apply;
 use super::reply;
 use super::stats::{self, Outcome, Tally};
+use super::top;
 use ratelimit_core::request::{AcquireRequest, Request};
 use ratelimit_core::waiters::{WaitQueue, Waiter};
 
@@ -56,6 +57,20 @@ impl Pending {
         match self {
             Pending::Limit(r) => r.wait_ms,
             Pending::Acquire(r) => r.wait_ms,
+        }
+    }
+
+    fn dry_run(&self) -> bool {
+        match self {
+            Pending::Limit(r) => r.dry_run,
+            Pending::Acquire(r) => r.dry_run,
+        }
+    }
+
+    fn given_at(&self) -> bool {
+        match self {
+            Pending::Limit(r) => r.at_ms.is_some(),
+            Pending::Acquire(r) => r.at_ms.is_some(),
         }
     }
 
@@ -198,9 +213,20 @@ fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandErro
     // it starts no ban (only a timeout does).
     let judged = pending.judge(call, queued, false)?;
     if (!queued && judged.allowed) || judged.reply[3] < 0 {
-        let allowed = judged.allowed;
+        let (allowed, now) = (judged.allowed, judged.now);
         send(call.api, call.ctx, &pending.answer(judged));
-        return Ok(if allowed { Outcome::Admitted } else { Outcome::Limited });
+        if allowed {
+            return Ok(Outcome::Admitted);
+        }
+        if !pending.dry_run() {
+            top::call_refused(
+                call,
+                top::policy_of(call.name, call.args.first().copied()),
+                pending.given_at(),
+                now,
+            );
+        }
+        return Ok(Outcome::Limited);
     }
     let retry_at = (!queued).then(|| judged.now.saturating_add(judged.reply[3]));
     let id = key_id(call, call.key()?);
@@ -210,6 +236,14 @@ fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandErro
     }
     // Redis would not block this client: answer as without WAIT.
     send(call.api, call.ctx, &pending.answer(Judged { allowed: false, reply, id: None, now }));
+    if !pending.dry_run() {
+        top::call_refused(
+            call,
+            top::policy_of(call.name, call.args.first().copied()),
+            pending.given_at(),
+            now,
+        );
+    }
     Ok(Outcome::Limited)
 }
 
@@ -434,6 +468,18 @@ fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>
 /// Hands the answer to the blocked client and forgets the waiter.
 fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) {
     let blocked = waiter.data;
+    // A waiter refused for good (its timeout ran out, or it can never be admitted) counts in
+    // `RL.TOP`; an error does not.
+    if outcome == Outcome::Limited
+        && !matches!(answer, Answer::Error(_))
+        && !blocked.pending.dry_run()
+    {
+        if let Some(key) = blocked.argv.get(1) {
+            let now = unsafe { (api.milliseconds)() };
+            let first = blocked.argv.first().map(|s| unsafe { bytes(api, *s) });
+            top::refused(unsafe { bytes(api, *key) }, top::policy_of(blocked.name, first), now);
+        }
+    }
     with(|w| w.clients.remove(&(blocked.bc as usize)));
     stats::waiting_changed(-1);
     stats::record_late(blocked.tally, outcome);

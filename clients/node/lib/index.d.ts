@@ -319,6 +319,20 @@ export class RateLimitTimeoutError extends Error {
 /** The Redis Cluster slot of a key (hash tags honoured). */
 export function keySlot(key: string | Buffer): number;
 
+/** Options of registerRateLimitMetrics. */
+export interface RateLimitMetricsOptions {
+  /** Expose the n most refused keys (RL.TOP) as ratelimit_top_key_refused{key}: 0 … 100 (default 0, off). */
+  topKeys?: number;
+}
+
+/**
+ * Registers Prometheus metrics (prom-client, an optional peer) in `registry`: the module's
+ * counters read at scrape time (ratelimit_decisions_total{command, outcome}, per policy,
+ * waiting, RL.TOP) in one round trip per node, and this process's middleware decisions.
+ * docs/observability.md lists them. Returns the prom-client metrics registered.
+ */
+export function registerRateLimitMetrics(registry: object, client: RedisLike, options?: RateLimitMetricsOptions): object[];
+
 // ---- Express / Connect middleware -------------------------------------------------------------
 
 interface RequestLike {

@@ -11,8 +11,9 @@ const { rateLimit } = require('./middleware');
 const { ModuleNotLoadedError, RateLimitTimeoutError } = require('./errors');
 const { keySlot } = require('./slot');
 const { peerClass } = require('./peer');
+const { registerRateLimitMetrics } = require('./prometheus');
 
-module.exports = { RateLimit, rateLimit, ModuleNotLoadedError, RateLimitTimeoutError, keySlot };
+module.exports = { RateLimit, rateLimit, ModuleNotLoadedError, RateLimitTimeoutError, keySlot, registerRateLimitMetrics };
 
 /**
  * The drop-in backends, loaded on first access. A backend whose host library cannot be found is

@@ -8,6 +8,7 @@ export const {
   ModuleNotLoadedError,
   RateLimitTimeoutError,
   keySlot,
+  registerRateLimitMetrics,
   RateLimiterRedisModule,
   RateLimiterUnionModule,
   RateLimiterQueueModule,

@@ -10,6 +10,7 @@
  * handler is given. Works on Express 4 and 5 and plain Connect (it uses only Node's response API).
  */
 const { createHash } = require('node:crypto');
+const { countDecision } = require('./outcomes');
 const { RateLimit } = require('./client');
 const { toMs, toCount, show } = require('./duration');
 const { ALGORITHMS, COMMAND_OF, limitArgs, callOptions, decision } = require('./commands');
@@ -199,13 +200,17 @@ function rateLimit(options) {
     return pending.then(
       (d) => {
         if (d === SKIPPED) return next();
+        countDecision(policyName, d.allowed ? 'admitted' : 'limited');
         try {
           return respond(req, res, next, d);
         } catch (err) {
           return next(err); // a throwing handler
         }
       },
-      (err) => (o.failOpen ? next() : next(err)),
+      (err) => {
+        countDecision(policyName, 'error');
+        return o.failOpen ? next() : next(err);
+      },
     );
   };
 }

@@ -14,7 +14,7 @@ from .commands import InfoValue, ModuleNotLoadedError
 from .decision import AllDecision, Decision, LeaseDecision
 from .specs import Duration, Leaky, Limit, Period, Slide, Token
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "AllDecision",

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .aio import AsyncRateLimit, AsyncRateLimitCluster, AsyncRateLimitCommands
 from .decision import Decision
+from .outcomes import count_decision
 from .specs import Leaky, Limit
 
 KeyFunction = Callable[[Request], Union[Optional[Union[str, bytes]], Awaitable[Optional[Union[str, bytes]]]]]
@@ -170,6 +171,7 @@ class RateLimitMiddleware:
         try:
             decision = await self._decide(self._full_key(key), int(cost))
         except (RedisError, OSError, asyncio.TimeoutError):
+            count_decision(self.policy, "error")
             if self.fail_open:
                 await self.app(scope, receive, send)
                 return
@@ -177,6 +179,7 @@ class RateLimitMiddleware:
                 scope, receive, send
             )
             return
+        count_decision(self.policy, "admitted" if decision.allowed else "limited")
         fields = decision.headers(self.policy, self.window_s)
         if not decision.allowed:
             body: Dict[str, object] = {"error": "too many requests", "retry_after_ms": decision.retry_after_ms}
