@@ -103,6 +103,40 @@ export type AllLimit = { key: string | Buffer } & (
   | { policy: string; cost?: number; algorithm?: never }
 );
 
+type BlockFree = 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh';
+
+/** The limits a permit block can carry (not a sliding window, nor a leaky bucket in delay mode). */
+export type BlockLimit =
+  | ({ algorithm: 'token' } & Omit<TokenOptions, BlockFree>)
+  | ({ algorithm: 'period' } & Omit<PeriodOptions, BlockFree>)
+  | ({ algorithm: 'leaky' } & Omit<LeakyOptions, BlockFree | 'delay'> & { nodelay: true })
+  | ({ algorithm: 'throttle' } & Omit<ThrottleOptions, 'quantity' | 'dryRun' | 'at'>);
+
+export interface PermitBlockOptions {
+  /** permits per grant (one module call with COST size) */
+  size: number;
+  /** a block's longest life (default 1 s); a fixed window's block also ends with its window */
+  lifetime?: Duration;
+  /** start the next grant in the background at this many held permits or fewer (default 0: when empty) */
+  refillBelow?: number;
+  /** a fixed window's unused permits are refunded only this long before its end, else dropped (default 100 ms) */
+  refundGuard?: Duration;
+}
+
+/** Permits taken from the server `size` at a time and handed out locally (docs/clients.md "Permit blocks"). */
+export class PermitBlock {
+  constructor(rateLimit: RateLimit, key: string | Buffer, limit: BlockLimit, options: PermitBlockOptions);
+  /** one decision; `remaining` is the permits this instance still holds */
+  take(): Promise<Decision>;
+  /** stops handing out permits and refunds the unused ones */
+  close(): Promise<void>;
+  /** permits held now */
+  readonly held: number;
+  readonly stats: { calls: number; grants: number; granted: number; used: number; refunded: number; dropped: number };
+  /** called with a refund's error (refunds run on timers) */
+  onError?: (error: unknown) => void;
+}
+
 export interface AllDecision extends Decision {
   /** 0-based index of the binding limit */
   index: number;

@@ -12,8 +12,9 @@ const { ModuleNotLoadedError, RateLimitTimeoutError } = require('./errors');
 const { keySlot } = require('./slot');
 const { peerClass } = require('./peer');
 const { registerRateLimitMetrics } = require('./prometheus');
+const { PermitBlock } = require('./permit-block');
 
-module.exports = { RateLimit, rateLimit, ModuleNotLoadedError, RateLimitTimeoutError, keySlot, registerRateLimitMetrics };
+module.exports = { RateLimit, PermitBlock, rateLimit, ModuleNotLoadedError, RateLimitTimeoutError, keySlot, registerRateLimitMetrics };
 
 /**
  * The drop-in backends, loaded on first access. A backend whose host library cannot be found is

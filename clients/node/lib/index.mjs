@@ -4,6 +4,7 @@ import pkg from './index.js';
 
 export const {
   RateLimit,
+  PermitBlock,
   rateLimit,
   ModuleNotLoadedError,
   RateLimitTimeoutError,

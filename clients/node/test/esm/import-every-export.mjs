@@ -3,6 +3,7 @@
 import * as ns from 'redis-ratelimit';
 import pkg, {
   RateLimit,
+  PermitBlock,
   rateLimit,
   ModuleNotLoadedError,
   RateLimitTimeoutError,
@@ -18,6 +19,7 @@ import pkg, {
 
 const named = {
   RateLimit,
+  PermitBlock,
   rateLimit,
   ModuleNotLoadedError,
   RateLimitTimeoutError,

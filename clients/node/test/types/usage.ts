@@ -3,6 +3,7 @@ import Redis, { Cluster } from 'ioredis';
 import { createClient } from 'redis';
 import {
   RateLimit,
+  PermitBlock,
   Decision,
   AllDecision,
   Lease,
@@ -97,3 +98,14 @@ export async function policies(rl: RateLimit, redis: Redis): Promise<void> {
   rateLimit({ client: redis, policy: 'free', key: (req) => String(req.headers['x-tenant']) });
   console.log(d, names, n, gone);
 }
+
+// permit blocks: a hot key's permits taken 100 at a time
+async function permitBlocks(rl: RateLimit): Promise<number> {
+  const block = new PermitBlock(rl, 'api:global', { algorithm: 'token', capacity: 50000, rate: 50000, period: '1s' }, { size: 100, lifetime: '500ms', refillBelow: 20 });
+  const d: Decision = await block.take();
+  const window = new PermitBlock(rl, 'llm:gpt', { algorithm: 'period', limit: 1000, period: '1m' }, { size: 10, refundGuard: 200 });
+  await window.close();
+  await block.close();
+  return d.remaining + block.held + block.stats.refunded;
+}
+void permitBlocks;
