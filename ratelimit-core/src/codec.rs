@@ -14,7 +14,14 @@
 //! encoding). Decoding checks the length exactly and validates every field, so a corrupt or
 //! unknown payload is refused with an error, never accepted or crashed on.
 //!
-//! Which release reads what: 0.1.0 decodes versions 1 and 2, 0.2.0 and later all four. So a
+//! Versions 5 and 6 are versions 1 and 2 for a limiter *in debt* (using more than its limit,
+//! which only `RL.CHARGE` makes: [`Limiter::in_debt`]): the same fields, with values an
+//! admitted call never produces, so a release that predates debt refuses them by their
+//! version rather than by a validation error. A limiter leaves debt by itself as time passes,
+//! and the next write then takes version 1 or 2 again.
+//!
+//! Which release reads what: 0.1.0 decodes versions 1 and 2, 0.2.0 versions 1 to 4, 0.3.0 all
+//! six. So a
 //! value that uses no feature added since 0.1.0 (a sliding window's `ANCHOR`/`FLOOR`) is
 //! written in a version 0.1.0 reads — what lets an old replica follow a new master, and a
 //! downgrade keep such values (`docs/operations.md#upgrades`). A new stored feature gets a new
@@ -31,9 +38,9 @@ use super::slide::{SlideMode, SlideState};
 use super::state::CorruptState;
 use super::token::{Refill, TokenBucket};
 
-/// The newest encoding this build writes: a bucketed sliding window with `ANCHOR` or `FLOOR`
-/// under a ban. [`decode_value`] reads every version.
-pub const FORMAT_VERSION: u8 = 4;
+/// The newest encoding this build writes: a limiter in debt under a ban. [`decode_value`] reads
+/// every version.
+pub const FORMAT_VERSION: u8 = 6;
 /// The encoding of a limiter without a ban (the only one before bans existed).
 pub const LIMITER_ONLY: u8 = 1;
 /// A limiter and its ban.
@@ -42,6 +49,21 @@ pub const WITH_BAN: u8 = 2;
 pub const SLIDE_OPTIONS: u8 = 3;
 /// [`WITH_BAN`] with a sliding window's `ANCHOR`/`FLOOR` options.
 pub const SLIDE_OPTIONS_WITH_BAN: u8 = 4;
+
+/// [`LIMITER_ONLY`] for a limiter in debt (`RL.CHARGE`).
+pub const IN_DEBT: u8 = 5;
+/// [`WITH_BAN`] for a limiter in debt (`RL.CHARGE`).
+pub const IN_DEBT_WITH_BAN: u8 = 6;
+
+/// Whether format `version` carries a ban's fields (versions 2, 4 and 6).
+fn carries_ban(version: u8) -> bool {
+    matches!(version, WITH_BAN | SLIDE_OPTIONS_WITH_BAN | IN_DEBT_WITH_BAN)
+}
+
+/// Whether format `version` carries a sliding window's options byte (versions 3 and 4).
+fn carries_options(version: u8) -> bool {
+    matches!(version, SLIDE_OPTIONS | SLIDE_OPTIONS_WITH_BAN)
+}
 
 /// Options byte of versions 3 and 4: `ANCHOR`.
 const OPTION_ANCHOR: u8 = 1;
@@ -53,17 +75,24 @@ fn has_slide_options(limiter: &Limiter) -> bool {
     matches!(limiter, Limiter::Slide(s) if s.mode.anchored() || s.mode.floored())
 }
 
-/// Whether format `version` can hold this value: versions 2 and 4 carry a ban's fields (and
-/// only a value under a ban has them), versions 3 and 4 a sliding window's options byte.
+/// Whether format `version` can hold this value: versions 2, 4 and 6 carry a ban's fields (and
+/// only a value under a ban has them), versions 3 and 4 a sliding window's options byte, and
+/// versions 5 and 6 a limiter in debt (and only those).
 pub fn holds(version: u8, limiter: &Limiter, ban: Option<Ban>) -> bool {
-    let with_ban = version == WITH_BAN || version == SLIDE_OPTIONS_WITH_BAN;
-    let with_options = version == SLIDE_OPTIONS || version == SLIDE_OPTIONS_WITH_BAN;
-    with_ban == ban.is_some() && (with_options || !has_slide_options(limiter))
+    let in_debt = matches!(version, IN_DEBT | IN_DEBT_WITH_BAN);
+    (LIMITER_ONLY..=FORMAT_VERSION).contains(&version)
+        && carries_ban(version) == ban.is_some()
+        && (carries_options(version) || !has_slide_options(limiter))
+        && in_debt == limiter.in_debt()
 }
 
 /// The version a value is written in: the lowest that holds it ([`holds`]), so a value that
 /// uses no feature of a later release stays readable by the earlier one.
 pub fn version_for(limiter: &Limiter, ban: Option<Ban>) -> u8 {
+    // Sliding windows take no debt: the two never meet.
+    if limiter.in_debt() {
+        return if ban.is_some() { IN_DEBT_WITH_BAN } else { IN_DEBT };
+    }
     match (has_slide_options(limiter), ban.is_some()) {
         (false, false) => LIMITER_ONLY,
         (false, true) => WITH_BAN,
@@ -197,7 +226,7 @@ fn write(limiter: &Limiter, ban: Option<Ban>, version: u8) -> Vec<u8> {
             w.u64(state.limit);
             w.u64(state.window_ms);
             w.u64(u64::from(state.mode.buckets()));
-            if version >= SLIDE_OPTIONS {
+            if carries_options(version) {
                 let anchor = if state.mode.anchored() { OPTION_ANCHOR } else { 0 };
                 w.u8(anchor | if state.mode.floored() { OPTION_FLOOR } else { 0 });
                 if let Some(origin) = state.origin_ms() {
@@ -277,7 +306,7 @@ pub fn decode_value(bytes: &[u8]) -> Result<(Limiter, Option<Ban>), CorruptState
     if !(LIMITER_ONLY..=FORMAT_VERSION).contains(&version) {
         return Err(CorruptState("unknown encoding version"));
     }
-    let options = version >= SLIDE_OPTIONS;
+    let options = carries_options(version);
     let limiter = match r.u8()? {
         TAG_TOKEN => Limiter::Token(decode_token(&mut r)?),
         TAG_PERIOD => Limiter::Period(PeriodWindow {
@@ -310,7 +339,7 @@ pub fn decode_value(bytes: &[u8]) -> Result<(Limiter, Option<Ban>), CorruptState
         TAG_LEASE => Limiter::Lease(decode_lease(&mut r)?),
         _ => return Err(CorruptState("unknown algorithm tag")),
     };
-    let ban = if version == WITH_BAN || version == SLIDE_OPTIONS_WITH_BAN {
+    let ban = if carries_ban(version) {
         let (since_ms, until_ms) = (r.i64()?, r.i64()?);
         let limiter_fresh = match r.u8()? {
             0 => false,
@@ -642,20 +671,45 @@ mod tests {
         last
     }
 
-    /// Any value a key can hold: a [`driven`] limiter, under a ban or not (never on leases).
+    /// `RL.CHARGE count` on a limiter at its last update, for the algorithms taking debt.
+    fn charged(limiter: Limiter, count: u64) -> Limiter {
+        use crate::limiter::Variant;
+        use crate::state::Charged;
+        fn on<V: Variant>(s: &V, count: u64) -> Option<Limiter> {
+            match s.charge(s.updated_ms(), count) {
+                Charged::To(next) => Some(next.into_limiter()),
+                _ => None,
+            }
+        }
+        let next = match &limiter {
+            Limiter::Gcra(s) => on(s, count),
+            Limiter::Leaky(s) => on(s, count),
+            Limiter::Period(s) => on(s, count),
+            _ => None,
+        };
+        next.unwrap_or(limiter)
+    }
+
+    /// Any value a key can hold: a [`driven`] limiter, maybe charged into debt, under a ban or
+    /// not (never on leases).
     fn arb_value() -> impl Strategy<Value = (Limiter, Option<Ban>)> {
         let calls = proptest::collection::vec((0i64..900, 1u64..4), 1..12);
         let ban = proptest::option::of((0i64..2000, 1u64..100_000, any::<bool>()));
-        (0u8..13, 3u64..20, calls, ban).prop_filter_map("no call admitted", |(k, n, c, ban)| {
-            let limiter = driven(k, n, &c)?;
-            let ban = ban.filter(|_| !matches!(limiter, Limiter::Lease(_))).map(
-                |(since, duration, limiter_fresh)| Ban {
-                    limiter_fresh,
-                    ..Ban::start(limiter.updated_ms() + since, duration)
-                },
-            );
-            Some((limiter, ban))
-        })
+        let debt = proptest::option::of(1u64..40);
+        (0u8..13, 3u64..20, calls, ban, debt).prop_filter_map(
+            "no call admitted",
+            |(k, n, c, ban, debt)| {
+                let limiter = driven(k, n, &c)?;
+                let limiter = debt.map_or(limiter.clone(), |d| charged(limiter, d));
+                let ban = ban.filter(|_| !matches!(limiter, Limiter::Lease(_))).map(
+                    |(since, duration, limiter_fresh)| Ban {
+                        limiter_fresh,
+                        ..Ban::start(limiter.updated_ms() + since, duration)
+                    },
+                );
+                Some((limiter, ban))
+            },
+        )
     }
 
     proptest! {
@@ -679,7 +733,8 @@ mod tests {
                     prop_assert!(decode_value(&other).is_err(), "version {}", newer);
                 }
             }
-            prop_assert_eq!(chosen <= WITH_BAN, !has_slide_options(&limiter));
+            prop_assert_eq!(carries_options(chosen), has_slide_options(&limiter));
+            prop_assert_eq!(chosen >= IN_DEBT, limiter.in_debt());
         }
 
         #[test]

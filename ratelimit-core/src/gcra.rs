@@ -85,7 +85,7 @@ use super::args::{parse_count, parse_options, Keyword, Options, MAX_AT_MS, MAX_C
 use super::arith::{add_ms, ceil_div, div_rem, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::state::{info_int, live, CorruptState, Refunded, Stored};
+use super::state::{debt_fits, info_int, live, Charged, CorruptState, Refunded, Stored};
 
 /// Longest `period` `CL.THROTTLE` accepts: 10 years of 365 days, in seconds.
 pub const MAX_PERIOD_S: u64 = 3650 * 86_400;
@@ -194,6 +194,31 @@ impl GcraState {
         })
     }
 
+    /// `RL.CHARGE`: `TAT := max(TAT, now') + count·T` whatever the tolerance `τ`: beyond it
+    /// the limiter is in debt, and refuses every request until the TAT is back within `τ`
+    /// of the clock (the debt paid at one permit per emission interval).
+    pub fn charge(&self, now_ms: i64, count: u64) -> Charged<GcraState> {
+        let now = now_ms.max(self.updated_ms);
+        let params = self.params();
+        let debt =
+            self.debt_at(now).saturating_add(u128::from(count).saturating_mul(params.interval()));
+        let scale = params.scale().max(1);
+        let next = GcraState {
+            tat_ms: add_ms(now, div_rem(debt, scale).0),
+            tat_frac: saturate_u64(div_rem(debt, scale).1),
+            updated_ms: now,
+            ..*self
+        };
+        // Permits in use: ⌈debt / T⌉.
+        debt_fits(next, ceil_div(debt, params.interval().max(1)), params.limit(), now)
+    }
+
+    /// Whether the limiter uses more than its limit as of its last update (a TAT beyond the
+    /// tolerance `τ`): only `RL.CHARGE` makes such a state.
+    pub fn in_debt(&self) -> bool {
+        self.debt_at(self.updated_ms) > self.params().tolerance()
+    }
+
     /// The parameters this limiter was last admitted with.
     pub fn params(&self) -> GcraParams {
         GcraParams { max_burst: self.max_burst, count: self.count, period_s: self.period_s }
@@ -209,7 +234,9 @@ impl GcraState {
 
     /// Checks a decoded limiter for consistency (RDB, RESTORE): valid parameters, a fraction
     /// below one ms, an update instant within `AT`'s range, and a TAT that an admitted call
-    /// produces: after `updated_ms`, by at most the tolerance `τ`.
+    /// produces: after `updated_ms`, by at most the tolerance `τ` — or, in debt (`RL.CHARGE`),
+    /// by at most the tolerance plus [`MAX_DEBT`](super::state::MAX_DEBT) intervals and
+    /// [`MAX_RESET_MS`](super::args::MAX_RESET_MS).
     pub fn validate(&self) -> Result<(), CorruptState> {
         let params = GcraParams::new(self.max_burst, self.count, self.period_s)
             .map_err(|_| CorruptState("gcra parameters out of range"))?;
@@ -220,8 +247,15 @@ impl GcraState {
             return Err(CorruptState("gcra update time out of range"));
         }
         let debt = self.debt_at(self.updated_ms);
-        if debt == 0 || debt > params.tolerance() {
+        if debt == 0 {
             return Err(CorruptState("gcra arrival time out of range"));
+        }
+        if debt > params.tolerance() {
+            let in_use = ceil_div(debt, params.interval().max(1));
+            if !matches!(debt_fits(*self, in_use, params.limit(), self.updated_ms), Charged::To(_))
+            {
+                return Err(CorruptState("gcra debt out of range"));
+            }
         }
         Ok(())
     }

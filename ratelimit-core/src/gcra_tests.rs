@@ -318,14 +318,18 @@ fn validate_rejects_impossible_states() {
         // TAT not after the update.
         GcraState { tat_ms: T0, tat_frac: 0, ..good },
         GcraState { tat_ms: T0 - 1, tat_frac: 2, ..good },
-        // TAT beyond the tolerance (τ = 1000 ms).
-        GcraState { tat_ms: T0 + 1000, tat_frac: 1, ..good },
+        // TAT beyond any debt RL.CHARGE makes (10^12 permits, 100 years).
         GcraState { tat_ms: i64::MAX, ..good },
     ];
     for s in bad {
         assert!(s.validate().is_err(), "{s:?}");
     }
     GcraState { tat_ms: T0 + 1000, tat_frac: 0, ..good }.validate().unwrap();
+    // TAT beyond the tolerance (τ = 1000 ms): a debt (RL.CHARGE), valid but only in the
+    // codec's debt versions.
+    let debt = GcraState { tat_ms: T0 + 1000, tat_frac: 1, ..good };
+    assert_eq!(debt.validate(), Ok(()));
+    assert!(debt.in_debt() && !good.in_debt());
 }
 
 #[test]
@@ -799,4 +803,69 @@ fn bursts_longer_than_a_century_are_accepted_like_redis_cell() {
         assert_eq!(packed.view(crate::limiter::Limiter::clone), limiter);
         assert_eq!(crate::codec::decode(&crate::codec::encode(&limiter)), Ok(limiter));
     }
+}
+
+impl testing::Settling<GcraState> for Model {
+    /// The permits held at `now'` minus `count`, below zero if need be (a debt).
+    fn charge(&mut self, now: i64, count: u64) -> bool {
+        let Some((sp, held, at)) = self.refilled(now) else {
+            return false;
+        };
+        self.stored = Some((sp, held.sub(Q::int(i128::from(count))), at));
+        true
+    }
+
+    fn refund(&mut self, now: i64, count: u64) {
+        if let Some((sp, held, at)) = self.refilled(now) {
+            let held = held.add(Q::int(i128::from(count)));
+            self.stored = (held < limit_of(&sp)).then_some((sp, held, at));
+        }
+    }
+
+    fn live_at(&self, t: i64) -> bool {
+        self.refilled(t).is_some()
+    }
+}
+
+fn settle_step() -> impl Strategy<Value = (i64, testing::Settle)> {
+    use testing::Settle;
+    let step = prop_oneof![
+        3 => (0u64..=6).prop_map(Settle::Call),
+        2 => (1u64..=9).prop_map(Settle::Charge),
+        1 => (1u64..=6).prop_map(Settle::Refund),
+    ];
+    (-2000i64..=5000, step)
+}
+
+proptest! {
+    /// `RL.CHARGE` takes the TAT past the tolerance (a debt) and `RL.REFUND` gives back
+    /// after it: every reply equals the rational bucket's, whose permits go below zero, and
+    /// the key expires exactly when that bucket is full again.
+    #[test]
+    fn charges_and_refunds_match_the_reference_model(
+        p in small_params(),
+        steps in proptest::collection::vec(settle_step(), 1..30),
+    ) {
+        testing::check_settling_against_model::<GcraState, _>(&mut Model::default(), &p, T0, steps)?;
+    }
+}
+
+/// A debt of `d` permits past the limit refuses a request of 1 until `d + 1` intervals have
+/// passed, exactly; the key lives until the whole debt and the burst are paid.
+#[test]
+fn debt_is_paid_at_the_emission_interval() {
+    use crate::state::{Charged, Stored};
+    let p = params(4, 1, 1); // 5 permits, one back per second
+    let full = evaluate(None, &p, T0, 5).next.unwrap();
+    let Charged::To(s) = full.charge(T0, 3) else { panic!() };
+    assert!(s.in_debt());
+    let d = evaluate(Some(&s), &p, T0, 1).decision;
+    assert!(!d.allowed);
+    assert_eq!((d.remaining, d.retry_after_ms, d.reset_after_ms), (0, 4000, 8000));
+    assert!(!evaluate(Some(&s), &p, T0 + 3999, 1).decision.allowed);
+    assert!(evaluate(Some(&s), &p, T0 + 4000, 1).decision.allowed);
+    assert_eq!(s.reset_at_ms(), T0 + 8000);
+    assert_eq!(s.validate(), Ok(()));
+    // Bounded: 10^12 permits of debt at most.
+    assert_eq!(s.charge(T0, crate::args::MAX_COUNT), Charged::TooLarge);
 }

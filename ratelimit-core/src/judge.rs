@@ -40,6 +40,10 @@ pub enum KeyError {
     Foreign(String),
     /// `RL.REFUND` on a key holding live leases: leases are given back by `RL.RELEASE`.
     NotRefundable { held: Algorithm },
+    /// `RL.CHARGE` on a live limiter of an algorithm that takes no debt.
+    NoDebt { held: Algorithm },
+    /// `RL.CHARGE` beyond the bounds of a debt (`state::debt_fits`).
+    DebtTooLarge,
 }
 
 impl fmt::Display for KeyError {
@@ -58,6 +62,15 @@ impl fmt::Display for KeyError {
                 f,
                 "WRONGTYPE key holds a {} limiter, which RL.REFUND cannot refund (use RL.RELEASE)",
                 held.name()
+            ),
+            KeyError::NoDebt { held } => write!(
+                f,
+                "WRONGTYPE key holds a {} limiter, which takes no debt (RL.CHARGE works on \
+                 GCRA, leaky bucket and fixed window limiters)",
+                held.name()
+            ),
+            KeyError::DebtTooLarge => f.write_str(
+                "ERR the charge would leave a debt beyond 10^12 permits or 100 years of refill",
             ),
         }
     }

@@ -58,7 +58,7 @@ use super::args::{MAX_AT_MS, MAX_COUNT, MAX_DURATION_MS, MAX_RESET_MS};
 use super::arith::{add_ms, ceil_div, elapsed_ms, floor_div, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::state::{info_int, live, CorruptState, Refunded, Stored};
+use super::state::{debt_fits, info_int, live, Charged, CorruptState, Refunded, Stored};
 
 /// How an admitted request proceeds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,6 +250,23 @@ impl LeakyBucket {
     }
 
     /// The delay mode this bucket was last admitted with.
+    /// `RL.CHARGE`: pours `count` units of water at `now'` whatever the capacity: above it the
+    /// bucket is in debt, and refuses every request until it has drained back below its
+    /// capacity at the leak rate.
+    pub fn charge(&self, now_ms: i64, count: u64) -> Charged<LeakyBucket> {
+        let now = now_ms.max(self.updated_ms);
+        let water = Water::from_bucket(self).advance_to(now);
+        let poured = u128::from(count).saturating_mul(u128::from(self.period_ms));
+        let water = Water { units: water.units.saturating_add(poured), ..water };
+        let in_use = ceil_div(water.units, u128::from(self.period_ms.max(1)));
+        debt_fits(water.into_bucket(), in_use, self.capacity, now)
+    }
+
+    /// Whether the bucket holds more than its capacity (only `RL.CHARGE` makes such a state).
+    pub fn in_debt(&self) -> bool {
+        self.level > self.capacity || (self.level == self.capacity && self.fraction != 0)
+    }
+
     pub fn mode(&self) -> LeakMode {
         LeakMode::decode(self.delay)
     }
@@ -270,14 +287,23 @@ impl LeakyBucket {
     pub fn validate(&self) -> Result<(), CorruptState> {
         LeakyParams::new(self.capacity, self.rate, self.period_ms, self.mode())
             .map_err(|_| CorruptState("leaky bucket parameters out of range"))?;
-        if (self.level == 0 && self.fraction == 0) || self.level > self.capacity {
+        if self.level == 0 && self.fraction == 0 {
             return Err(CorruptState("leaky bucket level out of range"));
         }
-        if self.fraction >= self.period_ms || (self.level == self.capacity && self.fraction != 0) {
+        if self.fraction >= self.period_ms {
             return Err(CorruptState("leaky bucket fraction out of range"));
         }
         if !(0..=MAX_AT_MS).contains(&self.updated_ms) {
             return Err(CorruptState("leaky bucket update time out of range"));
+        }
+        let in_use = ceil_div(
+            u128::from(self.level) * u128::from(self.period_ms) + u128::from(self.fraction),
+            u128::from(self.period_ms),
+        );
+        if self.in_debt()
+            && !matches!(debt_fits(*self, in_use, self.capacity, self.updated_ms), Charged::To(_))
+        {
+            return Err(CorruptState("leaky bucket debt out of range"));
         }
         Ok(())
     }

@@ -228,14 +228,19 @@ fn validate_accepts_produced_states_and_rejects_corrupt_ones() {
         LeakyBucket { capacity: MAX_COUNT, rate: 1, period_ms: MAX_DURATION_MS, ..good },
         LeakyBucket { delay: 11, ..good },
         LeakyBucket { level: 0, fraction: 0, ..good },
-        LeakyBucket { level: 11, ..good },
-        LeakyBucket { level: 10, fraction: 1, ..good },
+        LeakyBucket { level: 10 + MAX_COUNT + 1, ..good },
         LeakyBucket { fraction: 7, ..good },
         LeakyBucket { updated_ms: -1, ..good },
         LeakyBucket { updated_ms: MAX_AT_MS + 1, ..good },
     ];
     for c in corrupt {
         assert!(c.validate().is_err(), "{c:?}");
+    }
+    // Above the capacity: a debt (RL.CHARGE), valid but only in the codec's debt versions.
+    for debt in [LeakyBucket { level: 11, ..good }, LeakyBucket { level: 10, fraction: 1, ..good }]
+    {
+        assert_eq!(debt.validate(), Ok(()));
+        assert!(debt.in_debt());
     }
     // Less than one unit of water: only a refund leaves it (RL.REFUND).
     assert_eq!(LeakyBucket { level: 0, fraction: 3, ..good }.validate(), Ok(()));
@@ -545,5 +550,56 @@ proptest! {
             prop_assert!(!evaluate(Some(&s), &p, at + d.retry_after_ms - 1, cost).decision.allowed);
             prop_assert!(evaluate(Some(&s), &p, at + d.retry_after_ms, cost).decision.allowed);
         }
+    }
+}
+
+impl testing::Settling<LeakyBucket> for Model {
+    /// Pours `count` units at `now'` above the capacity if need be (a debt).
+    fn charge(&mut self, now: i64, count: u64) -> bool {
+        let Some(b) = self.bucket.and_then(|b| drain_until(b, now.max(b.at))) else {
+            return false;
+        };
+        let poured = u128::from(count) * u128::from(b.params.period_ms);
+        self.bucket = Some(ModelBucket { water: b.water + poured, ..b });
+        true
+    }
+
+    fn refund(&mut self, now: i64, count: u64) {
+        if let Some(b) = self.bucket.and_then(|b| drain_until(b, now.max(b.at))) {
+            let taken = u128::from(count) * u128::from(b.params.period_ms);
+            let water = b.water.saturating_sub(taken);
+            self.bucket = (water > 0).then_some(ModelBucket { water, ..b });
+        }
+    }
+
+    fn live_at(&self, t: i64) -> bool {
+        self.bucket.and_then(|b| drain_until(b, t)).is_some()
+    }
+}
+
+proptest! {
+    /// `RL.CHARGE` fills the bucket above its capacity (a debt) and `RL.REFUND` drains it
+    /// after: every reply and stored level equals the ms-by-ms model's, and the key expires
+    /// exactly when the model's bucket is empty.
+    #[test]
+    fn charges_and_refunds_match_brute_force_model(
+        p in (1u64..6, 1u64..4, 1u64..7, any::<bool>()).prop_map(|(c, r, p, nodelay)| {
+            params(c, r, p, if nodelay { LeakMode::NoDelay } else { LeakMode::Delay(0) })
+        }),
+        // At most (5 + 12 · 5) · 6 ms of water: within the model's SEARCH.
+        steps in proptest::collection::vec((-10i64..30, 0u64..6, 0u8..6), 1..12),
+    ) {
+        use testing::Settle;
+        let steps = steps.into_iter().map(|(gap, n, kind)| {
+            let step = match kind {
+                0 | 1 => Settle::Charge(n.max(1)),
+                2 => Settle::Refund(n.max(1)),
+                _ => Settle::Call(n.min(p.capacity)),
+            };
+            (gap, step)
+        });
+        testing::check_settling_against_model::<LeakyBucket, _>(
+            &mut Model::default(), &p, 1000, steps,
+        )?;
     }
 }

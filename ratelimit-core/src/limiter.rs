@@ -9,7 +9,7 @@ use super::leaky::{self, LeakyBucket, LeakyParams};
 use super::lease::LeaseState;
 use super::period::{self, PeriodParams, PeriodWindow};
 use super::slide::{self, SlideParams, SlideState};
-use super::state::{live, CorruptState, Refunded, Stored};
+use super::state::{live, Charged, CorruptState, Refunded, Stored};
 use super::token::{self, TokenBucket, TokenParams};
 
 /// The algorithms, by the names users see in errors and `RL.INFO`.
@@ -58,6 +58,12 @@ pub trait Variant: Stored + Sized {
     /// `RL.REFUND`: gives `count` permits back at `now' = max(now_ms, updated_ms)` under the
     /// stored parameters, never beyond a fresh limiter (see each module).
     fn refund(&self, now_ms: i64, count: u64) -> Refunded<Self>;
+    /// `RL.CHARGE`: takes `count` permits at `now' = max(now_ms, updated_ms)` under the stored
+    /// parameters whatever the limit, leaving the limiter in debt past it (see each module);
+    /// [`Charged::NoDebt`] for an algorithm that takes no debt.
+    fn charge(&self, _now_ms: i64, _count: u64) -> Charged<Self> {
+        Charged::NoDebt
+    }
     /// The algorithm itself (see each module).
     fn evaluate(
         stored: Option<&Self>,
@@ -131,10 +137,32 @@ variant!(
     /// `KEEPPERIOD` judges a window in force with its own period: only the limit can differ.
     fn judged_otherwise(&self, params: &PeriodParams) -> bool {
         self.params() != params.in_force(Some(self))
+    };
+    /// Debt: see the module's `charge`.
+    fn charge(&self, now_ms: i64, count: u64) -> Charged<Self> {
+        <PeriodWindow>::charge(self, now_ms, count)
     }
 );
-variant!(LeakyBucket, LeakyParams, Leaky, leaky);
-variant!(GcraState, GcraParams, Gcra, gcra);
+variant!(
+    LeakyBucket,
+    LeakyParams,
+    Leaky,
+    leaky;
+    /// Debt: see the module's `charge`.
+    fn charge(&self, now_ms: i64, count: u64) -> Charged<Self> {
+        <LeakyBucket>::charge(self, now_ms, count)
+    }
+);
+variant!(
+    GcraState,
+    GcraParams,
+    Gcra,
+    gcra;
+    /// Debt: see the module's `charge`.
+    fn charge(&self, now_ms: i64, count: u64) -> Charged<Self> {
+        <GcraState>::charge(self, now_ms, count)
+    }
+);
 variant!(
     SlideState,
     SlideParams,
@@ -245,6 +273,17 @@ impl Limiter {
             Limiter::Leaky(s) => s,
             Limiter::Gcra(s) => s,
             Limiter::Lease(s) => s,
+        }
+    }
+
+    /// Whether the limiter uses more than its limit: a debt only `RL.CHARGE` makes (and only
+    /// GCRA, leaky buckets and fixed windows take).
+    pub fn in_debt(&self) -> bool {
+        match self {
+            Limiter::Period(s) => s.in_debt(),
+            Limiter::Leaky(s) => s.in_debt(),
+            Limiter::Gcra(s) => s.in_debt(),
+            Limiter::Token(_) | Limiter::Slide(_) | Limiter::Lease(_) => false,
         }
     }
 

@@ -50,7 +50,7 @@ use super::args::{MAX_AT_MS, MAX_COUNT, MAX_DURATION_MS};
 use super::arith::{elapsed_ms, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::state::{info_int, live, CorruptState, Refunded, Stored};
+use super::state::{debt_fits, info_int, live, Charged, CorruptState, Refunded, Stored, MAX_DEBT};
 
 /// The stored `align_offset_ms` of an unaligned limiter (no `ALIGN`). A real offset is always
 /// shorter than the period (at most 10 years), so it never equals this value.
@@ -203,6 +203,21 @@ impl PeriodWindow {
     }
 
     /// The `ALIGN` offset, or `None` for an unaligned limiter.
+    /// `RL.CHARGE`: counts `count` more permits in the window in force whatever the limit:
+    /// above it the window is in debt and refuses every request until it ends. A fixed window
+    /// forgets its count when it ends, so the debt is "paid" then, not carried on.
+    pub fn charge(&self, now_ms: i64, count: u64) -> Charged<PeriodWindow> {
+        let now = now_ms.max(self.updated_ms);
+        let used = u128::from(self.used) + u128::from(count);
+        let next = PeriodWindow { used: saturate_u64(used), updated_ms: now, ..*self };
+        debt_fits(next, used, self.limit, now)
+    }
+
+    /// Whether the window counts more than its limit (only `RL.CHARGE` makes such a state).
+    pub fn in_debt(&self) -> bool {
+        self.used > self.limit
+    }
+
     pub fn align(&self) -> Option<i64> {
         (self.align_offset_ms != UNALIGNED).then_some(self.align_offset_ms)
     }
@@ -222,7 +237,7 @@ impl PeriodWindow {
     pub fn validate(&self) -> Result<(), CorruptState> {
         PeriodParams::new(self.limit, self.period_ms, self.align())
             .map_err(|_| CorruptState("period limiter parameters out of range"))?;
-        if self.used == 0 || self.used > self.limit {
+        if self.used == 0 || u128::from(self.used) > u128::from(self.limit) + u128::from(MAX_DEBT) {
             return Err(CorruptState("period limiter count out of range"));
         }
         if !(0..=MAX_AT_MS).contains(&self.updated_ms) {

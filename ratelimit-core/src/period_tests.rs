@@ -358,7 +358,7 @@ fn validate_accepts_produced_states_and_rejects_corrupt_ones() {
         PeriodWindow { period_ms: MAX_DURATION_MS + 1, ..good },
         PeriodWindow { align_offset_ms: 1000, ..good },
         PeriodWindow { used: 0, ..good },
-        PeriodWindow { used: 6, ..good },
+        PeriodWindow { used: 5 + MAX_COUNT + 1, ..good },
         PeriodWindow { updated_ms: -1, window_start_ms: -5, ..good },
         PeriodWindow { updated_ms: MAX_AT_MS + 1, window_end_ms: MAX_AT_MS + 5, ..good },
         PeriodWindow { window_start_ms: good.updated_ms + 1, ..good },
@@ -369,6 +369,10 @@ fn validate_accepts_produced_states_and_rejects_corrupt_ones() {
     for c in corrupt {
         assert!(c.validate().is_err(), "{c:?}");
     }
+    // Above the limit: a debt (RL.CHARGE), valid but only in the codec's debt versions.
+    let debt = PeriodWindow { used: 6, ..good };
+    assert_eq!(debt.validate(), Ok(()));
+    assert!(debt.in_debt() && !good.in_debt());
 }
 
 #[test]
@@ -663,5 +667,53 @@ proptest! {
         prop_assert_eq!(d.retry_after_ms, now + reset - later);
         prop_assert!(!evaluate(Some(&s), &p, later + d.retry_after_ms - 1, 1).decision.allowed);
         prop_assert!(evaluate(Some(&s), &p, later + d.retry_after_ms, 1).decision.allowed);
+    }
+}
+
+impl testing::Settling<PeriodWindow> for Model {
+    /// Counts `count` more in the window in force, beyond the limit if need be (a debt
+    /// forgotten when the window ends).
+    fn charge(&mut self, now: i64, count: u64) -> bool {
+        let Some(w) = self.live(now) else {
+            return false;
+        };
+        self.window = Some(ModelWindow { used: w.used + count, updated: now.max(w.updated), ..w });
+        true
+    }
+
+    fn refund(&mut self, now: i64, count: u64) {
+        if let Some(w) = self.live(now) {
+            let used = w.used.saturating_sub(count);
+            let updated = now.max(w.updated);
+            self.window = (used > 0).then_some(ModelWindow { used, updated, ..w });
+        }
+    }
+
+    fn live_at(&self, t: i64) -> bool {
+        self.live(t).is_some()
+    }
+}
+
+proptest! {
+    /// `RL.CHARGE` counts past the limit (a debt until the window ends) and `RL.REFUND`
+    /// gives back after it: every reply and stored window equals the model's, and the key
+    /// expires exactly when the model's window ends.
+    #[test]
+    fn charges_and_refunds_match_brute_force_model(
+        p in arb_params(),
+        steps in proptest::collection::vec((-30i64..60, 0u64..6, 0u8..6), 1..30),
+    ) {
+        use testing::Settle;
+        let steps = steps.into_iter().map(|(gap, n, kind)| {
+            let step = match kind {
+                0 | 1 => Settle::Charge(n.max(1)),
+                2 => Settle::Refund(n.max(1)),
+                _ => Settle::Call(n),
+            };
+            (gap, step)
+        });
+        testing::check_settling_against_model::<PeriodWindow, _>(
+            &mut Model::default(), &p, 1000, steps,
+        )?;
     }
 }

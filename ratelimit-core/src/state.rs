@@ -51,3 +51,35 @@ pub enum Refunded<S> {
     /// newest remaining entry keeps dating it).
     To(S),
 }
+
+/// What charging an overrun (`RL.CHARGE`) did to a stored state, at `now' = max(now,
+/// updated_ms)` under its own parameters: the permits are taken whatever the limit, so the
+/// limiter may end up *in debt* — using more than its limit — and refuses every request until
+/// the debt is paid back at its refill rate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Charged<S> {
+    /// The algorithm takes no debt (see `docs/commands.md`, RL.CHARGE).
+    NoDebt,
+    /// The debt would go beyond [`MAX_DEBT`] permits or [`crate::args::MAX_RESET_MS`] of
+    /// repayment time: nothing charged.
+    TooLarge,
+    /// Permits taken: the new state (`updated_ms` = `now'`).
+    To(S),
+}
+
+/// Most permits a limiter may use beyond its limit (its debt): 10^12, the largest cost.
+pub const MAX_DEBT: u64 = super::args::MAX_COUNT;
+
+/// Whether a charged state is within the bounds of a debt: at most [`MAX_DEBT`] permits
+/// beyond `limit`, and back in its initial state at most
+/// [`MAX_RESET_MS`](crate::args::MAX_RESET_MS) after `now`.
+pub fn debt_fits<S: Stored>(state: S, in_use: u128, limit: u64, now: i64) -> Charged<S> {
+    let permits = in_use <= u128::from(limit) + u128::from(MAX_DEBT);
+    let ahead = i128::from(state.reset_at_ms()) - i128::from(now);
+    let time = u128::try_from(ahead).is_ok_and(|t| t <= super::args::MAX_RESET_MS);
+    if permits && time {
+        Charged::To(state)
+    } else {
+        Charged::TooLarge
+    }
+}

@@ -10,7 +10,7 @@ use proptest::prelude::{prop_assert_eq, TestCaseError};
 
 use crate::decision::Decision;
 use crate::gcra::{throttle_reply, GcraState};
-use crate::limiter::Variant;
+use crate::limiter::{Limiter, Variant};
 use crate::state::live;
 
 /// Drives a limiter with simulated time like the shell does: evaluates each call against the
@@ -153,4 +153,98 @@ where
         each(&sim, model, &call, &got)?;
     }
     Ok(sim)
+}
+
+/// One step of a settle sequence: a call of a cost (with the sequence's parameters), or
+/// `RL.CHARGE` / `RL.REFUND` of a count on the stored limiter.
+#[derive(Debug, Clone, Copy)]
+pub enum Settle {
+    Call(u64),
+    Charge(u64),
+    Refund(u64),
+}
+
+/// A reference [`Model`] that also settles: takes permits whatever the limit (a debt) and
+/// gives them back, as `RL.CHARGE` and `RL.REFUND` do, on a live limiter only.
+pub trait Settling<V: Variant>: Model<V> {
+    /// Takes `count` permits at `now` whatever the limit; `false` (nothing done) when the
+    /// reference holds nothing live.
+    fn charge(&mut self, now: i64, count: u64) -> bool;
+    /// Gives `count` permits back at `now`, never beyond a fresh limiter (which it forgets).
+    fn refund(&mut self, now: i64, count: u64);
+    /// Whether the reference holds a limiter at `t` that is not back in its initial state.
+    fn live_at(&self, t: i64) -> bool;
+}
+
+/// Runs `steps` (time gaps and [`Settle`] steps, all with parameters `p`) from `start` through
+/// the algorithm and the reference: every call's decision equal field for field, every
+/// charge taken exactly when the reference holds a live limiter, every stored state passing
+/// [`Model::check_state`], every charged state valid, persisted by the codec (in a debt
+/// version when in debt) and the packed form, and — the key's expiry — a live stored state
+/// reset exactly when the reference is back in its initial state (never while in debt).
+pub fn check_settling_against_model<V, M>(
+    model: &mut M,
+    p: &V::Params,
+    start: i64,
+    steps: impl IntoIterator<Item = (i64, Settle)>,
+) -> Result<(), TestCaseError>
+where
+    V: Variant + Clone + PartialEq + Debug,
+    V::Params: Debug,
+    M: Settling<V>,
+{
+    use crate::codec::{decode_value, encode_value, IN_DEBT};
+    use crate::packed::PackedLimiter;
+    use crate::state::{Charged, Refunded};
+    use proptest::prelude::prop_assert;
+
+    let mut sim = Sim::<V>::new();
+    let mut now = start;
+    for (gap, step) in steps {
+        now = (now + gap).max(0);
+        let held = live(sim.state.as_ref(), now).cloned();
+        match step {
+            Settle::Call(cost) => {
+                let got = sim.call(p, now, cost);
+                prop_assert_eq!(got, model.decide(p, now, cost), "call {} at {}", cost, now);
+            }
+            Settle::Charge(count) => {
+                prop_assert_eq!(held.is_some(), model.charge(now, count), "charge at {}", now);
+                if let Some(s) = held {
+                    let Charged::To(next) = s.charge(now, count) else {
+                        return Err(TestCaseError::fail(format!("not charged: {s:?}")));
+                    };
+                    prop_assert_eq!(next.validate(), Ok(()), "{:?}", next);
+                    prop_assert_eq!(next.updated_ms(), now.max(s.updated_ms()));
+                    prop_assert!(next.reset_at_ms() >= s.reset_at_ms(), "expiry only later");
+                    let limiter = next.clone().into_limiter();
+                    let bytes = encode_value(&limiter, None);
+                    prop_assert_eq!(bytes[0] == IN_DEBT, limiter.in_debt());
+                    prop_assert_eq!(decode_value(&bytes), Ok((limiter.clone(), None)));
+                    prop_assert_eq!(
+                        PackedLimiter::new(limiter.clone()).view(Limiter::clone),
+                        limiter
+                    );
+                    sim.state = Some(next);
+                }
+            }
+            Settle::Refund(count) => {
+                model.refund(now, count);
+                if let Some(s) = held {
+                    match s.refund(now, count) {
+                        Refunded::Nothing => {}
+                        Refunded::Fresh => sim.state = None,
+                        Refunded::To(next) => sim.state = Some(next),
+                    }
+                }
+            }
+        }
+        model.check_state(sim.state.as_ref())?;
+        if let Some(s) = live(sim.state.as_ref(), now) {
+            let reset = s.reset_at_ms();
+            prop_assert!(model.live_at(reset - 1), "expires before its debt is paid: {:?}", s);
+            prop_assert!(!model.live_at(reset), "expires late: {:?}", s);
+        }
+    }
+    Ok(())
 }

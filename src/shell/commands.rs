@@ -171,6 +171,17 @@ fn refund(call: &Call) -> Result<Outcome, CommandError> {
     Ok(Outcome::Answered)
 }
 
+/// `RL.CHARGE key count [AT ms]`: bills an overrun past the limit as a debt (`limiting.rs`).
+/// A charge only takes permits, so no waiter can pass because of it.
+fn charge(call: &Call) -> Result<Outcome, CommandError> {
+    let request = RefundRequest::parse(call.args.get(2..).unwrap_or(&[]))?;
+    match limiting::charge_and_apply(call, &request)? {
+        Some(values) => reply::integers(call.api, call.ctx, &values),
+        None => reply::null(call.api, call.ctx),
+    }
+    Ok(Outcome::Answered)
+}
+
 /// `RL.ACQUIRE key limit lease [ID id] [WAIT timeout] [DRYRUN] [AT ms]` (`leases.rs`; with
 /// `WAIT`, the waiting room).
 fn acquire(call: &Call) -> Result<Outcome, CommandError> {
@@ -310,6 +321,7 @@ command!(rl_slide, c"rl.slide", Tally::Slide, slide);
 command!(rl_leaky, c"rl.leaky", Tally::Leaky, leaky);
 command!(cl_throttle, c"cl.throttle", Tally::Throttle, throttle);
 command!(rl_refund, c"rl.refund", Tally::Refund, refund);
+command!(rl_charge, c"rl.charge", Tally::Charge, charge);
 command!(rl_acquire, c"rl.acquire", Tally::Acquire, acquire);
 command!(rl_release, c"rl.release", Tally::Release, release);
 command!(rl_peek, c"rl.peek", Tally::Peek, peek);

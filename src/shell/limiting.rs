@@ -2,13 +2,15 @@
 //! applied, propagated and announced — everything but the reply and the waiters, which the
 //! command table (`commands.rs`) and the waiting room (`wait.rs`) handle above this room.
 //! `RL.TOKEN`, `RL.PERIOD`, `RL.SLIDE`, `RL.LEAKY`, `CL.THROTTLE` (`judge_and_apply`),
-//! `RL.ALL` (`judge_all_and_apply`) and `RL.REFUND` (`refund_and_apply`).
+//! `RL.ALL` (`judge_all_and_apply`), `RL.REFUND` (`refund_and_apply`) and `RL.CHARGE`
+//! (`charge_and_apply`).
 
 use redis_module::raw::RedisModuleString;
 
 use super::call::{apply, held, Call, CommandError, Judged};
 use super::key::{Contents, Key, Mode};
 use super::values::Slot;
+use ratelimit_core::charge::{try_charge_key, ChargeChange};
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::held::Held;
@@ -188,4 +190,23 @@ pub fn refund_and_apply(
         call.notify_changed();
     }
     Ok((verdict.reply, changed))
+}
+
+/// `RL.CHARGE`: takes permits whatever the limit (core), moves the expiry to when the debt is
+/// paid, propagates with `AT` like `RL.REFUND` when something changed. Returns the reply
+/// values (`None`: nothing live to charge).
+pub fn charge_and_apply(
+    call: &Call,
+    request: &RefundRequest,
+) -> Result<Option<[i64; 5]>, CommandError> {
+    let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
+    let mut key = call.open(Mode::Write)?;
+    let verdict = try_charge_key(held(&mut key)?.as_mut(), request.count, now)?;
+    if let ChargeChange::Updated { expire_at_ms } = verdict.change {
+        key.changed(expire_at_ms, false);
+        drop(key);
+        call.replicate_at::<{ super::call::MAX_ARGS + 1 }>(request.at_ms.is_some(), now);
+        call.notify_changed();
+    }
+    Ok(verdict.reply)
 }

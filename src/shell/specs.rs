@@ -5,9 +5,9 @@
 use std::ffi::CStr;
 
 use super::commands::{
-    cl_throttle, rl_acquire, rl_all, rl_hit, rl_info, rl_leaky, rl_peek, rl_period, rl_policy_del,
-    rl_policy_get, rl_policy_list, rl_policy_resetstat, rl_policy_set, rl_policy_stats, rl_refund,
-    rl_release, rl_restore, rl_slide, rl_token, rl_top,
+    cl_throttle, rl_acquire, rl_all, rl_charge, rl_hit, rl_info, rl_leaky, rl_peek, rl_period,
+    rl_policy_del, rl_policy_get, rl_policy_list, rl_policy_resetstat, rl_policy_set,
+    rl_policy_stats, rl_refund, rl_release, rl_restore, rl_slide, rl_token, rl_top,
 };
 use super::registry::{ArgKind, ArgSpec, CommandSpec, Container, KeyLayout, Subcommand};
 
@@ -112,6 +112,11 @@ const ALL_ARGS: &[ArgSpec] = &[
 ];
 const REFUND_ARGS: &[ArgSpec] =
     &[KEY, ArgSpec::new(c"count", ArgKind::Integer).doc(c"permits to give back, 1 to 10^12"), AT];
+const CHARGE_ARGS: &[ArgSpec] = &[
+    KEY,
+    ArgSpec::new(c"count", ArgKind::Integer).doc(c"permits to take whatever the limit, 1 to 10^12"),
+    AT,
+];
 const WAIT: ArgSpec = ArgSpec::option(c"WAIT", c"timeout", ArgKind::String)
     .doc(c"block until admitted, in arrival order, at most this long (0: no limit)");
 const LEASE_ID: ArgSpec = ArgSpec::option(c"ID", c"id", ArgKind::String)
@@ -264,6 +269,17 @@ pub const COMMANDS: &[CommandSpec] = &[
         summary: c"Give COUNT permits back to a limiter (reserve-then-settle), never beyond a fresh limiter",
         complexity: c"O(1) (O(n) in the entries given back of an exact sliding log)",
         args: REFUND_ARGS,
+    },
+    CommandSpec {
+        name: c"rl.charge",
+        handler: rl_charge,
+        flags: c"write fast",
+        arity: -3,
+        read_only: false,
+        keys: KeyLayout::One,
+        summary: c"Take COUNT permits from a limiter whatever its limit (settle an overrun): past it, a debt later requests wait out",
+        complexity: c"O(1)",
+        args: CHARGE_ARGS,
     },
     CommandSpec {
         name: c"rl.acquire",

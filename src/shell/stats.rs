@@ -14,6 +14,7 @@ pub enum Tally {
     Throttle,
     All,
     Refund,
+    Charge,
     Acquire,
     Release,
     Peek,
@@ -25,7 +26,7 @@ pub enum Tally {
 }
 
 impl Tally {
-    const ALL: [Tally; 15] = [
+    const ALL: [Tally; 16] = [
         Tally::Token,
         Tally::Period,
         Tally::Slide,
@@ -33,6 +34,7 @@ impl Tally {
         Tally::Throttle,
         Tally::All,
         Tally::Refund,
+        Tally::Charge,
         Tally::Acquire,
         Tally::Release,
         Tally::Peek,
@@ -52,6 +54,7 @@ impl Tally {
             Tally::Throttle => "throttle",
             Tally::All => "all",
             Tally::Refund => "refund",
+            Tally::Charge => "charge",
             Tally::Acquire => "acquire",
             Tally::Release => "release",
             Tally::Peek => "peek",
