@@ -4,6 +4,8 @@
 #                            express-rate-limit's own suites through the package (../shared/peers)
 #   make node-test-servers   the package's tests on the compat servers (scripts/servers.sh)
 #   make bench-clients-node  one Express app, six limiters, autocannon: bench/CLIENTS.md "## Node"
+#   make bench-blocks        PermitBlock on one hot key, 8 processes, block sizes 1/10/100:
+#                            bench/CLIENTS.md "## Permit blocks" (BLOCKS_SECONDS per size, default 3)
 #   make node-dist           the npm package, dist/redis-ratelimit-<version>.tgz (npm pack): what
 #                            the README installs (npm install ./redis-ratelimit-<version>.tgz)
 NODE_PKG := clients/node
@@ -12,7 +14,7 @@ CLIENT_TESTS  += node-test
 CLIENT_COMPAT += node-compat node-test-servers
 CLIENT_BENCH  += bench-clients-node
 
-.PHONY: node-deps node-test node-test-servers node-compat bench-clients-node node-dist
+.PHONY: node-deps node-test node-test-servers node-compat bench-clients-node bench-blocks node-dist
 
 ## node-deps: node + npm (Debian's, when missing) and the package's pinned dev dependencies (npm ci)
 node-deps: deps
@@ -48,3 +50,6 @@ node-compat: build node-deps
 
 bench-clients-node: build node-deps
 	RL_MODULE=$(CURDIR)/$(MODULE) bash $(NODE_PKG)/bench/run.sh
+
+bench-blocks: build node-deps
+	RL_MODULE=$(CURDIR)/$(MODULE) bash $(NODE_PKG)/bench/blocks.sh

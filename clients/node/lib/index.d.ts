@@ -132,7 +132,7 @@ export class PermitBlock {
   close(): Promise<void>;
   /** permits held now */
   readonly held: number;
-  readonly stats: { calls: number; grants: number; granted: number; used: number; refunded: number; dropped: number };
+  readonly stats: { calls: number; refunds: number; grants: number; granted: number; used: number; refunded: number; dropped: number };
   /** called with a refund's error (refunds run on timers) */
   onError?: (error: unknown) => void;
 }

@@ -66,8 +66,8 @@ class PermitBlock {
     this.blocks = [];
     this.refill = null;
     this.closed = false;
-    /** counters: grants (server calls that granted), granted, used, refunded, dropped permits */
-    this.stats = { calls: 0, grants: 0, granted: 0, used: 0, refunded: 0, dropped: 0 };
+    /** counters: calls (grant requests sent), refunds (RL.REFUND sent), grants (calls that granted), and permits granted, used, refunded, dropped */
+    this.stats = { calls: 0, refunds: 0, grants: 0, granted: 0, used: 0, refunded: 0, dropped: 0 };
   }
 
   /** Permits held now (unexpired). */
@@ -177,6 +177,7 @@ class PermitBlock {
       return;
     }
     this.stats.refunded += n;
+    this.stats.refunds += 1;
     await this.rateLimit.refund(this.key, n);
   }
 
