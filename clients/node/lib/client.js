@@ -127,6 +127,17 @@ class RateLimit {
   }
 
   /**
+   * Bills an overrun past the limit: RL.CHARGE. Takes `count` permits whatever the limit (a debt
+   * later requests wait out; GCRA, leaky bucket and fixed window keys only). Resolves to the
+   * standing after it, or null (nothing live to charge: nothing is created).
+   */
+  async charge(key, count, opts = {}) {
+    const args = ['RL.CHARGE', this._key(key), toCount(count, 'count'), ...callOptions(opts, { ban: false, wait: false, fresh: false })];
+    const r = await this.transport.send(args);
+    return r === null || r === undefined ? null : decision(r);
+  }
+
+  /**
    * Takes a lease: RL.ACQUIRE key limit lease [ID] [WAIT] [DRYRUN] [AT]. Resolves to the decision
    * plus `id` (null when refused or under dryRun).
    */

@@ -38,6 +38,9 @@ async def test_async_methods(server: Server, raw: redis.Redis) -> None:
     refunded = await r.refund("t", 1, at=T0)
     assert refunded is not None and refunded.remaining == 1
     assert await r.peek("t") is None  # refunded back to a fresh bucket: deleted
+    charged = await r.charge("g", 2, at=T0)  # one permit per second, all used: 2 s of debt
+    assert charged is not None and not charged.allowed and charged.retry_after_ms == 3000
+    assert await r.charge("t", 1) is None
     info = await r.limiter_info("p")
     assert info is not None and info["algorithm"] == "period" and info["used"] == 1
     before = calls(raw)

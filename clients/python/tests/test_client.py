@@ -117,6 +117,19 @@ def test_refund_peek_and_limiter_info(r: RateLimit) -> None:
     assert info["updated_ms"] == T0
 
 
+def test_charge_bills_an_overrun_as_a_debt(r: RateLimit) -> None:
+    assert r.charge("llm", 5) is None  # nothing live: nothing created
+    assert r.peek("llm") is None
+    r.leaky("llm", 10, 1, "1s", nodelay=True, cost=10, at=T0)
+    # 12 in a bucket of 10 draining 1/s: a request of 1 waits until 9 are left.
+    assert r.charge("llm", 2, at=T0) == Decision(False, 10, 0, 3000, 12_000)
+    assert not r.leaky("llm", 10, 1, "1s", nodelay=True, at=T0 + 2999).allowed
+    assert r.leaky("llm", 10, 1, "1s", nodelay=True, at=T0 + 3000).allowed
+    r.token("tok", 5, 1, "1s")
+    with pytest.raises(redis.ResponseError, match="takes no debt"):
+        r.charge("tok", 1)
+
+
 def test_acquire_renew_release(r: RateLimit) -> None:
     first = r.acquire("exports", 2, "2m", at=T0)
     assert first.allowed and first.id is not None and first.remaining == 1

@@ -44,6 +44,7 @@ async function main(): Promise<void> {
   ]);
   const binding: number = all.index + all.details.length;
   const refunded: Decision | null = await rl.refund('k', 3);
+  const charged: Decision | null = await rl.charge('k', 2, { at: 1 });
   const lease: Lease = await rl.acquire('exports', { limit: 10, lease: '2m', wait: '30s' });
   if (lease.id !== null) await rl.release('exports', lease.id);
   const peek: Decision | null = await rl.peek('k');
@@ -79,7 +80,7 @@ async function main(): Promise<void> {
   const slot: number = keySlot('{user42}:s');
   const e: unknown = null;
   if (e instanceof ModuleNotLoadedError) console.log(e.command, e.cause.message);
-  console.log(allowed, retry, binding, refunded, peek, ms, got, deleted, u, left, blocked, hits, slot);
+  console.log(allowed, retry, binding, refunded, charged, peek, ms, got, deleted, u, left, blocked, hits, slot);
 }
 void main;
 

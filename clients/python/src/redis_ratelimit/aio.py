@@ -159,6 +159,11 @@ class AsyncRateLimitCommands:
         """``RL.REFUND``: give ``count`` permits back; ``None`` if the key holds no limiter."""
         return cmd.optional_decision(await self._send(*cmd.with_at(["RL.REFUND", key, count], at)))
 
+    async def charge(self, key: Key, count: int, *, at: Optional[int] = None) -> Optional[Decision]:
+        """``RL.CHARGE``: take ``count`` permits whatever the limit (a debt); ``None`` if the key
+        holds nothing live."""
+        return cmd.optional_decision(await self._send(*cmd.with_at(["RL.CHARGE", key, count], at)))
+
     async def acquire(
         self,
         key: Key,

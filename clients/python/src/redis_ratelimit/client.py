@@ -158,6 +158,12 @@ class RateLimitCommands:
         """``RL.REFUND``: give ``count`` permits back; ``None`` if the key holds no limiter."""
         return cmd.optional_decision(self._send(*cmd.with_at(["RL.REFUND", key, count], at)))
 
+    def charge(self, key: Key, count: int, *, at: Optional[int] = None) -> Optional[Decision]:
+        """``RL.CHARGE``: take ``count`` permits whatever the limit — past it, a debt later
+        requests wait out (GCRA, leaky bucket and fixed window keys; others raise
+        ``redis.ResponseError``); ``None`` if the key holds nothing live (nothing created)."""
+        return cmd.optional_decision(self._send(*cmd.with_at(["RL.CHARGE", key, count], at)))
+
     def acquire(
         self,
         key: Key,
