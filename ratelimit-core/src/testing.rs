@@ -223,8 +223,13 @@ where
                     prop_assert_eq!(decode_value(&bytes), Ok((limiter.clone(), None)));
                     prop_assert_eq!(
                         PackedLimiter::new(limiter.clone()).view(Limiter::clone),
-                        limiter
+                        limiter.clone()
                     );
+                    // Held inline when its fields fit the shape's widths: exactly.
+                    let mut table = crate::inline::InlineTable::new(4);
+                    if let Some(e) = table.encode(&limiter, None) {
+                        prop_assert_eq!(table.expand(e.word, e.extra), Some(limiter));
+                    }
                     sim.state = Some(next);
                 }
             }
