@@ -10,6 +10,8 @@
 #                              storages (../shared/peers; clients/python/compat/run.sh)
 #   make bench-clients-python  limits' stock RedisStorage against ModuleStorage:
 #                              bench/CLIENTS.md "## Python"
+#   make bench-blocks-python   PermitBlock on one hot key, 8 processes, block sizes 1/10/100:
+#                              bench/CLIENTS.md "## Permit blocks (Python)" (BLOCKS_SECONDS per size)
 PY_PKG  := clients/python
 PY_VENV := target/clients-python-venv
 PY_BIN   = $(abspath $(PY_VENV))/bin
@@ -22,7 +24,7 @@ CLIENT_TESTS  += python-test
 CLIENT_COMPAT += python-compat
 CLIENT_BENCH  += bench-clients-python
 
-.PHONY: python-system python-deps python-test python-compat python-dist bench-clients-python
+.PHONY: python-system python-deps python-test python-compat python-dist bench-clients-python bench-blocks-python
 
 ## python-system: python3 with venv (Debian's, when missing)
 python-system: deps
@@ -66,3 +68,6 @@ python-compat: python-deps build python-dist
 
 bench-clients-python: python-deps build
 	PYTHONPATH=$(PY_PKG)/src $(PY_BIN)/python $(PY_PKG)/bench/bench.py --write bench/CLIENTS.md
+
+bench-blocks-python: python-deps build
+	PYTHONPATH=$(PY_PKG)/src:$(PY_PKG)/bench $(PY_BIN)/python $(PY_PKG)/bench/blocks.py --write bench/CLIENTS.md

@@ -144,6 +144,7 @@ async function main() {
     `Binding: a pool of ${POOL} permits (token bucket refilled 1/h) drained by all; over-admission = admitted − (pool −`,
     `tokens left after every close()), from the server's RL.INFO; peak under-use = the most permits the other processes`,
     `held in a ${BIN_MS} ms bin in which one process was refused, against the bound processes × blocks × size.`,
+    'Block size 1 is one module call per decision (what a client does without blocks).',
     '',
     '| block size | decisions/s | × size 1 | server CPU µs/decision | × size 1 | server calls/decision | over-admission (pool) | peak under-use | bound |',
     '|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
@@ -151,8 +152,16 @@ async function main() {
       (r) =>
         `| ${r.size} | ${Math.round(r.perSec)} | ${(r.perSec / base.perSec).toFixed(2)} | ${r.cpuUsPerDecision.toFixed(2)} | ${(r.cpuUsPerDecision / base.cpuUsPerDecision).toFixed(3)} | ${r.callsPerDecision.toFixed(4)} | ${r.overAdmission} (${r.admitted} admitted, ${r.consumed} consumed) | ${r.peak} | ${r.bound} |`,
     ),
+    '',
+    `Issue 26's target for blocks of 100 (≥ 5 × the decisions/s of size 1 at ≤ 0.2 × its server CPU per decision, 0 over-admission): ${verdict(rows)}.`,
   ].join('\n');
   writeSection(outFile, '## Permit blocks', body);
+}
+
+function verdict(rows) {
+  const [base, top] = [rows[0], rows[rows.length - 1]];
+  const met = top.perSec >= 5 * base.perSec && top.cpuUsPerDecision <= 0.2 * base.cpuUsPerDecision && rows.every((r) => r.overAdmission === 0);
+  return met ? 'met' : 'NOT met';
 }
 
 /** Replaces the section under `heading` (up to the next "## ") in `file`, or appends it. */

@@ -103,7 +103,7 @@ export type AllLimit = { key: string | Buffer } & (
   | { policy: string; cost?: number; algorithm?: never }
 );
 
-type BlockFree = 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh';
+type BlockFree = 'cost' | 'wait' | 'dryRun' | 'at' | 'fresh' | 'ban' | 'clear';
 
 /** The limits a permit block can carry (not a sliding window, nor a leaky bucket in delay mode). */
 export type BlockLimit =

@@ -28,8 +28,9 @@ function checkLimit(limit) {
   }
   if (!BLOCK_ALGORITHMS.includes(a)) throw new TypeError(`limit.algorithm must be one of ${BLOCK_ALGORITHMS.join(', ')} (got ${show(a)})`);
   if (a === 'leaky' && !limit.nodelay) throw new TypeError('a leaky bucket carries permit blocks only with nodelay: true (in delay mode each request has its own delay)');
-  for (const k of ['cost', 'dryRun', 'wait', 'at', 'fresh', 'quantity']) {
-    if (limit[k] !== undefined && limit[k] !== null && limit[k] !== false) throw new TypeError(`limit.${k} is not allowed: the block sets the cost and sends each grant now`);
+  for (const k of ['cost', 'dryRun', 'wait', 'at', 'fresh', 'quantity', 'ban']) {
+    // ban: a refused COST size (while single permits are left) would ban everybody
+    if (limit[k] !== undefined && limit[k] !== null && limit[k] !== false) throw new TypeError(`limit.${k} is not allowed: the block sets the cost, sends each grant now and bans no one`);
   }
   return a;
 }

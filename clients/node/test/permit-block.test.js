@@ -139,4 +139,5 @@ test('GCRA and leaky NODELAY carry blocks; slide and leaky in delay mode are ref
   assert.throws(() => new PermitBlock(rl(), 'k', { algorithm: 'slide', limit: 5, window: '1s' }, { size: 5 }), /sliding window/);
   assert.throws(() => new PermitBlock(rl(), 'k', { algorithm: 'leaky', capacity: 5, rate: 1, period: '1s' }, { size: 5 }), /nodelay/);
   assert.throws(() => new PermitBlock(rl(), 'k', HOUR_TOKEN(5), { size: 0 }), /size/);
+  assert.throws(() => new PermitBlock(rl(), 'k', { ...HOUR_TOKEN(5), ban: '1m' }, { size: 5 }), /ban/);
 });
