@@ -51,6 +51,16 @@ fn a_charge_past_the_limit_is_a_debt_paid_at_the_refill_rate() {
 fn debt_on_every_algorithm_that_takes_it() {
     let s = Server::start();
     let mut c = s.conn();
+    // Token bucket: 2 tokens below empty, 1 token back per second (RL.INFO shows -2).
+    line(&mut c, &format!("RL.TOKEN t 10 1 1s COST 10 AT {T}"));
+    assert_eq!(charge(&mut c, "t", 2, T), Some(vec![0, 10, 0, 3000, 12000]));
+    assert_eq!(pexpiretime(&mut c, "t"), T + 12000);
+    assert!(stored_state(&mut c, "t").contains(&("tokens".into(), "-2".into())));
+    assert_eq!(line(&mut c, &format!("RL.TOKEN t 10 1 1s AT {}", T + 2999))[0], 0);
+    assert_eq!(line(&mut c, &format!("RL.TOKEN t 10 1 1s AT {}", T + 3000))[0], 1);
+    // Step refill: 5 tokens every 10 s; 3 below empty wait for the next step.
+    line(&mut c, &format!("RL.TOKEN ts 5 5 10s STEP COST 5 AT {T}"));
+    assert_eq!(charge(&mut c, "ts", 3, T + 1000), Some(vec![0, 5, 0, 9000, 19000]));
     // Fixed window: over the limit for the rest of the window, forgotten when it ends.
     line(&mut c, &format!("RL.PERIOD p 10 1s COST 10 AT {T}"));
     assert_eq!(charge(&mut c, "p", 5, T + 200), Some(vec![0, 10, 0, 800, 800]));
@@ -87,15 +97,15 @@ fn debt_on_every_algorithm_that_takes_it() {
 fn algorithms_without_debt_and_keys_without_a_limiter_change_nothing() {
     let s = Server::start();
     let mut c = s.conn();
-    line(&mut c, &format!("RL.TOKEN t 10 1 1s COST 10 AT {T}"));
     line(&mut c, &format!("RL.SLIDE s 10 1s COST 10 AT {T}"));
-    let before = (changes(&mut c), dump(&mut c, "t"), dump(&mut c, "s"));
-    for (key, name) in [("t", "token"), ("s", "slide")] {
+    line(&mut c, &format!("RL.SLIDE b 10 1s BUCKETS 10 COST 10 AT {T}"));
+    let before = (changes(&mut c), dump(&mut c, "b"), dump(&mut c, "s"));
+    for key in ["s", "b"] {
         let text = error_text(&mut c, &[b"RL.CHARGE", key.as_bytes(), b"1"]);
-        let expected = format!("WRONGTYPE key holds a {name} limiter, which takes no debt");
-        assert!(text.starts_with(&expected), "{text}");
+        let expected = "WRONGTYPE key holds a slide limiter, which takes no debt";
+        assert!(text.starts_with(expected), "{text}");
     }
-    assert_eq!((changes(&mut c), dump(&mut c, "t"), dump(&mut c, "s")), before);
+    assert_eq!((changes(&mut c), dump(&mut c, "b"), dump(&mut c, "s")), before);
     // Missing, or expired: nil, nothing created (no stored parameters to charge under).
     assert_eq!(charge(&mut c, "missing", 3, T), None);
     line(&mut c, &format!("RL.PERIOD p 10 1s AT {T}"));
@@ -140,13 +150,14 @@ fn a_charge_reaches_the_replica_as_the_same_value() {
     line(&mut m, "CL.THROTTLE g 4 1 60 5");
     line(&mut m, "RL.LEAKY l 10 1 1m COST 10");
     line(&mut m, "RL.PERIOD p 10 1h COST 10");
-    for key in ["g", "l", "p"] {
+    line(&mut m, "RL.TOKEN t 10 1 1m COST 10");
+    for key in ["g", "l", "p", "t"] {
         let reply = redis::cmd("RL.CHARGE").arg(key).arg(3).query::<Vec<i64>>(&mut m).unwrap();
         assert_eq!(reply[0], 0, "{key} in debt refuses");
     }
     wait_in_sync(&master, &replica);
     let mut r = replica.conn();
-    for key in ["g", "l", "p"] {
+    for key in ["g", "l", "p", "t"] {
         let digest = |con: &mut Connection| -> Vec<String> {
             redis::cmd("DEBUG").arg("DIGEST-VALUE").arg(key).query(con).unwrap()
         };
@@ -165,7 +176,7 @@ fn settle_by_policy_both_ways() {
     let s = Server::start();
     let mut c = s.conn();
     let _: () = redis::cmd("RL.POLICY")
-        .arg(&["SET", "llm", "LEAKY", "100000", "100000", "1m", "NODELAY"])
+        .arg(&["SET", "llm", "TOKEN", "100000", "100000", "1m"])
         .query(&mut c)
         .unwrap();
     let hit = |c: &mut Connection, cost: u64, at: i64| -> Vec<i64> {
@@ -179,8 +190,8 @@ fn settle_by_policy_both_ways() {
     // Reserve nearly everything, then the call used 6 000 more than that: past the limit.
     assert_eq!(hit(&mut c, 98_790, T)[0], 1);
     let charged = charge(&mut c, "llm:u42", 6000, T).unwrap();
-    // 106 000 tokens in a bucket of 100 000 draining 100 000 a minute (0.6 ms per token):
-    // one token is free again after 6 001 tokens have drained.
+    // 6 000 tokens below empty, 100 000 back a minute (0.6 ms per token): one token is
+    // free again after 6 001 have come back.
     assert_eq!(charged, vec![0, 100_000, 0, 3601, 63_600]);
     assert_eq!(hit(&mut c, 1, T + 3600)[0], 0);
     assert_eq!(hit(&mut c, 1, T + 3601)[0], 1);

@@ -2,8 +2,8 @@
 //! under its stored parameters at `now'` — the other half of settling a reservation
 //! (`RL.REFUND` gives back what was not used; `RL.CHARGE` bills an overrun). Past the limit
 //! the limiter is in debt: it refuses every request until the debt is paid back at its refill
-//! rate (see each algorithm's `charge`). GCRA, leaky buckets and fixed windows take debt;
-//! token buckets, sliding windows and leases do not ([`KeyError::NoDebt`]).
+//! rate (see each algorithm's `charge`). Token buckets, GCRA, leaky buckets and fixed windows
+//! take debt; sliding windows and leases do not ([`KeyError::NoDebt`]).
 //!
 //! Like a refund, a charge acts only on a limiter that is live: a missing or expired key (or
 //! one refunded back to its initial state during a ban) has no stored parameters to charge
@@ -51,13 +51,14 @@ pub fn try_charge_key<H: Held>(
     packed.update(|limiter| {
         let standing = Standing::of(limiter, ban, now_ms);
         match limiter {
+            Limiter::Token(s) => charge_state(s, standing, count, now_ms),
             Limiter::Period(s) => charge_state(s, standing, count, now_ms),
             Limiter::Leaky(s) => charge_state(s, standing, count, now_ms),
             Limiter::Gcra(s) => charge_state(s, standing, count, now_ms),
-            Limiter::Token(_) | Limiter::Slide(_) | Limiter::Lease(_) if standing.live() => {
+            Limiter::Slide(_) | Limiter::Lease(_) if standing.live() => {
                 Err(KeyError::NoDebt { held: limiter.algorithm() })
             }
-            Limiter::Token(_) | Limiter::Slide(_) | Limiter::Lease(_) => Ok(unchanged),
+            Limiter::Slide(_) | Limiter::Lease(_) => Ok(unchanged),
         }
     })
 }

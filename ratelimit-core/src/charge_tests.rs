@@ -5,7 +5,7 @@ use super::*;
 use crate::ban::Ban;
 use crate::gcra::{self, GcraParams};
 use crate::held::Expanded;
-use crate::token::{self, TokenParams};
+use crate::slide::{self, SlideParams};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -41,14 +41,14 @@ fn nothing_live_is_not_charged() {
 }
 
 #[test]
-fn token_buckets_take_no_debt() {
-    let p = TokenParams::new(5, 1, 1000, false).unwrap();
-    let s = token::evaluate(None, &p, T0, 1).next.unwrap();
-    let mut key = Expanded { limiter: Limiter::Token(s), ban: None };
+fn sliding_windows_take_no_debt() {
+    let p = SlideParams::new(5, 1000, None, 1000).unwrap();
+    let s = slide::evaluate(None, &p, T0, 1).next.unwrap();
+    let mut key = Expanded { limiter: Limiter::Slide(s), ban: None };
     let before = key.clone();
     assert_eq!(
         try_charge_key(Some(&mut key), 1, T0),
-        Err(KeyError::NoDebt { held: crate::limiter::Algorithm::Token })
+        Err(KeyError::NoDebt { held: crate::limiter::Algorithm::Slide })
     );
     assert_eq!(key, before);
     // Expired: nothing live, no error.

@@ -434,7 +434,7 @@ fn encode_token(w: &mut Writer, b: &TokenBucket) {
     w.u64(b.capacity);
     w.u64(b.rate);
     w.u64(b.period_ms);
-    w.u64(b.tokens);
+    w.i64(b.tokens);
     match b.refill {
         Refill::Smooth { fraction } => {
             w.u8(0);
@@ -452,7 +452,7 @@ fn decode_token(r: &mut Reader<'_>) -> Result<TokenBucket, CorruptState> {
     let capacity = r.u64()?;
     let rate = r.u64()?;
     let period_ms = r.u64()?;
-    let tokens = r.u64()?;
+    let tokens = r.i64()?;
     let refill = match r.u8()? {
         0 => Refill::Smooth { fraction: r.u64()? },
         1 => Refill::Step { origin_ms: r.i64()? },
@@ -682,6 +682,7 @@ mod tests {
             }
         }
         let next = match &limiter {
+            Limiter::Token(s) => on(s, count),
             Limiter::Gcra(s) => on(s, count),
             Limiter::Leaky(s) => on(s, count),
             Limiter::Period(s) => on(s, count),

@@ -247,7 +247,7 @@ fn fields(limiter: &Limiter) -> Option<Fields> {
             Some(match b.refill {
                 Refill::Smooth { fraction } => Fields {
                     shape: Shape::Token { capacity, rate, period_ms },
-                    f0: b.tokens,
+                    f0: u64::try_from(b.tokens).ok()?,
                     f1: fraction,
                     t: b.updated_ms,
                     extra: None,
@@ -255,7 +255,7 @@ fn fields(limiter: &Limiter) -> Option<Fields> {
                 // The raw two's complement: `as i64` gives it back exactly.
                 Refill::Step { origin_ms } => Fields {
                     shape: Shape::TokenStep { capacity, rate, period_ms },
-                    f0: b.tokens,
+                    f0: u64::try_from(b.tokens).ok()?,
                     f1: 0,
                     t: b.updated_ms,
                     extra: Some(origin_ms as u64),
@@ -551,7 +551,7 @@ impl InlineTable {
                 capacity,
                 rate,
                 period_ms,
-                tokens: f0,
+                tokens: i64::try_from(f0).ok()?,
                 refill: Refill::Smooth { fraction: f1 },
                 updated_ms: t,
             }),
@@ -559,7 +559,7 @@ impl InlineTable {
                 capacity,
                 rate,
                 period_ms,
-                tokens: f0,
+                tokens: i64::try_from(f0).ok()?,
                 // The raw two's complement `encode` wrote: exact for any i64.
                 refill: Refill::Step { origin_ms: extra? as i64 },
                 updated_ms: t,

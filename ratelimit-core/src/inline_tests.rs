@@ -237,7 +237,7 @@ fn busy_step_bucket(p: &TokenParams, now: i64, back_ms: i64, tokens: u64) -> tok
         capacity: p.capacity,
         rate: p.rate,
         period_ms: p.period_ms,
-        tokens: tokens % (p.capacity + 1),
+        tokens: (tokens % (p.capacity + 1)) as i64,
         refill: Refill::Step { origin_ms: now - back_ms },
         updated_ms: now,
     }
@@ -403,7 +403,7 @@ fn valid_state() -> impl Strategy<Value = Limiter> {
                 capacity,
                 rate,
                 period_ms,
-                tokens: tokens % (capacity + 1),
+                tokens: (tokens % (capacity + 1)) as i64,
                 refill: Refill::Smooth { fraction: fraction % period_ms },
                 updated_ms,
             })
@@ -415,7 +415,7 @@ fn valid_state() -> impl Strategy<Value = Limiter> {
                 capacity,
                 rate,
                 period_ms,
-                tokens: tokens % (capacity + 1),
+                tokens: (tokens % (capacity + 1)) as i64,
                 refill: Refill::Step {
                     origin_ms: updated_ms - (back % (updated_ms as u64 + 1)) as i64,
                 },
@@ -488,7 +488,7 @@ fn wild_state() -> impl Strategy<Value = Limiter> {
                 capacity,
                 rate,
                 period_ms,
-                tokens,
+                tokens: tokens as i64,
                 refill,
                 updated_ms,
             })

@@ -66,7 +66,7 @@ impl fmt::Display for KeyError {
             KeyError::NoDebt { held } => write!(
                 f,
                 "WRONGTYPE key holds a {} limiter, which takes no debt (RL.CHARGE works on \
-                 GCRA, leaky bucket and fixed window limiters)",
+                 token bucket, GCRA, leaky bucket and fixed window limiters)",
                 held.name()
             ),
             KeyError::DebtTooLarge => f.write_str(

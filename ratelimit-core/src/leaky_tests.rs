@@ -589,15 +589,7 @@ proptest! {
         // At most (5 + 12 · 5) · 6 ms of water: within the model's SEARCH.
         steps in proptest::collection::vec((-10i64..30, 0u64..6, 0u8..6), 1..12),
     ) {
-        use testing::Settle;
-        let steps = steps.into_iter().map(|(gap, n, kind)| {
-            let step = match kind {
-                0 | 1 => Settle::Charge(n.max(1)),
-                2 => Settle::Refund(n.max(1)),
-                _ => Settle::Call(n.min(p.capacity)),
-            };
-            (gap, step)
-        });
+        let steps = testing::settle_steps(steps, p.capacity);
         testing::check_settling_against_model::<LeakyBucket, _>(
             &mut Model::default(), &p, 1000, steps,
         )?;

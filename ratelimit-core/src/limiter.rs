@@ -128,7 +128,16 @@ macro_rules! variant {
     };
 }
 
-variant!(TokenBucket, TokenParams, Token, token);
+variant!(
+    TokenBucket,
+    TokenParams,
+    Token,
+    token;
+    /// Debt: see the module's `charge`.
+    fn charge(&self, now_ms: i64, count: u64) -> Charged<Self> {
+        <TokenBucket>::charge(self, now_ms, count)
+    }
+);
 variant!(
     PeriodWindow,
     PeriodParams,
@@ -277,13 +286,14 @@ impl Limiter {
     }
 
     /// Whether the limiter uses more than its limit: a debt only `RL.CHARGE` makes (and only
-    /// GCRA, leaky buckets and fixed windows take).
+    /// token buckets, GCRA, leaky buckets and fixed windows take).
     pub fn in_debt(&self) -> bool {
         match self {
+            Limiter::Token(s) => s.in_debt(),
             Limiter::Period(s) => s.in_debt(),
             Limiter::Leaky(s) => s.in_debt(),
             Limiter::Gcra(s) => s.in_debt(),
-            Limiter::Token(_) | Limiter::Slide(_) | Limiter::Lease(_) => false,
+            Limiter::Slide(_) | Limiter::Lease(_) => false,
         }
     }
 

@@ -249,7 +249,8 @@ impl PackedLimiter {
                 let rate = r.get(COUNT);
                 let period_ms = r.get(DURATION);
                 let step = r.flag();
-                let tokens = r.get(COUNT);
+                // 40 bits: exact as an i64 (a bucket in debt is stored wide).
+                let tokens = r.get(COUNT) as i64;
                 let refill = if step {
                     Refill::Step { origin_ms: r.time() }
                 } else {
@@ -346,12 +347,12 @@ fn compact(limiter: &Limiter) -> Option<[u64; WORDS]> {
             match b.refill {
                 Refill::Step { origin_ms } => {
                     w.flag(true)?;
-                    w.put(b.tokens, COUNT)?;
+                    w.put(u64::try_from(b.tokens).ok()?, COUNT)?;
                     w.time(origin_ms)?;
                 }
                 Refill::Smooth { fraction } => {
                     w.flag(false)?;
-                    w.put(b.tokens, COUNT)?;
+                    w.put(u64::try_from(b.tokens).ok()?, COUNT)?;
                     w.put(fraction, DURATION)?;
                 }
             }

@@ -703,15 +703,7 @@ proptest! {
         p in arb_params(),
         steps in proptest::collection::vec((-30i64..60, 0u64..6, 0u8..6), 1..30),
     ) {
-        use testing::Settle;
-        let steps = steps.into_iter().map(|(gap, n, kind)| {
-            let step = match kind {
-                0 | 1 => Settle::Charge(n.max(1)),
-                2 => Settle::Refund(n.max(1)),
-                _ => Settle::Call(n),
-            };
-            (gap, step)
-        });
+        let steps = testing::settle_steps(steps, u64::MAX);
         testing::check_settling_against_model::<PeriodWindow, _>(
             &mut Model::default(), &p, 1000, steps,
         )?;

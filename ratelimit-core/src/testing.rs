@@ -164,6 +164,21 @@ pub enum Settle {
     Refund(u64),
 }
 
+/// Settle steps from generated `(gap, n, kind)` triples: kinds 0 and 1 charge `n` (at least
+/// 1), 2 refunds `n` (at least 1), others call with cost `n` (at most `max_cost`).
+pub fn settle_steps(raw: Vec<(i64, u64, u8)>, max_cost: u64) -> Vec<(i64, Settle)> {
+    raw.into_iter()
+        .map(|(gap, n, kind)| {
+            let step = match kind {
+                0 | 1 => Settle::Charge(n.max(1)),
+                2 => Settle::Refund(n.max(1)),
+                _ => Settle::Call(n.min(max_cost)),
+            };
+            (gap, step)
+        })
+        .collect()
+}
+
 /// A reference [`Model`] that also settles: takes permits whatever the limit (a debt) and
 /// gives them back, as `RL.CHARGE` and `RL.REFUND` do, on a live limiter only.
 pub trait Settling<V: Variant>: Model<V> {

@@ -19,7 +19,7 @@ use super::args::{MAX_COUNT, MAX_DURATION_MS, MAX_RESET_MS};
 use super::arith::{ceil_div, div_rem, elapsed_ms, floor_div, saturate_u64};
 use super::decision::{saturate_i64, Decision, Evaluation};
 use super::error::ArgError;
-use super::state::{info_int, live, CorruptState, Refunded, Stored};
+use super::state::{debt_fits, info_int, live, Charged, CorruptState, Refunded, Stored, MAX_DEBT};
 
 /// The parameters of one `RL.TOKEN` call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,8 +51,9 @@ pub struct TokenBucket {
     pub capacity: u64,
     pub rate: u64,
     pub period_ms: u64,
-    /// Whole tokens in the bucket at `updated_ms`.
-    pub tokens: u64,
+    /// Whole tokens in the bucket at `updated_ms`; below zero only in debt (`RL.CHARGE`): then
+    /// the level is `tokens + fraction / period_ms` (smooth; the fraction still counts up).
+    pub tokens: i64,
     pub refill: Refill,
     /// The instant of the last admitted call (absolute unix ms).
     pub updated_ms: i64,
@@ -116,6 +117,8 @@ impl TokenParams {
 struct Level {
     params: TokenParams,
     level: u128,
+    /// Units below empty (a debt, `RL.CHARGE`); `level` is 0 while it is not.
+    debt: u128,
     /// Grid origin (step refill only).
     origin_ms: i64,
     at_ms: i64,
@@ -126,6 +129,7 @@ impl Level {
         Level {
             params,
             level: u128::from(params.capacity) * params.scale(),
+            debt: 0,
             origin_ms: at_ms,
             at_ms,
         }
@@ -135,13 +139,17 @@ impl Level {
         let step = matches!(b.refill, Refill::Step { .. });
         let params =
             TokenParams { capacity: b.capacity, rate: b.rate, period_ms: b.period_ms, step };
-        let (level, origin_ms) = match b.refill {
-            Refill::Smooth { fraction } => {
-                (u128::from(b.tokens) * params.scale() + u128::from(fraction), b.updated_ms)
-            }
-            Refill::Step { origin_ms } => (u128::from(b.tokens), origin_ms),
+        let (fraction, origin_ms) = match b.refill {
+            Refill::Smooth { fraction } => (i128::from(fraction), b.updated_ms),
+            Refill::Step { origin_ms } => (0, origin_ms),
         };
-        Level { params, level, origin_ms, at_ms: b.updated_ms }
+        let scale = i128::try_from(params.scale()).unwrap_or(i128::MAX);
+        let signed = i128::from(b.tokens).saturating_mul(scale).saturating_add(fraction);
+        let (level, debt) = match u128::try_from(signed) {
+            Ok(level) => (level, 0),
+            Err(_) => (0, signed.unsigned_abs()),
+        };
+        Level { params, level, debt, origin_ms, at_ms: b.updated_ms }
     }
 
     fn capacity_level(&self) -> u128 {
@@ -161,7 +169,9 @@ impl Level {
         } else {
             elapsed_ms(self.at_ms, t) * rate
         };
-        self.level = self.level.saturating_add(gained).min(self.capacity_level());
+        let paid = gained.min(self.debt);
+        self.debt -= paid;
+        self.level = self.level.saturating_add(gained - paid).min(self.capacity_level());
         self.at_ms = t;
         self
     }
@@ -182,22 +192,58 @@ impl Level {
             (true, true) if old.period_ms == params.period_ms => (self.level, self.origin_ms),
             (true, true) => (self.level, self.at_ms),
         };
-        let converted = Level { params, level, origin_ms, at_ms: self.at_ms };
+        // A debt converts like a level, rounded toward more debt.
+        let debt = match (old.step, params.step) {
+            (false, false) => ceil_div(
+                self.debt.saturating_mul(u128::from(params.period_ms)),
+                u128::from(old.period_ms),
+            ),
+            (false, true) => ceil_div(self.debt, old.scale()),
+            (true, false) => self.debt.saturating_mul(params.scale()),
+            (true, true) => self.debt,
+        };
+        let converted = Level { params, level, debt, origin_ms, at_ms: self.at_ms };
         Level { level: level.min(converted.capacity_level()), ..converted }
     }
 
     /// Ms from `at_ms` until the level reaches `target` (in level units), or 0 if it has.
     fn time_until(&self, target: u128) -> u128 {
         let (_, rate, period) = self.params.wide();
-        if self.level >= target {
+        if self.debt == 0 && self.level >= target {
             return 0;
         }
+        let missing = target.saturating_add(self.debt).saturating_sub(self.level);
         if self.params.step {
-            let steps = ceil_div(target - self.level, rate);
+            let steps = ceil_div(missing, rate);
             let boundary = (self.periods_at(self.at_ms) + steps) * period;
             boundary.saturating_sub(elapsed_ms(self.origin_ms, self.at_ms))
         } else {
-            ceil_div(target - self.level, rate)
+            ceil_div(missing, rate)
+        }
+    }
+
+    /// Takes `units` whatever the level: below empty, the rest becomes debt.
+    fn take(self, units: u128) -> Self {
+        let from_level = units.min(self.level);
+        let debt = self.debt.saturating_add(units - from_level);
+        Level { level: self.level - from_level, debt, ..self }
+    }
+
+    /// Gives `units` back: the debt first, then the level, never beyond full.
+    fn give(self, units: u128) -> Self {
+        let paid = units.min(self.debt);
+        let level = self.level.saturating_add(units - paid).min(self.capacity_level());
+        Level { level, debt: self.debt - paid, ..self }
+    }
+
+    /// Tokens in use: `capacity − level`, or `capacity + debt` (in whole tokens, rounded toward
+    /// more in use), for the bounds of a debt.
+    fn permits_in_use(&self) -> u128 {
+        let scale = self.params.scale();
+        if self.debt > 0 {
+            u128::from(self.params.capacity).saturating_add(ceil_div(self.debt, scale))
+        } else {
+            u128::from(self.params.capacity).saturating_sub(floor_div(self.level, scale))
         }
     }
 
@@ -208,11 +254,24 @@ impl Level {
         } else {
             Refill::Smooth { fraction: saturate_u64(div_rem(self.level, scale).1) }
         };
+        let tokens = if self.debt > 0 {
+            // Whole tokens rounded down (more negative); the fraction counts up from there.
+            let whole = ceil_div(self.debt, scale);
+            -i64::try_from(whole).unwrap_or(i64::MAX)
+        } else {
+            i64::try_from(div_rem(self.level, scale).0).unwrap_or(i64::MAX)
+        };
+        let refill = match refill {
+            Refill::Smooth { .. } if self.debt > 0 => Refill::Smooth {
+                fraction: saturate_u64(ceil_div(self.debt, scale) * scale - self.debt),
+            },
+            other => other,
+        };
         TokenBucket {
             capacity: self.params.capacity,
             rate: self.params.rate,
             period_ms: self.params.period_ms,
-            tokens: saturate_u64(div_rem(self.level, scale).0),
+            tokens,
             refill,
             updated_ms: self.at_ms,
         }
@@ -228,8 +287,7 @@ impl TokenBucket {
         if level.level >= full {
             return Refunded::Nothing;
         }
-        let added = u128::from(count).saturating_mul(level.params.scale());
-        let level = Level { level: level.level.saturating_add(added).min(full), ..level };
+        let level = level.give(u128::from(count).saturating_mul(level.params.scale()));
         if level.level >= full {
             Refunded::Fresh
         } else {
@@ -238,6 +296,21 @@ impl TokenBucket {
     }
 
     /// The parameters this bucket was last admitted with.
+    /// `RL.CHARGE`: takes `count` tokens at `now'` whatever the level: below empty the bucket
+    /// is in debt (negative `tokens`), refuses every request until the refill has paid it back,
+    /// and is full again only after that.
+    pub fn charge(&self, now_ms: i64, count: u64) -> Charged<TokenBucket> {
+        let now = now_ms.max(self.updated_ms);
+        let level = Level::from_bucket(self).advance_to(now);
+        let level = level.take(u128::from(count).saturating_mul(level.params.scale()));
+        debt_fits(level.into_bucket(), level.permits_in_use(), self.capacity, now)
+    }
+
+    /// Whether the bucket is below empty (only `RL.CHARGE` makes such a state).
+    pub fn in_debt(&self) -> bool {
+        self.tokens < 0
+    }
+
     pub fn params(&self) -> TokenParams {
         Level::from_bucket(self).params
     }
@@ -252,12 +325,16 @@ impl TokenBucket {
             matches!(self.refill, Refill::Step { .. }),
         )
         .map_err(|_| CorruptState("token bucket parameters out of range"))?;
-        if self.tokens > params.capacity {
+        if i128::from(self.tokens) > i128::from(params.capacity) {
             return Err(CorruptState("token bucket holds more than its capacity"));
+        }
+        if i128::from(self.tokens) < -i128::from(MAX_DEBT) {
+            return Err(CorruptState("token bucket debt out of range"));
         }
         match self.refill {
             Refill::Smooth { fraction } => {
-                if fraction >= self.period_ms || (self.tokens == self.capacity && fraction != 0) {
+                let full = i128::from(self.tokens) == i128::from(self.capacity);
+                if fraction >= self.period_ms || (full && fraction != 0) {
                     return Err(CorruptState("token bucket fraction out of range"));
                 }
             }
@@ -269,6 +346,13 @@ impl TokenBucket {
         }
         if !(0..=super::args::MAX_AT_MS).contains(&self.updated_ms) {
             return Err(CorruptState("token bucket update time out of range"));
+        }
+        if self.in_debt() {
+            let level = Level::from_bucket(self);
+            let fits = debt_fits(*self, level.permits_in_use(), self.capacity, self.updated_ms);
+            if !matches!(fits, Charged::To(_)) {
+                return Err(CorruptState("token bucket debt out of range"));
+            }
         }
         Ok(())
     }
@@ -294,14 +378,12 @@ impl Stored for TokenBucket {
         match self.refill {
             Refill::Smooth { fraction } => fields.extend([
                 ("step", 0),
-                ("tokens", info_int(self.tokens)),
+                ("tokens", self.tokens),
                 ("fraction", info_int(fraction)),
             ]),
-            Refill::Step { origin_ms } => fields.extend([
-                ("step", 1),
-                ("tokens", info_int(self.tokens)),
-                ("origin_ms", origin_ms),
-            ]),
+            Refill::Step { origin_ms } => {
+                fields.extend([("step", 1), ("tokens", self.tokens), ("origin_ms", origin_ms)])
+            }
         }
         fields
     }
@@ -327,7 +409,8 @@ pub fn evaluate(
     };
     let scale = params.scale();
     let needed = u128::from(cost) * scale;
-    let allowed = current.level >= needed;
+    // In debt nothing is admitted, not even a peek (`COST 0`): the level is below empty.
+    let allowed = current.debt == 0 && current.level >= needed;
     let after = if allowed { Level { level: current.level - needed, ..current } } else { current };
     let retry_after_ms = if allowed {
         0

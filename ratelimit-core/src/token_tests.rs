@@ -186,30 +186,30 @@ fn validate_accepts_produced_states_and_refuses_corrupt_ones() {
 #[derive(Debug, Clone)]
 struct Model {
     params: TokenParams,
-    /// Smooth: in 1/period_ms tokens. Step: whole tokens.
-    level: u128,
+    /// Smooth: in 1/period_ms tokens. Step: whole tokens. Below zero: a debt (RL.CHARGE).
+    level: i128,
     origin: i64,
     at: i64,
 }
 
 impl Model {
-    fn scale(p: &TokenParams) -> u128 {
+    fn scale(p: &TokenParams) -> i128 {
         if p.step {
             1
         } else {
-            u128::from(p.period_ms)
+            i128::from(p.period_ms)
         }
     }
 
-    fn cap(&self) -> u128 {
-        u128::from(self.params.capacity) * Self::scale(&self.params)
+    fn cap(&self) -> i128 {
+        i128::from(self.params.capacity) * Self::scale(&self.params)
     }
 
     fn tick_to(&mut self, t: i64) {
         while self.at < t {
             self.at += 1;
             let on_grid = (self.at - self.origin) % self.params.period_ms as i64 == 0;
-            let gain = if !self.params.step || on_grid { u128::from(self.params.rate) } else { 0 };
+            let gain = if !self.params.step || on_grid { i128::from(self.params.rate) } else { 0 };
             self.level = (self.level + gain).min(self.cap());
         }
     }
@@ -219,7 +219,7 @@ impl Model {
     }
 
     /// First ms offset at which the level reaches `target` (searching forward).
-    fn wait_for(&self, target: u128) -> i64 {
+    fn wait_for(&self, target: i128) -> i64 {
         let mut m = self.clone();
         let start = m.at;
         while m.level < target {
@@ -249,18 +249,20 @@ fn model_call(
     let m = match live.take() {
         None => Model {
             params: *p,
-            level: u128::from(p.capacity) * Model::scale(p),
+            level: i128::from(p.capacity) * Model::scale(p),
             origin: now,
             at: now,
         },
         Some(old) => {
-            let whole = old.level / Model::scale(&old.params);
+            let whole = old.level.div_euclid(Model::scale(&old.params));
             let (level, origin) = match (old.params.step, p.step) {
                 (false, false) => {
-                    (old.level * u128::from(p.period_ms) / u128::from(old.params.period_ms), old.at)
+                    let (n, d) =
+                        (old.level * i128::from(p.period_ms), i128::from(old.params.period_ms));
+                    (if n >= 0 { n / d } else { -((-n + d - 1) / d) }, old.at)
                 }
                 (false, true) => (whole, old.at),
-                (true, false) => (whole * u128::from(p.period_ms), old.at),
+                (true, false) => (whole * i128::from(p.period_ms), old.at),
                 (true, true) if old.params.period_ms == p.period_ms => (old.level, old.origin),
                 (true, true) => (old.level, old.at),
             };
@@ -269,8 +271,8 @@ fn model_call(
             m
         }
     };
-    let need = u128::from(cost) * Model::scale(p);
-    let allowed = m.level >= need;
+    let need = i128::from(cost) * Model::scale(p);
+    let allowed = m.level >= need && m.level >= 0;
     let mut after = m.clone();
     if allowed {
         after.level -= need;
@@ -285,7 +287,7 @@ fn model_call(
     let reply = Decision {
         allowed,
         limit: p.capacity,
-        remaining: (after.level / Model::scale(p)) as u64,
+        remaining: after.level.max(0).div_euclid(Model::scale(p)) as u64,
         retry_after_ms: retry,
         reset_after_ms: after.wait_for(after.cap()),
     };
@@ -373,5 +375,51 @@ proptest! {
             prop_assert!(reply[3] >= -1 && reply[4] >= 0);
             prop_assert!(reply[4] as u128 <= crate::args::MAX_RESET_MS);
         }
+    }
+}
+
+impl testing::Settling<TokenBucket> for Option<Model> {
+    /// The level at `now'` minus `count` tokens, below zero if need be (a debt).
+    fn charge(&mut self, now: i64, count: u64) -> bool {
+        let Some(mut m) = self.clone().filter(|m| live_model(m, now)) else {
+            return false;
+        };
+        m.tick_to(now.max(m.at));
+        m.level -= i128::from(count) * Model::scale(&m.params);
+        *self = Some(m);
+        true
+    }
+
+    fn refund(&mut self, now: i64, count: u64) {
+        if let Some(mut m) = self.clone().filter(|m| live_model(m, now)) {
+            m.tick_to(now.max(m.at));
+            m.level = (m.level + i128::from(count) * Model::scale(&m.params)).min(m.cap());
+            *self = (!m.full()).then_some(m);
+        }
+    }
+
+    fn live_at(&self, t: i64) -> bool {
+        self.as_ref().is_some_and(|m| live_model(m, t))
+    }
+}
+
+/// Whether the model's bucket is not yet full again at `t` (ms by ms).
+fn live_model(m: &Model, t: i64) -> bool {
+    let mut probe = m.clone();
+    probe.tick_to(t.max(probe.at));
+    !probe.full()
+}
+
+proptest! {
+    /// `RL.CHARGE` takes the level below empty (a debt) and `RL.REFUND` gives back after it,
+    /// in both refill modes: every reply equals the ms-by-ms model's, whose level goes below
+    /// zero, and the key expires exactly when that bucket is full again.
+    #[test]
+    fn charges_and_refunds_match_brute_force_model(
+        p in small_params(),
+        steps in proptest::collection::vec((-20i64..60, 0u64..7, 0u8..6), 1..16),
+    ) {
+        let steps = testing::settle_steps(steps, u64::MAX);
+        testing::check_settling_against_model::<TokenBucket, _>(&mut None, &p, 1000, steps)?;
     }
 }

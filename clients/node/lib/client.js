@@ -128,7 +128,7 @@ class RateLimit {
 
   /**
    * Bills an overrun past the limit: RL.CHARGE. Takes `count` permits whatever the limit (a debt
-   * later requests wait out; GCRA, leaky bucket and fixed window keys only). Resolves to the
+   * later requests wait out; not sliding windows). Resolves to the
    * standing after it, or null (nothing live to charge: nothing is created).
    */
   async charge(key, count, opts = {}) {

@@ -268,7 +268,7 @@ export class RateLimit {
   throttle(key: string | Buffer, options: ThrottleOptions): Promise<Decision>;
   all(limits: AllLimit[], options?: { dryRun?: boolean; at?: number }): Promise<AllDecision>;
   refund(key: string | Buffer, count: number, options?: { at?: number }): Promise<Decision | null>;
-  /** RL.CHARGE: takes `count` permits past the limit (a debt); GCRA, leaky and period keys; null when nothing live */
+  /** RL.CHARGE: takes `count` permits past the limit (a debt); not sliding windows; null when nothing live */
   charge(key: string | Buffer, count: number, options?: { at?: number }): Promise<Decision | null>;
   acquire(key: string | Buffer, options: AcquireOptions): Promise<Lease>;
   release(key: string | Buffer, id: string | Buffer, options?: { at?: number }): Promise<boolean>;

@@ -98,7 +98,7 @@ for (const kind of ['ioredis', 'node-redis']) {
       assert.equal(await c.peek('ref'), null); // back to its initial state: deleted
     });
 
-    test('charge bills an overrun past the limit as a debt; null when nothing live; token keys refuse', async () => {
+    test('charge bills an overrun past the limit as a debt; null when nothing live; sliding windows refuse', async () => {
       const c = rl();
       const at = 4_000_000_000_000;
       await c.leaky('debt', { capacity: 10, rate: 1, period: '1s', nodelay: true, cost: 10, at });
@@ -108,8 +108,8 @@ for (const kind of ['ioredis', 'node-redis']) {
       assert.equal((await c.leaky('debt', { capacity: 10, rate: 1, period: '1s', nodelay: true, at: at + 2999 })).allowed, false);
       assert.equal((await c.leaky('debt', { capacity: 10, rate: 1, period: '1s', nodelay: true, at: at + 3000 })).allowed, true);
       assert.equal(await c.charge('nothing-here', 1), null);
-      await c.token('tok', { capacity: 5, rate: 1, period: '1s' });
-      await assert.rejects(c.charge('tok', 1), /takes no debt/);
+      await c.slide('sl', { limit: 5, window: '1s' });
+      await assert.rejects(c.charge('sl', 1), /takes no debt/);
       await assert.rejects(c.charge('debt', 0), /count must be an integer/);
       await assert.rejects(c.charge('debt', -1), TypeError);
     });

@@ -125,9 +125,9 @@ def test_charge_bills_an_overrun_as_a_debt(r: RateLimit) -> None:
     assert r.charge("llm", 2, at=T0) == Decision(False, 10, 0, 3000, 12_000)
     assert not r.leaky("llm", 10, 1, "1s", nodelay=True, at=T0 + 2999).allowed
     assert r.leaky("llm", 10, 1, "1s", nodelay=True, at=T0 + 3000).allowed
-    r.token("tok", 5, 1, "1s")
+    r.slide("sl", 5, "1s")
     with pytest.raises(redis.ResponseError, match="takes no debt"):
-        r.charge("tok", 1)
+        r.charge("sl", 1)
 
 
 def test_acquire_renew_release(r: RateLimit) -> None:

@@ -160,7 +160,7 @@ class RateLimitCommands:
 
     def charge(self, key: Key, count: int, *, at: Optional[int] = None) -> Optional[Decision]:
         """``RL.CHARGE``: take ``count`` permits whatever the limit — past it, a debt later
-        requests wait out (GCRA, leaky bucket and fixed window keys; others raise
+        requests wait out (token bucket, GCRA, leaky bucket and fixed window keys; sliding windows raise
         ``redis.ResponseError``); ``None`` if the key holds nothing live (nothing created)."""
         return cmd.optional_decision(self._send(*cmd.with_at(["RL.CHARGE", key, count], at)))
 
