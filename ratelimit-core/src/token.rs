@@ -14,6 +14,11 @@
 //!
 //! Nothing is stored for time passing: the refill is computed from `updated_ms` whenever the
 //! bucket is next used.
+//!
+//! **Debt** (`RL.CHARGE`): a charge may take the bucket below empty (negative `tokens`). The
+//! refill then pays the debt before it adds tokens, so every request is refused until the
+//! debt is paid and the key expires only when the bucket is full again. Buckets in debt take
+//! a cold path ([`Debt`]): the hot path never sees a negative level.
 
 use super::args::{MAX_COUNT, MAX_DURATION_MS, MAX_RESET_MS};
 use super::arith::{ceil_div, div_rem, elapsed_ms, floor_div, saturate_u64};
@@ -51,8 +56,9 @@ pub struct TokenBucket {
     pub capacity: u64,
     pub rate: u64,
     pub period_ms: u64,
-    /// Whole tokens in the bucket at `updated_ms`; below zero only in debt (`RL.CHARGE`): then
-    /// the level is `tokens + fraction / period_ms` (smooth; the fraction still counts up).
+    /// Whole tokens in the bucket at `updated_ms`; below zero only in debt (`RL.CHARGE`): the
+    /// level is then `tokens + fraction / period_ms` (smooth refill: the fraction still counts
+    /// up from there), and the bucket refuses everything until the refill has paid it back.
     pub tokens: i64,
     pub refill: Refill,
     /// The instant of the last admitted call (absolute unix ms).
@@ -117,8 +123,6 @@ impl TokenParams {
 struct Level {
     params: TokenParams,
     level: u128,
-    /// Units below empty (a debt, `RL.CHARGE`); `level` is 0 while it is not.
-    debt: u128,
     /// Grid origin (step refill only).
     origin_ms: i64,
     at_ms: i64,
@@ -129,7 +133,6 @@ impl Level {
         Level {
             params,
             level: u128::from(params.capacity) * params.scale(),
-            debt: 0,
             origin_ms: at_ms,
             at_ms,
         }
@@ -139,17 +142,14 @@ impl Level {
         let step = matches!(b.refill, Refill::Step { .. });
         let params =
             TokenParams { capacity: b.capacity, rate: b.rate, period_ms: b.period_ms, step };
-        let (fraction, origin_ms) = match b.refill {
-            Refill::Smooth { fraction } => (i128::from(fraction), b.updated_ms),
-            Refill::Step { origin_ms } => (0, origin_ms),
+        let (level, origin_ms) = match b.refill {
+            Refill::Smooth { fraction } => (
+                u128::from(b.tokens.unsigned_abs()) * params.scale() + u128::from(fraction),
+                b.updated_ms,
+            ),
+            Refill::Step { origin_ms } => (u128::from(b.tokens.unsigned_abs()), origin_ms),
         };
-        let scale = i128::try_from(params.scale()).unwrap_or(i128::MAX);
-        let signed = i128::from(b.tokens).saturating_mul(scale).saturating_add(fraction);
-        let (level, debt) = match u128::try_from(signed) {
-            Ok(level) => (level, 0),
-            Err(_) => (0, signed.unsigned_abs()),
-        };
-        Level { params, level, debt, origin_ms, at_ms: b.updated_ms }
+        Level { params, level, origin_ms, at_ms: b.updated_ms }
     }
 
     fn capacity_level(&self) -> u128 {
@@ -163,17 +163,20 @@ impl Level {
 
     /// Refills from `at_ms` to `t` (≥ `at_ms`) under this level's own parameters.
     fn advance_to(mut self, t: i64) -> Self {
+        let gained = self.gained_by(t);
+        self.level = self.level.saturating_add(gained).min(self.capacity_level());
+        self.at_ms = t;
+        self
+    }
+
+    /// Units the refill adds from `at_ms` to `t` (uncapped).
+    fn gained_by(&self, t: i64) -> u128 {
         let (_, rate, _) = self.params.wide();
-        let gained = if self.params.step {
+        if self.params.step {
             (self.periods_at(t) - self.periods_at(self.at_ms)) * rate
         } else {
             elapsed_ms(self.at_ms, t) * rate
-        };
-        let paid = gained.min(self.debt);
-        self.debt -= paid;
-        self.level = self.level.saturating_add(gained - paid).min(self.capacity_level());
-        self.at_ms = t;
-        self
+        }
     }
 
     /// Re-expresses the level under new parameters at its own instant, never granting more
@@ -192,58 +195,39 @@ impl Level {
             (true, true) if old.period_ms == params.period_ms => (self.level, self.origin_ms),
             (true, true) => (self.level, self.at_ms),
         };
-        // A debt converts like a level, rounded toward more debt.
-        let debt = match (old.step, params.step) {
-            (false, false) => ceil_div(
-                self.debt.saturating_mul(u128::from(params.period_ms)),
-                u128::from(old.period_ms),
-            ),
-            (false, true) => ceil_div(self.debt, old.scale()),
-            (true, false) => self.debt.saturating_mul(params.scale()),
-            (true, true) => self.debt,
-        };
-        let converted = Level { params, level, debt, origin_ms, at_ms: self.at_ms };
+        let converted = Level { params, level, origin_ms, at_ms: self.at_ms };
         Level { level: level.min(converted.capacity_level()), ..converted }
     }
 
     /// Ms from `at_ms` until the level reaches `target` (in level units), or 0 if it has.
     fn time_until(&self, target: u128) -> u128 {
         let (_, rate, period) = self.params.wide();
-        if self.debt == 0 && self.level >= target {
+        if self.level >= target {
             return 0;
         }
-        let missing = target.saturating_add(self.debt).saturating_sub(self.level);
         if self.params.step {
-            let steps = ceil_div(missing, rate);
+            let steps = ceil_div(target - self.level, rate);
             let boundary = (self.periods_at(self.at_ms) + steps) * period;
             boundary.saturating_sub(elapsed_ms(self.origin_ms, self.at_ms))
         } else {
-            ceil_div(missing, rate)
+            ceil_div(target - self.level, rate)
         }
     }
 
-    /// Takes `units` whatever the level: below empty, the rest becomes debt.
-    fn take(self, units: u128) -> Self {
-        let from_level = units.min(self.level);
-        let debt = self.debt.saturating_add(units - from_level);
-        Level { level: self.level - from_level, debt, ..self }
-    }
-
-    /// Gives `units` back: the debt first, then the level, never beyond full.
-    fn give(self, units: u128) -> Self {
-        let paid = units.min(self.debt);
-        let level = self.level.saturating_add(units - paid).min(self.capacity_level());
-        Level { level, debt: self.debt - paid, ..self }
-    }
-
-    /// Tokens in use: `capacity − level`, or `capacity + debt` (in whole tokens, rounded toward
-    /// more in use), for the bounds of a debt.
-    fn permits_in_use(&self) -> u128 {
+    /// The bucket `debt` units below empty at `at_ms` (an empty level), as stored: tokens
+    /// rounded down below zero, the smooth fraction counting up from there.
+    fn into_bucket_in_debt(self, debt: u128) -> TokenBucket {
         let scale = self.params.scale();
-        if self.debt > 0 {
-            u128::from(self.params.capacity).saturating_add(ceil_div(self.debt, scale))
+        let whole = ceil_div(debt, scale);
+        let refill = if self.params.step {
+            Refill::Step { origin_ms: self.origin_ms }
         } else {
-            u128::from(self.params.capacity).saturating_sub(floor_div(self.level, scale))
+            Refill::Smooth { fraction: saturate_u64(whole * scale - debt) }
+        };
+        TokenBucket {
+            tokens: -i64::try_from(whole).unwrap_or(i64::MAX),
+            refill,
+            ..Level { level: 0, ..self }.into_bucket()
         }
     }
 
@@ -254,40 +238,160 @@ impl Level {
         } else {
             Refill::Smooth { fraction: saturate_u64(div_rem(self.level, scale).1) }
         };
-        let tokens = if self.debt > 0 {
-            // Whole tokens rounded down (more negative); the fraction counts up from there.
-            let whole = ceil_div(self.debt, scale);
-            -i64::try_from(whole).unwrap_or(i64::MAX)
-        } else {
-            i64::try_from(div_rem(self.level, scale).0).unwrap_or(i64::MAX)
-        };
-        let refill = match refill {
-            Refill::Smooth { .. } if self.debt > 0 => Refill::Smooth {
-                fraction: saturate_u64(ceil_div(self.debt, scale) * scale - self.debt),
-            },
-            other => other,
-        };
         TokenBucket {
             capacity: self.params.capacity,
             rate: self.params.rate,
             period_ms: self.params.period_ms,
-            tokens,
+            tokens: i64::try_from(div_rem(self.level, scale).0).unwrap_or(i64::MAX),
             refill,
             updated_ms: self.at_ms,
         }
     }
 }
 
+/// A bucket below empty brought up to an instant: an empty level at that instant (its
+/// parameters, grid origin and instant) and the units still owed.
+#[derive(Debug, Clone, Copy)]
+struct Debt {
+    empty: Level,
+    owed: u128,
+}
+
+impl Debt {
+    /// The stored bucket in debt (`tokens < 0`) at `t ≥ updated_ms`: still in debt, or back
+    /// to a level once the refill has paid it.
+    fn bring(b: &TokenBucket, t: i64) -> Result<Debt, Level> {
+        let empty = Level { level: 0, ..Level::from_bucket(b) };
+        let scale = empty.params.scale();
+        let fraction = match b.refill {
+            Refill::Smooth { fraction } => u128::from(fraction),
+            Refill::Step { .. } => 0,
+        };
+        let owed = (u128::from(b.tokens.unsigned_abs()) * scale).saturating_sub(fraction);
+        let gained = empty.gained_by(t);
+        let empty = Level { at_ms: t, ..empty };
+        if gained >= owed {
+            let level = (gained - owed).min(empty.capacity_level());
+            Err(Level { level, ..empty })
+        } else {
+            Ok(Debt { empty, owed: owed - gained })
+        }
+    }
+
+    /// Tokens in use, for the bounds of a debt.
+    fn in_use(&self) -> u128 {
+        let scale = self.empty.params.scale();
+        u128::from(self.empty.params.capacity).saturating_add(ceil_div(self.owed, scale))
+    }
+
+    /// The debt under other parameters (a call that changes them), rounded toward more debt.
+    fn convert(self, params: TokenParams) -> Debt {
+        let old = self.empty.params;
+        let owed = match (old.step, params.step) {
+            (false, false) => ceil_div(
+                self.owed.saturating_mul(u128::from(params.period_ms)),
+                u128::from(old.period_ms),
+            ),
+            (false, true) => ceil_div(self.owed, old.scale()),
+            (true, false) => self.owed.saturating_mul(params.scale()),
+            (true, true) => self.owed,
+        };
+        Debt { empty: self.empty.convert(params), owed }
+    }
+
+    /// The wait until the level reaches `target` units above empty.
+    fn time_until(&self, target: u128) -> u128 {
+        self.empty.time_until(target.saturating_add(self.owed))
+    }
+}
+
+/// A call on a bucket in debt (the cold path of [`evaluate`]): refused, even at `COST 0`, with
+/// the exact wait; or judged as usual once the refill has paid the debt.
+#[cold]
+fn evaluate_in_debt(
+    bucket: &TokenBucket,
+    params: &TokenParams,
+    now_ms: i64,
+    cost: u64,
+) -> Evaluation<TokenBucket> {
+    let now = now_ms.max(bucket.updated_ms);
+    let debt = match Debt::bring(bucket, now) {
+        Err(level) => return judge_level(level.convert(*params), params, cost),
+        Ok(debt) => debt.convert(*params),
+    };
+    let needed = u128::from(cost) * params.scale();
+    let retry_after_ms =
+        if cost > params.capacity { -1 } else { saturate_i64(debt.time_until(needed)) };
+    let decision = Decision {
+        allowed: false,
+        limit: params.capacity,
+        remaining: 0,
+        retry_after_ms,
+        reset_after_ms: saturate_i64(debt.time_until(debt.empty.capacity_level())),
+    };
+    Evaluation { decision, next: None }
+}
+
 impl TokenBucket {
+    /// `RL.CHARGE`: takes `count` tokens at `now'` whatever the level: below empty the bucket
+    /// is in debt (negative `tokens`), refuses every request until the refill has paid it back,
+    /// and is full again only after that.
+    pub fn charge(&self, now_ms: i64, count: u64) -> Charged<TokenBucket> {
+        let now = now_ms.max(self.updated_ms);
+        let brought = if self.in_debt() {
+            Debt::bring(self, now)
+        } else {
+            Err(Level::from_bucket(self).advance_to(now))
+        };
+        let units = u128::from(count).saturating_mul(self.params().scale());
+        let debt = match brought {
+            Err(level) if level.level >= units => {
+                let next = Level { level: level.level - units, ..level };
+                let in_use = u128::from(self.capacity)
+                    .saturating_sub(div_rem(next.level, next.params.scale()).0);
+                return debt_fits(next.into_bucket(), in_use, self.capacity, now);
+            }
+            Err(level) => Debt { empty: Level { level: 0, ..level }, owed: units - level.level },
+            Ok(debt) => Debt { owed: debt.owed.saturating_add(units), ..debt },
+        };
+        debt_fits(debt.empty.into_bucket_in_debt(debt.owed), debt.in_use(), self.capacity, now)
+    }
+
+    /// Whether the bucket is below empty (only `RL.CHARGE` makes such a state).
+    pub fn in_debt(&self) -> bool {
+        self.tokens < 0
+    }
+
     /// `RL.REFUND`: `tokens := min(capacity, tokens + count)` at `now'`, exactly (the
     /// fraction of a token is kept).
     pub fn refund(&self, now_ms: i64, count: u64) -> Refunded<TokenBucket> {
-        let level = Level::from_bucket(self).advance_to(now_ms.max(self.updated_ms));
+        let now = now_ms.max(self.updated_ms);
+        let level = if self.in_debt() {
+            match Debt::bring(self, now) {
+                Err(level) => level,
+                Ok(debt) => {
+                    let units = u128::from(count).saturating_mul(self.params().scale());
+                    if units < debt.owed {
+                        return Refunded::To(debt.empty.into_bucket_in_debt(debt.owed - units));
+                    }
+                    let full = debt.empty.capacity_level();
+                    let level = (units - debt.owed).min(full);
+                    return if level >= full {
+                        Refunded::Fresh
+                    } else {
+                        Refunded::To(Level { level, ..debt.empty }.into_bucket())
+                    };
+                }
+            }
+        } else {
+            Level::from_bucket(self).advance_to(now)
+        };
         let full = level.capacity_level();
         if level.level >= full {
             return Refunded::Nothing;
         }
-        let level = level.give(u128::from(count).saturating_mul(level.params.scale()));
+        let added = u128::from(count).saturating_mul(level.params.scale());
+        let level = Level { level: level.level.saturating_add(added).min(full), ..level };
         if level.level >= full {
             Refunded::Fresh
         } else {
@@ -296,21 +400,6 @@ impl TokenBucket {
     }
 
     /// The parameters this bucket was last admitted with.
-    /// `RL.CHARGE`: takes `count` tokens at `now'` whatever the level: below empty the bucket
-    /// is in debt (negative `tokens`), refuses every request until the refill has paid it back,
-    /// and is full again only after that.
-    pub fn charge(&self, now_ms: i64, count: u64) -> Charged<TokenBucket> {
-        let now = now_ms.max(self.updated_ms);
-        let level = Level::from_bucket(self).advance_to(now);
-        let level = level.take(u128::from(count).saturating_mul(level.params.scale()));
-        debt_fits(level.into_bucket(), level.permits_in_use(), self.capacity, now)
-    }
-
-    /// Whether the bucket is below empty (only `RL.CHARGE` makes such a state).
-    pub fn in_debt(&self) -> bool {
-        self.tokens < 0
-    }
-
     pub fn params(&self) -> TokenParams {
         Level::from_bucket(self).params
     }
@@ -348,8 +437,8 @@ impl TokenBucket {
             return Err(CorruptState("token bucket update time out of range"));
         }
         if self.in_debt() {
-            let level = Level::from_bucket(self);
-            let fits = debt_fits(*self, level.permits_in_use(), self.capacity, self.updated_ms);
+            let in_use = Debt::bring(self, self.updated_ms).map_or(0, |d| d.in_use());
+            let fits = debt_fits(*self, in_use, self.capacity, self.updated_ms);
             if !matches!(fits, Charged::To(_)) {
                 return Err(CorruptState("token bucket debt out of range"));
             }
@@ -364,6 +453,11 @@ impl Stored for TokenBucket {
     }
 
     fn reset_at_ms(&self) -> i64 {
+        if self.in_debt() {
+            let wait = Debt::bring(self, self.updated_ms)
+                .map_or(0, |d| d.time_until(d.empty.capacity_level()));
+            return super::arith::add_ms(self.updated_ms, wait);
+        }
         let level = Level::from_bucket(self);
         let wait = level.time_until(level.capacity_level());
         super::arith::add_ms(self.updated_ms, wait)
@@ -402,15 +496,21 @@ pub fn evaluate(
 ) -> Evaluation<TokenBucket> {
     let current = match live(stored, now_ms) {
         None => Level::full(*params, now_ms),
+        Some(bucket) if bucket.in_debt() => return evaluate_in_debt(bucket, params, now_ms, cost),
         Some(bucket) => {
             let now = now_ms.max(bucket.updated_ms);
             Level::from_bucket(bucket).advance_to(now).convert(*params)
         }
     };
+    judge_level(current, params, cost)
+}
+
+/// Judges a request of `cost` against the bucket's level under the call's parameters.
+#[inline(always)]
+fn judge_level(current: Level, params: &TokenParams, cost: u64) -> Evaluation<TokenBucket> {
     let scale = params.scale();
     let needed = u128::from(cost) * scale;
-    // In debt nothing is admitted, not even a peek (`COST 0`): the level is below empty.
-    let allowed = current.debt == 0 && current.level >= needed;
+    let allowed = current.level >= needed;
     let after = if allowed { Level { level: current.level - needed, ..current } } else { current };
     let retry_after_ms = if allowed {
         0
