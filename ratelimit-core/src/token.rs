@@ -18,7 +18,7 @@
 //! **Debt** (`RL.CHARGE`): a charge may take the bucket below empty (negative `tokens`). The
 //! refill then pays the debt before it adds tokens, so every request is refused until the
 //! debt is paid and the key expires only when the bucket is full again. Buckets in debt take
-//! a cold path ([`Debt`]): the hot path never sees a negative level.
+//! a cold path (`Debt`, `evaluate_in_debt`): the hot path never sees a negative level.
 
 use super::args::{MAX_COUNT, MAX_DURATION_MS, MAX_RESET_MS};
 use super::arith::{ceil_div, div_rem, elapsed_ms, floor_div, saturate_u64};
