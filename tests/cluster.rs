@@ -328,3 +328,48 @@ fn limiters_survive_resharding_and_failover() {
         started.elapsed()
     );
 }
+
+/// The first of `key0, key1, …` this node owns (the others answer `MOVED` before the command
+/// runs), and the reply it gave for `RL.HIT policy key`.
+fn hit_on_owned_key(node: &Server, policy: &str) -> (String, redis::RedisResult<Value>) {
+    for i in 0..1000 {
+        let key = format!("key{i}");
+        let reply = run(&mut node.conn(), &["RL.HIT", policy, &key, "AT", AT]);
+        match &reply {
+            Err(e) if e.code() == Some("MOVED") => continue,
+            _ => return (key, reply),
+        }
+    }
+    panic!("no key of key0…key999 is owned by {}", node.addr());
+}
+
+/// Policies are node state, as Redis Functions are: `RL.POLICY SET` on one master defines the
+/// policy there only — a key owned by another master gets the unknown-policy error on its
+/// node (never a silent allow), and `RL.POLICY LIST` there is empty; once every primary has
+/// it (what the client packages' `setPolicy`/`set_policy` do on a cluster client), every key
+/// is judged.
+#[test]
+fn policies_are_per_node() {
+    let (masters, _addrs) = three_masters();
+    let set = ["RL.POLICY", "SET", "api", "TOKEN", "2", "1", "1s"];
+    assert_eq!(run(&mut masters[0].conn(), &set).unwrap(), Value::Okay);
+    let (_, on_first) = hit_on_owned_key(&masters[0], "api");
+    assert!(
+        matches!(on_first, Ok(Value::Array(ref a)) if a.first() == Some(&Value::Int(1))),
+        "{on_first:?}"
+    );
+    for m in &masters[1..] {
+        let (key, reply) = hit_on_owned_key(m, "api");
+        let e = reply.expect_err("the policy is not defined on this node");
+        assert!(e.to_string().contains("api"), "the error names the policy: {e}");
+        assert_eq!(run(&mut m.conn(), &["EXISTS", &key]).unwrap(), Value::Int(0));
+        assert_eq!(run(&mut m.conn(), &["RL.POLICY", "LIST"]).unwrap(), Value::Array(vec![]));
+    }
+    for m in &masters[1..] {
+        assert_eq!(run(&mut m.conn(), &set).unwrap(), Value::Okay);
+    }
+    for m in &masters {
+        let (_, reply) = hit_on_owned_key(m, "api");
+        assert!(matches!(reply, Ok(Value::Array(ref a)) if a.len() == 5), "{reply:?}");
+    }
+}
