@@ -3,8 +3,9 @@
  * redis-ratelimit: the module's commands from Node. The client and the middleware load with the
  * package; each drop-in backend loads its host library (a peer dependency) when first used.
  *
- * Every export is a plain property of module.exports; ESM imports go through index.mjs, which
- * re-exports each by name (`import { RedisModuleStore } from 'redis-ratelimit'`).
+ * Every export is a property of module.exports, and every name is visible to Node's static
+ * detection of CommonJS exports (the line at the end), so `import { RedisModuleStore } from
+ * 'redis-ratelimit'` works through index.mjs and through this file alike.
  */
 const { RateLimit } = require('./client');
 const { rateLimit } = require('./middleware');
@@ -36,3 +37,8 @@ for (const [name, load] of Object.entries(lazy)) {
     get: () => (value === undefined ? (value = load()) : value),
   });
 }
+
+// Node's ESM loader learns a CommonJS file's export names by reading its source (cjs-module-lexer),
+// which cannot see the getters above: this never-run assignment names them (the idiom bundlers
+// emit for the same purpose). At import, each name's value is read through its getter.
+0 && (module.exports = { RateLimiterRedisModule, RateLimiterUnionModule, RateLimiterQueueModule, ThrottlerStorageRedisModule, ThrottlerStorageRedisService, RedisModuleStore });

@@ -24,6 +24,16 @@ test('ESM: every export of the CommonJS package imports by name, the same object
   assert.equal(out.sameAsRequire, true);
 });
 
+test('ESM: the CommonJS entry file itself shows every export by name (what Node detects in it)', () => {
+  // A loader or bundler that resolves "main" rather than the "import" condition, or an import
+  // of the file by path, sees only the names Node's static CommonJS detection finds in index.js.
+  const entry = JSON.stringify(require('node:url').pathToFileURL(path.join(pkgDir, 'lib', 'index.js')).href);
+  const code = `import * as ns from ${entry}; process.stdout.write(JSON.stringify(Object.keys(ns).filter((k) => k !== 'default').sort()));`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8', cwd: pkgDir });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), Object.keys(require('redis-ratelimit')).sort());
+});
+
 test('CommonJS: require by the package name gives every export', () => {
   const pkg = require('redis-ratelimit');
   for (const name of ['RateLimit', 'rateLimit', 'ModuleNotLoadedError', 'RateLimitTimeoutError', 'keySlot', 'RateLimiterRedisModule', 'RateLimiterUnionModule', 'RateLimiterQueueModule', 'ThrottlerStorageRedisModule', 'ThrottlerStorageRedisService', 'RedisModuleStore']) {
