@@ -255,6 +255,85 @@ def run_server(side, module, results):
             conn.close()
 
 
+# Other servers of the matrix (INSTR_SERVERS="name=/path/to/server-binary,..."; instr.sh fills it
+# from scripts/servers.sh): the rows below, existing keys, inside call(), one repetition each.
+OTHER_ROWS = ("INCR", "RL.TOKEN", "RL.PERIOD", "RL.SLIDE", "RL.LEAKY", "CL.THROTTLE")
+OTHER_BEGIN = "<!-- servers: begin -->"
+OTHER_END = "<!-- servers: end -->"
+# (server, setup, row) -> Ir inside call() per call.
+OTHER_RESULTS = {}
+
+
+def other_servers():
+    spec = os.environ.get("INSTR_SERVERS", "")
+    return [tuple(item.split("=", 1)) for item in spec.split(",") if "=" in item]
+
+
+def run_other_servers(module):
+    """The OTHER_ROWS on every server of INSTR_SERVERS, standalone then with a replica (the
+    binary is put first in PATH as `redis-server`, which bench/servers.py starts)."""
+    rows = [c for c in COMMANDS if c[1] == "ours" and c[0] in OTHER_ROWS]
+    saved_path = os.environ.get("PATH", "")
+    for name, binary in other_servers():
+        bindir = os.path.join(WORK, f"bin-{name}")
+        os.makedirs(bindir, exist_ok=True)
+        link = os.path.join(bindir, "redis-server")
+        if os.path.lexists(link):
+            os.remove(link)
+        os.symlink(os.path.abspath(binary), link)
+        os.environ["PATH"] = bindir + os.pathsep + saved_path
+        workdir = os.path.join(WORK, f"srv-{name}")
+        try:
+            with servers.Servers() as pool:
+                master = start_master(pool, workdir, module)
+                cg = Callgrind(master)
+                conn = master.connect()
+                # The module doubts it is alone for its first second (src/shell/propagation.rs):
+                # measure after it has checked, as the repeated rounds above do.
+                conn.call("RL.TOKEN", "warm", "1", "1", "1h")
+                time.sleep(1.5)
+                conn.call("RL.TOKEN", "warm", "1", "1", "1h")
+                try:
+                    for setup in SETUPS:
+                        if setup == "replica":
+                            replica = pool.start(servers.Server("replica", workdir, [module]))
+                            replica.replicate(master, timeout=600)
+                            conn.replicas = 1
+                        for row, _, admitted, limited in rows:
+                            measure(cg, conn, row, admitted, limited, "existing")
+                            OTHER_RESULTS[(name, setup, row)] = cg.call_per_call
+                        log(f"{name}, {setup}: done")
+                finally:
+                    conn.close()
+        finally:
+            os.environ["PATH"] = saved_path
+
+
+def other_servers_section():
+    if not OTHER_RESULTS:
+        return ""
+    names = [n for n, _ in other_servers()]
+    head = ["command"]
+    for n in ["Redis 7.0.15 (above)"] + names:
+        head += [f"{n} standalone", f"{n} with a replica"]
+    out = [OTHER_BEGIN, "## The same calls on the newer servers of the matrix", "",
+           "Same run, Ir inside `call()`, existing keys; one repetition each on the newer servers "
+           "(the repetitions above agree within 0.5 %). Each server's own `redis-server` binary "
+           "(`scripts/servers.sh`), master under callgrind, a replica of the same server.", "",
+           "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in OTHER_ROWS:
+        cells = [row]
+        first = [call_median(setup, row) for setup in SETUPS]
+        cells += ["—" if v is None else f"{v:,.0f}" for v in first]
+        for n in names:
+            for setup in SETUPS:
+                v = OTHER_RESULTS.get((n, setup, row))
+                cells.append("—" if v is None else f"{v:,.0f}")
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", OTHER_END, ""]
+    return "\n".join(out)
+
+
 def table(results, setup):
     head = ["command", "server", "existing key", "new key", "limited",
             "existing − PING", "new − PING", "limited − PING"]
@@ -557,6 +636,8 @@ def main():
         log("instr: no redis-cell module, its rows are left out")
         COMMANDS[:] = [c for c in COMMANDS if c[1] != "redis-cell"]
 
+    run_other_servers(MODULE)
+
     fstarted = time.monotonic()
     fresults = {}
     run_features(MODULE, fresults)
@@ -636,6 +717,7 @@ With a replica attached:
 {chr(10).join(raw)}
 
 {floor_section()}
+{other_servers_section()}
 {ftext}
 {policies_section(time.monotonic() - started)}
 {kept_top}"""
