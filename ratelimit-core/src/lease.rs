@@ -86,21 +86,14 @@ impl LeaseId {
 
     /// The server id `<created_ms>-<n>` (at most 41 bytes).
     fn server(created_ms: i64, n: u64) -> LeaseId {
-        let mut digits = [0u8; 20];
+        let (mut created, mut number) = ([0u8; 20], [0u8; 20]);
+        let parts: [&[u8]; 3] =
+            [decimal(created_ms, &mut created), b"-", decimal_u64(n, &mut number)];
         let mut bytes = [0u8; MAX_ID_LEN];
         let mut len = 0;
-        for part in [decimal(created_ms, &mut digits), b"-"] {
-            for &b in part {
-                if let Some(slot) = bytes.get_mut(len) {
-                    *slot = b;
-                    len += 1;
-                }
-            }
-        }
-        let mut digits = [0u8; 20];
-        for &b in decimal_u64(n, &mut digits) {
+        for &byte in parts.iter().flat_map(|part| part.iter()) {
             if let Some(slot) = bytes.get_mut(len) {
-                *slot = b;
+                *slot = byte;
                 len += 1;
             }
         }
