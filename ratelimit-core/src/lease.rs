@@ -86,21 +86,14 @@ impl LeaseId {
 
     /// The server id `<created_ms>-<n>` (at most 41 bytes).
     fn server(created_ms: i64, n: u64) -> LeaseId {
-        let mut digits = [0u8; 20];
+        let (mut created, mut number) = ([0u8; 20], [0u8; 20]);
+        let parts: [&[u8]; 3] =
+            [decimal(created_ms, &mut created), b"-", decimal_u64(n, &mut number)];
         let mut bytes = [0u8; MAX_ID_LEN];
         let mut len = 0;
-        for part in [decimal(created_ms, &mut digits), b"-"] {
-            for &b in part {
-                if let Some(slot) = bytes.get_mut(len) {
-                    *slot = b;
-                    len += 1;
-                }
-            }
-        }
-        let mut digits = [0u8; 20];
-        for &b in decimal_u64(n, &mut digits) {
+        for &byte in parts.iter().flat_map(|part| part.iter()) {
             if let Some(slot) = bytes.get_mut(len) {
-                *slot = b;
+                *slot = byte;
                 len += 1;
             }
         }
@@ -278,7 +271,7 @@ fn plan(live: Option<&LeaseState>, params: &LeaseParams, now_ms: i64, id: Option
     let held = held_leases.len() as u64;
     let until = |t: i64| saturate_i64(elapsed_ms(now, t));
     let last_expiry = held_leases.last().map_or(now, |l| l.expires_ms);
-    let renewed = id.and_then(|id| held_leases.iter().position(|l| *l.id == *id));
+    let renewed = id.and_then(|id| held_leases.iter().rposition(|l| *l.id == *id));
     let (created_ms, seq) = live.map_or((now, 0), |s| (s.created_ms, s.seq));
     let refused = |retry_after_ms: i64| Plan {
         decision: Decision {
@@ -341,6 +334,10 @@ fn plan(live: Option<&LeaseState>, params: &LeaseParams, now_ms: i64, id: Option
 /// `n` if `id` is `<created_ms>-<n>` with `n` in canonical decimal (no sign, no leading zero,
 /// at least 1): the form of this lifetime's server ids.
 pub fn sequence_number(created_ms: i64, id: &[u8]) -> Option<u64> {
+    // Most given ids are not of this form: they fail on the first byte.
+    if !id.first().is_some_and(|b| b.is_ascii_digit() || *b == b'-') {
+        return None;
+    }
     let mut buf = [0u8; 20];
     let digits = id.strip_prefix(decimal(created_ms, &mut buf))?.strip_prefix(b"-")?;
     if digits.first().is_none_or(|d| !(b'1'..=b'9').contains(d)) {
@@ -460,7 +457,9 @@ pub fn release(stored: &LeaseState, now_ms: i64, id: &[u8]) -> Release {
 /// unused (keeping room to double), so that a held count going up and down by one moves no
 /// memory.
 fn drop_lapsed(leases: &mut Vec<Lease>, lapsed: usize) {
-    leases.drain(..lapsed.min(leases.len()));
+    if lapsed > 0 {
+        leases.drain(..lapsed.min(leases.len()));
+    }
     if leases.len() <= leases.capacity() / 4 {
         leases.shrink_to(leases.len() * 2);
     }
@@ -484,7 +483,10 @@ pub fn release_in_place(state: &mut LeaseState, now_ms: i64, id: &[u8]) -> Relea
     }
     let now = now_ms.max(state.updated_ms);
     let lapsed = state.leases.partition_point(|l| l.expires_ms <= now);
-    let Some(at) = state.leases.iter().skip(lapsed).position(|l| *l.id == *id) else {
+    // From the newest expiry back: a lease released soon after it was taken (a short
+    // critical section) is found first; any other costs at most one scan of the held leases.
+    let held = state.leases.get(lapsed..).unwrap_or(&[]);
+    let Some(at) = held.iter().rposition(|l| *l.id == *id) else {
         return ReleaseChange::NotHeld;
     };
     state.leases.remove(at + lapsed);
