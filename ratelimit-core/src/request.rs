@@ -6,6 +6,7 @@
 //! (binary safe, possibly invalid UTF-8); nothing here panics on any input.
 
 use super::args::{parse_count, parse_duration, parse_options, Keyword, Options, MAX_COUNT};
+use super::bounded::Bounded;
 use super::error::ArgError;
 use super::gcra::{parse_throttle_args, GcraParams};
 use super::leaky::{LeakMode, LeakyParams};
@@ -249,6 +250,9 @@ impl RefundRequest {
 /// Most keys one `RL.ALL` call may judge.
 pub const MAX_ALL_KEYS: u64 = 16;
 
+/// One item per key of an `RL.ALL` call, kept inline (no heap allocation on its hot path).
+pub type PerKey<T> = Bounded<T, { MAX_ALL_KEYS as usize }>;
+
 /// `RL.ALL numkeys key [key ...] limit [limit ...] [DRYRUN] [AT ms]`: several limits judged
 /// together, all or nothing.
 ///
@@ -267,7 +271,7 @@ pub struct AllRequest {
     /// The number of keys: they are the `key_count` arguments after `numkeys`.
     pub key_count: usize,
     /// The i-th key's limit; `dry_run` and `at_ms` of each are the call's.
-    pub limits: Vec<Request>,
+    pub limits: PerKey<Request>,
     pub dry_run: bool,
     pub at_ms: Option<i64>,
     /// A group is `POLICY name`: the call's arguments alone do not say what was judged, so it
@@ -275,17 +279,23 @@ pub struct AllRequest {
     pub by_policy: bool,
 }
 
-/// The limit a group keyword introduces, if `token` is one.
+/// The limit a group keyword introduces, if `token` is one. Every argument of a call is
+/// tried, numbers mostly: their first byte rules them out before any comparison.
 fn group_command(token: &[u8]) -> Option<Command> {
-    [
-        (&b"TOKEN"[..], Command::Token),
-        (b"PERIOD", Command::Period),
-        (b"SLIDE", Command::Slide),
-        (b"LEAKY", Command::Leaky),
-    ]
-    .into_iter()
-    .find(|(name, _)| token.eq_ignore_ascii_case(name))
-    .map(|(_, command)| command)
+    let (name, command): (&[u8], Command) = match token {
+        [b'T' | b't', ..] => (b"TOKEN", Command::Token),
+        [b'P' | b'p', ..] => (b"PERIOD", Command::Period),
+        [b'S' | b's', ..] => (b"SLIDE", Command::Slide),
+        [b'L' | b'l', ..] => (b"LEAKY", Command::Leaky),
+        _ => return None,
+    };
+    token.eq_ignore_ascii_case(name).then_some(command)
+}
+
+impl Default for AllRequest {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// How `RL.ALL` finds a policy's limit for a key: `(name, key)` → the limit and whether the
@@ -334,6 +344,32 @@ impl AllRequest {
         slide_log_max: u64,
         policy: &mut PolicyLookup<'_>,
     ) -> Result<AllRequest, ArgError> {
+        let mut all = AllRequest::new();
+        all.parse_into(args, slide_log_max, policy)?;
+        Ok(all)
+    }
+
+    /// A request with no key yet, for [`AllRequest::parse_into`] (also its `Default`).
+    pub fn new() -> AllRequest {
+        AllRequest {
+            key_count: 0,
+            limits: PerKey::new(),
+            dry_run: false,
+            at_ms: None,
+            by_policy: false,
+        }
+    }
+
+    /// [`AllRequest::parse_with_policies`] into `self` (new from [`AllRequest::new`]): the
+    /// command path builds the request where it stays instead of moving it (its limits are
+    /// kept inline, about 2 KB).
+    pub fn parse_into(
+        &mut self,
+        args: &[&[u8]],
+        slide_log_max: u64,
+        policy: &mut PolicyLookup<'_>,
+    ) -> Result<(), ArgError> {
+        let all = self;
         let (numkeys, rest) = args.split_first().ok_or(ArgError::WrongArity)?;
         let key_count = AllRequest::key_count(numkeys)?;
         let keys = rest.get(..key_count).ok_or(ArgError::WrongArity)?;
@@ -343,21 +379,19 @@ impl AllRequest {
                 return Err(ArgError::Invalid("RL.ALL keys must be distinct".into()));
             }
         }
-        let mut all = AllRequest {
-            key_count,
-            limits: Vec::with_capacity(key_count),
-            dry_run: false,
-            at_ms: None,
-            by_policy: false,
-        };
+        all.key_count = key_count;
+        // Groups past the 16th are still parsed (and counted for the error), never kept.
+        let mut group_count = 0usize;
         let mut rest = groups;
         while let Some((keyword, tail)) = rest.split_first() {
+            let index = group_count;
+            group_count += 1;
             let starts_group = |t: &&[u8]| group_command(t).is_some() || is_policy_keyword(t);
             if is_policy_keyword(keyword) {
                 let (name, options) = tail.split_first().ok_or(ArgError::MissingValue("POLICY"))?;
                 let end = options.iter().position(starts_group).unwrap_or(options.len());
                 let (group, next) = options.split_at(end);
-                let key = keys.get(all.limits.len()).copied().unwrap_or(&[]);
+                let key = keys.get(index).copied().unwrap_or(&[]);
                 let (limit, shadow) = policy(name, key).ok_or_else(|| {
                     ArgError::Invalid(format!("no such policy '{}'", super::error::escape(name)))
                 })?;
@@ -383,17 +417,16 @@ impl AllRequest {
             all.push_group(limit)?;
             rest = next;
         }
-        if all.limits.len() != key_count {
+        if group_count != key_count {
             return Err(ArgError::Invalid(format!(
-                "RL.ALL needs one limit per key ({key_count} keys, {} limits)",
-                all.limits.len()
+                "RL.ALL needs one limit per key ({key_count} keys, {group_count} limits)"
             )));
         }
-        for limit in &mut all.limits {
+        for limit in all.limits.iter_mut() {
             limit.dry_run = all.dry_run;
             limit.at_ms = all.at_ms;
         }
-        Ok(all)
+        Ok(())
     }
 
     /// Adds one group's request: options only a direct command takes are refused; `DRYRUN`
@@ -422,7 +455,8 @@ impl AllRequest {
             self.at_ms = Some(at);
         }
         limit.dry_run = false;
-        self.limits.push(limit);
+        // Full only past 16 groups, which the group count refuses.
+        let _ = self.limits.push(limit);
         Ok(())
     }
 
@@ -681,6 +715,11 @@ mod tests {
         assert!(dry.dry_run && dry.limits.iter().all(|l| l.dry_run));
     }
 
+    /// `n` distinct key names.
+    fn abc(n: usize) -> String {
+        (0..n).map(|i| format!("k{i}")).collect::<Vec<_>>().join(" ")
+    }
+
     #[test]
     fn all_refuses_bad_shapes() {
         let invalid = |text: &str| Err(ArgError::Invalid(text.into()));
@@ -700,6 +739,17 @@ mod tests {
             parse_all("1 a TOKEN 1 1 1 PERIOD 1 1"),
             invalid("RL.ALL needs one limit per key (1 keys, 2 limits)")
         );
+        // More groups than a call keeps (16) are still counted, and still parsed.
+        let many = format!("16 {} {}", abc(16), "TOKEN 1 1 1 ".repeat(17));
+        assert_eq!(
+            parse_all(many.trim_end()),
+            invalid("RL.ALL needs one limit per key (16 keys, 17 limits)")
+        );
+        let bad_17th =
+            format!("16 {} {}TOKEN 1 1 1 DRYRUN DRYRUN", abc(16), "TOKEN 1 1 1 ".repeat(16));
+        assert_eq!(parse_all(&bad_17th), Err(ArgError::RepeatedOption("DRYRUN")));
+        let full = format!("16 {} {}", abc(16), "TOKEN 1 1 1 ".repeat(16));
+        assert_eq!(parse_all(full.trim_end()).map(|all| all.limits.len()), Ok(16));
         assert_eq!(parse_all("3 a b"), Err(ArgError::WrongArity));
         assert_eq!(
             parse_all("1 a GCRA 1 1 1"),
