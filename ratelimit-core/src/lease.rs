@@ -266,7 +266,7 @@ struct Admitted {
 fn plan(live: Option<&LeaseState>, params: &LeaseParams, now_ms: i64, id: Option<&[u8]>) -> Plan {
     let now = live.map_or(now_ms, |s| now_ms.max(s.updated_ms));
     let all: &[Lease] = live.map_or(&[], |s| &s.leases);
-    let lapsed = all.partition_point(|l| l.expires_ms <= now);
+    let lapsed = lapsed_count(all, now);
     let held_leases = all.get(lapsed..).unwrap_or(&[]);
     let held = held_leases.len() as u64;
     let until = |t: i64| saturate_i64(elapsed_ms(now, t));
@@ -352,8 +352,23 @@ pub fn sequence_number(created_ms: i64, id: &[u8]) -> Option<u64> {
     })
 }
 
-/// Inserts `lease` at its place in the `(expires_ms, id)` order.
+/// How many of the leases (in stored order) have lapsed at `now`: a prefix, usually empty.
+fn lapsed_count(leases: &[Lease], now: i64) -> usize {
+    match leases.first() {
+        Some(first) if first.expires_ms <= now => leases.partition_point(|l| l.expires_ms <= now),
+        _ => 0,
+    }
+}
+
+/// Inserts `lease` at its place in the `(expires_ms, id)` order (usually the end: a lease
+/// taken now lapses after those taken before it with the same duration).
 fn insert_sorted(leases: &mut Vec<Lease>, lease: Lease) {
+    let after_all =
+        leases.last().is_none_or(|l| l.order(lease.expires_ms, &lease.id) == Ordering::Less);
+    if after_all {
+        leases.push(lease);
+        return;
+    }
     let at = leases.partition_point(|l| l.order(lease.expires_ms, &lease.id) == Ordering::Less);
     leases.insert(at, lease);
 }
@@ -482,7 +497,7 @@ pub fn release_in_place(state: &mut LeaseState, now_ms: i64, id: &[u8]) -> Relea
         return ReleaseChange::NotHeld;
     }
     let now = now_ms.max(state.updated_ms);
-    let lapsed = state.leases.partition_point(|l| l.expires_ms <= now);
+    let lapsed = lapsed_count(&state.leases, now);
     // From the newest expiry back: a lease released soon after it was taken (a short
     // critical section) is found first; any other costs at most one scan of the held leases.
     let held = state.leases.get(lapsed..).unwrap_or(&[]);
