@@ -266,12 +266,12 @@ struct Admitted {
 fn plan(live: Option<&LeaseState>, params: &LeaseParams, now_ms: i64, id: Option<&[u8]>) -> Plan {
     let now = live.map_or(now_ms, |s| now_ms.max(s.updated_ms));
     let all: &[Lease] = live.map_or(&[], |s| &s.leases);
-    let lapsed = all.partition_point(|l| l.expires_ms <= now);
+    let lapsed = lapsed_count(all, now);
     let held_leases = all.get(lapsed..).unwrap_or(&[]);
     let held = held_leases.len() as u64;
     let until = |t: i64| saturate_i64(elapsed_ms(now, t));
     let last_expiry = held_leases.last().map_or(now, |l| l.expires_ms);
-    let renewed = id.and_then(|id| held_leases.iter().rposition(|l| *l.id == *id));
+    let renewed = id.and_then(|id| find_id(held_leases, id));
     let (created_ms, seq) = live.map_or((now, 0), |s| (s.created_ms, s.seq));
     let refused = |retry_after_ms: i64| Plan {
         decision: Decision {
@@ -352,8 +352,42 @@ pub fn sequence_number(created_ms: i64, id: &[u8]) -> Option<u64> {
     })
 }
 
-/// Inserts `lease` at its place in the `(expires_ms, id)` order.
+/// The index of the lease with this id, searched from the newest expiry back. Ids not held
+/// are only known after looking at every lease, so the lengths are compared four at a time
+/// first (the bytes only where a length matches).
+fn find_id(leases: &[Lease], id: &[u8]) -> Option<usize> {
+    let len = id.len();
+    let same = |l: &Lease| l.id.len() == len && *l.id == *id;
+    let mut chunks = leases.rchunks_exact(4);
+    let mut end = leases.len();
+    for chunk in &mut chunks {
+        end -= chunk.len();
+        if chunk.iter().any(|l| l.id.len() == len) {
+            if let Some(i) = chunk.iter().rposition(same) {
+                return Some(end + i);
+            }
+        }
+    }
+    chunks.remainder().iter().rposition(same)
+}
+
+/// How many of the leases (in stored order) have lapsed at `now`: a prefix, usually empty.
+fn lapsed_count(leases: &[Lease], now: i64) -> usize {
+    match leases.first() {
+        Some(first) if first.expires_ms <= now => leases.partition_point(|l| l.expires_ms <= now),
+        _ => 0,
+    }
+}
+
+/// Inserts `lease` at its place in the `(expires_ms, id)` order (usually the end: a lease
+/// taken now lapses after those taken before it with the same duration).
 fn insert_sorted(leases: &mut Vec<Lease>, lease: Lease) {
+    let after_all =
+        leases.last().is_none_or(|l| l.order(lease.expires_ms, &lease.id) == Ordering::Less);
+    if after_all {
+        leases.push(lease);
+        return;
+    }
     let at = leases.partition_point(|l| l.order(lease.expires_ms, &lease.id) == Ordering::Less);
     leases.insert(at, lease);
 }
@@ -482,11 +516,11 @@ pub fn release_in_place(state: &mut LeaseState, now_ms: i64, id: &[u8]) -> Relea
         return ReleaseChange::NotHeld;
     }
     let now = now_ms.max(state.updated_ms);
-    let lapsed = state.leases.partition_point(|l| l.expires_ms <= now);
+    let lapsed = lapsed_count(&state.leases, now);
     // From the newest expiry back: a lease released soon after it was taken (a short
     // critical section) is found first; any other costs at most one scan of the held leases.
     let held = state.leases.get(lapsed..).unwrap_or(&[]);
-    let Some(at) = held.iter().rposition(|l| *l.id == *id) else {
+    let Some(at) = find_id(held, id) else {
         return ReleaseChange::NotHeld;
     };
     state.leases.remove(at + lapsed);
