@@ -43,11 +43,17 @@ impl<T, const N: usize> Bounded<T, N> {
     }
 
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + Clone {
-        self.items.iter().take(self.len).flatten()
+        self.filled().iter().flatten()
     }
 
     pub fn iter_mut(&mut self) -> impl DoubleEndedIterator<Item = &mut T> {
-        self.items.iter_mut().take(self.len).flatten()
+        let len = self.len;
+        self.items.get_mut(..len).unwrap_or_default().iter_mut().flatten()
+    }
+
+    /// The places pushed so far (all `Some`).
+    fn filled(&self) -> &[Option<T>] {
+        self.items.get(..self.len).unwrap_or_default()
     }
 
     pub fn to_vec(&self) -> Vec<T>
@@ -89,9 +95,9 @@ impl<T: Eq, const N: usize> Eq for Bounded<T, N> {}
 
 impl<'a, T, const N: usize> IntoIterator for &'a Bounded<T, N> {
     type Item = &'a T;
-    type IntoIter = std::iter::Flatten<std::iter::Take<std::slice::Iter<'a, Option<T>>>>;
+    type IntoIter = std::iter::Flatten<std::slice::Iter<'a, Option<T>>>;
     fn into_iter(self) -> Self::IntoIter {
-        self.items.iter().take(self.len).flatten()
+        self.filled().iter().flatten()
     }
 }
 

@@ -279,17 +279,54 @@ pub struct AllRequest {
     pub by_policy: bool,
 }
 
-/// The limit a group keyword introduces, if `token` is one. Every argument of a call is
-/// tried, numbers mostly: their first byte rules them out before any comparison.
+/// What starts an `RL.ALL` group: a limit's keyword, or `POLICY`.
+#[derive(Clone, Copy)]
+enum GroupStart {
+    Limit(Command),
+    Policy,
+}
+
+/// `token` as a group keyword, if it is one (any case). Every argument of a call is tried,
+/// numbers mostly: their length rules them out at once, and a keyword compares as one word.
+#[inline]
+fn group_start(token: &[u8]) -> Option<GroupStart> {
+    /// Up to 8 bytes as one little-endian word, ASCII letters folded to upper case where the
+    /// word is compared with an upper-case keyword: `b & 0xDF` equals an upper-case letter
+    /// only for that letter in either case.
+    const fn word(bytes: &[u8]) -> u64 {
+        let mut word = 0u64;
+        let mut i = 0;
+        while i < bytes.len() && i < 8 {
+            word |= (bytes[i] as u64) << (8 * i);
+            i += 1;
+        }
+        word
+    }
+    const FOLD: u64 = 0xDFDF_DFDF_DFDF_DFDF;
+    const TOKEN: u64 = word(b"TOKEN");
+    const PERIOD: u64 = word(b"PERIOD");
+    const SLIDE: u64 = word(b"SLIDE");
+    const LEAKY: u64 = word(b"LEAKY");
+    const POLICY: u64 = word(b"POLICY");
+    if !(5..=6).contains(&token.len()) {
+        return None;
+    }
+    match word(token) & FOLD {
+        TOKEN => Some(GroupStart::Limit(Command::Token)),
+        PERIOD => Some(GroupStart::Limit(Command::Period)),
+        SLIDE => Some(GroupStart::Limit(Command::Slide)),
+        LEAKY => Some(GroupStart::Limit(Command::Leaky)),
+        POLICY => Some(GroupStart::Policy),
+        _ => None,
+    }
+}
+
+/// The limit a group keyword introduces, if `token` is one.
 fn group_command(token: &[u8]) -> Option<Command> {
-    let (name, command): (&[u8], Command) = match token {
-        [b'T' | b't', ..] => (b"TOKEN", Command::Token),
-        [b'P' | b'p', ..] => (b"PERIOD", Command::Period),
-        [b'S' | b's', ..] => (b"SLIDE", Command::Slide),
-        [b'L' | b'l', ..] => (b"LEAKY", Command::Leaky),
-        _ => return None,
-    };
-    token.eq_ignore_ascii_case(name).then_some(command)
+    match group_start(token) {
+        Some(GroupStart::Limit(command)) => Some(command),
+        _ => None,
+    }
 }
 
 impl Default for AllRequest {
@@ -301,11 +338,6 @@ impl Default for AllRequest {
 /// How `RL.ALL` finds a policy's limit for a key: `(name, key)` → the limit and whether the
 /// policy is in shadow, or `None` when there is no such policy.
 pub type PolicyLookup<'a> = dyn FnMut(&[u8], &[u8]) -> Option<(Limit, bool)> + 'a;
-
-/// `POLICY`, which starts an `RL.ALL` group judged by a policy.
-fn is_policy_keyword(token: &[u8]) -> bool {
-    token.eq_ignore_ascii_case(b"POLICY")
-}
 
 /// The error for a token where a group keyword (`TOKEN`, `PERIOD`, `SLIDE`, `LEAKY`) belongs.
 fn unknown_limit(keyword: &[u8]) -> ArgError {
@@ -386,8 +418,9 @@ impl AllRequest {
         while let Some((keyword, tail)) = rest.split_first() {
             let index = group_count;
             group_count += 1;
-            let starts_group = |t: &&[u8]| group_command(t).is_some() || is_policy_keyword(t);
-            if is_policy_keyword(keyword) {
+            let starts_group = |t: &&[u8]| group_start(t).is_some();
+            let start = group_start(keyword);
+            if let Some(GroupStart::Policy) = start {
                 let (name, options) = tail.split_first().ok_or(ArgError::MissingValue("POLICY"))?;
                 let end = options.iter().position(starts_group).unwrap_or(options.len());
                 let (group, next) = options.split_at(end);
@@ -410,7 +443,9 @@ impl AllRequest {
                 rest = next;
                 continue;
             }
-            let command = group_command(keyword).ok_or_else(|| unknown_limit(keyword))?;
+            let Some(GroupStart::Limit(command)) = start else {
+                return Err(unknown_limit(keyword));
+            };
             let end = tail.iter().position(starts_group).unwrap_or(tail.len());
             let (group, next) = tail.split_at(end);
             let limit = Request::parse_limit(command, group, slide_log_max)?;
@@ -696,6 +731,40 @@ mod tests {
     fn parse_all(args: &str) -> Result<AllRequest, ArgError> {
         let bytes: Vec<&[u8]> = args.split(' ').map(str::as_bytes).collect();
         AllRequest::parse(&bytes, 100_000)
+    }
+
+    /// A group keyword in any case starts a group; nothing else does, however close (every
+    /// byte that folds onto a keyword's letter under `& 0xDF` but is not that letter in one
+    /// case or the other, other lengths, the empty token).
+    #[test]
+    fn group_keywords_match_in_any_case_and_nothing_else() {
+        for keyword in ["TOKEN", "PERIOD", "SLIDE", "LEAKY", "POLICY"] {
+            let lower = keyword.to_ascii_lowercase();
+            let mixed: String = keyword
+                .chars()
+                .enumerate()
+                .map(|(i, c)| if i % 2 == 0 { c } else { c.to_ascii_lowercase() })
+                .collect();
+            for spelling in [keyword, lower.as_str(), mixed.as_str()] {
+                assert!(group_start(spelling.as_bytes()).is_some(), "{spelling}");
+            }
+            for i in 0..keyword.len() {
+                for byte in 0..=255u8 {
+                    let mut near = keyword.as_bytes().to_vec();
+                    let letter = near[i];
+                    if byte == letter || byte == letter.to_ascii_lowercase() {
+                        continue;
+                    }
+                    near[i] = byte;
+                    assert!(group_start(&near).is_none(), "{near:?}");
+                }
+            }
+            assert!(group_start(&keyword.as_bytes()[1..]).is_none());
+            assert!(group_start(format!("{keyword}S").as_bytes()).is_none());
+        }
+        assert!(group_start(b"").is_none() && group_start(b"10000").is_none());
+        assert_eq!(group_command(b"Period"), Some(Command::Period));
+        assert_eq!(group_command(b"POLICY"), None);
     }
 
     #[test]
