@@ -339,4 +339,9 @@ impl Held for Slot<'_> {
             Slot::Inline(e) => f(&mut e.limiter),
         }
     }
+    /// An inline value is expanded for the command and encoded back into the key's value word
+    /// only by `Key::changed`, after a change.
+    fn detached(&self) -> bool {
+        matches!(self, Slot::Inline(_))
+    }
 }
