@@ -210,3 +210,33 @@ fn all_declares_its_keys() {
     assert_eq!(info_field(&mut con, "ratelimit", "ratelimit_all_admitted"), "1");
     assert_eq!(info_field(&mut con, "ratelimit", "ratelimit_all_limited"), "1");
 }
+
+/// Calls of every size use the argument buffer that fits them: 32 arguments (six keys with
+/// plain groups), 33 (the same with `DRYRUN`, the next size up), and sixteen keys — all judged
+/// alike, all or nothing.
+#[test]
+fn all_calls_of_every_size() {
+    let server = Server::start();
+    let mut con = server.conn();
+    let call = |n: usize, last_limit: u32, extra: &str| {
+        let keys: Vec<String> = (0..n).map(|i| format!("{{s{n}}}:k{i}")).collect();
+        let groups: Vec<String> = (0..n)
+            .map(|i| format!("TOKEN {} 1 1h", if i + 1 == n { last_limit } else { 5 }))
+            .collect();
+        format!("RL.ALL {n} {} {} {extra}", keys.join(" "), groups.join(" "))
+    };
+    assert_eq!(call(6, 5, "").split_whitespace().count(), 32);
+    assert_eq!(call(6, 5, "DRYRUN").split_whitespace().count(), 33);
+    for n in [6, 16] {
+        let (head, details) = all(&mut con, &call(n, 1, "DRYRUN"));
+        assert_eq!((head[0], details.len()), (1, n), "{n} keys, dry run");
+        let (head, details) = all(&mut con, &call(n, 1, ""));
+        assert_eq!((head[0], head[5], details.len()), (1, n as i64, n), "{n} keys: the last binds");
+        let dumps: Vec<_> = (0..n).map(|i| dump(&mut con, &format!("{{s{n}}}:k{i}"))).collect();
+        let (head, details) = all(&mut con, &call(n, 1, ""));
+        assert_eq!((head[0], head[5]), (0, n as i64), "{n} keys: the last refuses");
+        assert_eq!(details[0][0], 1, "the first alone would admit");
+        let after: Vec<_> = (0..n).map(|i| dump(&mut con, &format!("{{s{n}}}:k{i}"))).collect();
+        assert_eq!(dumps, after, "{n} keys: a refused call changes nothing");
+    }
+}

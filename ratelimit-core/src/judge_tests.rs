@@ -947,3 +947,50 @@ fn clear_follows_the_ban_rules() {
         );
     }
 }
+
+/// `RL.ALL` on a key its single command banned: refused while the ban is in force (nothing
+/// changes, on that key or the other); once the ban is over, the key ends exactly as its single
+/// command leaves it — its state, and its past ban forgotten on an admitted change — since the
+/// staged copy carries the ban with the limiter.
+#[test]
+fn all_on_banned_keys_is_the_single_command() {
+    for banning in banning_requests() {
+        let plain = Request { ban_ms: None, ..banning.clone() };
+        let other = request(Command::Token, "5 1 100");
+        let limits = vec![plain.clone(), other];
+        let mut slots: Vec<Option<PackedLimiter>> = vec![None, None];
+        let mut now = T0;
+        while slots[0].as_ref().and_then(PackedLimiter::ban).is_none() {
+            let verdict = judge_key(slots[0].as_mut(), &banning, now).unwrap();
+            if let Change::Created { limiter, .. } = verdict.change {
+                slots[0] = Some(PackedLimiter::new(limiter));
+            }
+            now += 1;
+            assert!(now < T0 + 100, "{banning:?} never bans");
+        }
+        let ban = slots[0].as_ref().and_then(PackedLimiter::ban).unwrap();
+        let before: Vec<_> =
+            slots.iter().map(|s| s.as_ref().map(|p| (p.view(Limiter::clone), p.ban()))).collect();
+        let refused = run_all(&mut slots, &all_of(limits.clone(), false), now).unwrap();
+        assert!(!refused.allowed && refused.head[5] == 1, "{banning:?}: {refused:?}");
+        let after: Vec<_> =
+            slots.iter().map(|s| s.as_ref().map(|p| (p.view(Limiter::clone), p.ban()))).collect();
+        assert_eq!(before, after, "{banning:?}: a refused call changes nothing");
+        for later in [ban.until_ms, ban.until_ms + 1_000] {
+            let mut reference = copy(&slots);
+            let single = judge_key(reference[0].as_mut(), &plain, later).unwrap();
+            let mut judged = copy(&slots);
+            let all = run_all(&mut judged, &all_of(limits.clone(), false), later).unwrap();
+            assert_eq!(all.details.get(0), Some(&single.reply), "{banning:?} at {later}");
+            if all.allowed {
+                if let Change::Created { limiter, .. } = single.change {
+                    reference[0] = Some(PackedLimiter::new(limiter));
+                }
+                let state = |s: &Option<PackedLimiter>| {
+                    s.as_ref().map(|p| (p.view(Limiter::clone), p.ban()))
+                };
+                assert_eq!(state(&judged[0]), state(&reference[0]), "{banning:?} at {later}");
+            }
+        }
+    }
+}
