@@ -133,6 +133,11 @@ pub fn into_value(limiter: Limiter, ban: Option<Ban>) -> *mut c_void {
             return encoded_value(encoded);
         }
     }
+    boxed(limiter, ban)
+}
+
+/// The value word of a boxed limiter (never inline).
+fn boxed(limiter: Limiter, ban: Option<Ban>) -> *mut c_void {
     Box::into_raw(Box::new(PackedLimiter::with_ban(limiter, ban))).cast()
 }
 
@@ -156,11 +161,14 @@ pub unsafe fn rewrite(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> R
     let before = Value::of(old);
     let reencoded = match (ban, before.inline_word()) {
         (None, Some(word)) => with_table(|t| t.reencode(&limiter, word)),
-        _ => None,
+        (None, None) => return Rewrite::Replace(into_value(limiter, None)),
+        (Some(_), _) => None,
     };
     let Some((encoded, kept)) = reencoded else {
-        // No inline form now (a ban, or the state outgrew the word): a box.
-        return Rewrite::Replace(into_value(limiter, ban));
+        // No inline form now (a ban, or the state outgrew the word — a sliding log's second
+        // entry), or no entry for it (the table is full: `into_value` would find none
+        // either): a box, without trying the table again.
+        return Rewrite::Replace(boxed(limiter, ban));
     };
     if !kept {
         // A new reference, to another entry; freeing `old` releases its own.
