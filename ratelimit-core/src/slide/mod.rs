@@ -515,6 +515,17 @@ pub fn evaluate_in_place(
         return None;
     }
     let t = now_ms.max(state.updated_ms);
+    if state.mode == SlideMode::Exact {
+        // The exact log's hot path, without the plan of either mode (the parameters are the
+        // stored ones: only the log and `updated_ms` change).
+        let (decision, view) = log::decide_exact(state, params.limit, t, cost);
+        let change = decision.allowed && cost > 0 && commit;
+        if change {
+            log::apply_exact(state, view, t, cost);
+            state.updated_ms = state.updated_ms.max(t);
+        }
+        return Some((decision, change));
+    }
     let (decision, plan) = decide(state, params, t, cost);
     let change = decision.allowed && cost > 0 && commit;
     if change {
