@@ -10,6 +10,9 @@
 #   CELL_MODULE  redis-cell's module (default: built by bench/redis-cell.sh); BENCH_CELL=0
 #                leaves its rows out
 #   INSTR_OUT    where to write the tables (default: bench/INSTR.md)
+#   INSTR_SERVERS name=binary,...: newer servers to measure the main rows on too (default:
+#                Redis 8.x and Valkey 9.x of the matrix when present under target/servers —
+#                `make servers` fetches them; empty: none)
 #   INSTR_CALLS, INSTR_PIPELINE, INSTR_REPS, INSTR_KEEP   tuning, see bench/instr.py
 set -euo pipefail
 
@@ -44,6 +47,19 @@ if [[ "${BENCH_CELL:-1}" == 0 ]]; then
 elif [[ -z "${CELL_MODULE:-}" ]]; then
   CELL_MODULE="$(bash "$BENCH_DIR/redis-cell.sh")" || die "redis-cell could not be built (BENCH_CELL=0 skips it)"
 fi
+
+if [[ -z "${INSTR_SERVERS+set}" ]]; then
+  INSTR_SERVERS=""
+  for bin in $(cd "$ROOT" && bash scripts/servers.sh bins 2>/dev/null); do
+    case "$bin" in
+      *redis-8.* | *valkey-9.*)
+        [[ -x "$ROOT/$bin" ]] || continue
+        INSTR_SERVERS="${INSTR_SERVERS:+$INSTR_SERVERS,}$(basename "$(dirname "$bin")")=$ROOT/$bin"
+        ;;
+    esac
+  done
+fi
+export INSTR_SERVERS
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/redis-ratelimit-instr.XXXXXX")"
 PY_PID=""

@@ -12,7 +12,7 @@ NODE_PKG := clients/node
 
 CLIENT_TESTS  += node-test
 CLIENT_COMPAT += node-compat node-test-servers
-CLIENT_BENCH  += bench-clients-node
+CLIENT_BENCH  += bench-clients-node bench-blocks
 
 .PHONY: node-deps node-test node-test-servers node-compat bench-clients-node bench-blocks node-dist
 

@@ -22,7 +22,7 @@ PY_REDIS_OLDEST_DIR := target/clients-python-redis-$(PY_REDIS_OLDEST)
 
 CLIENT_TESTS  += python-test
 CLIENT_COMPAT += python-compat
-CLIENT_BENCH  += bench-clients-python
+CLIENT_BENCH  += bench-clients-python bench-blocks-python
 
 .PHONY: python-system python-deps python-test python-compat python-dist bench-clients-python bench-blocks-python
 

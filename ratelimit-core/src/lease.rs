@@ -39,7 +39,9 @@
 //!
 //! # Memory
 //! 24 bytes per lease (an expiry and a boxed id) plus the id's own bytes (one allocation,
-//! rounded up to the allocator's size class), in one exactly sized array.
+//! rounded up to the allocator's size class), in one array whose capacity grows by doubling
+//! and shrinks by half once three quarters are unused (so an acquisition or a release moves
+//! it only now and then); `MEMORY USAGE` counts the capacity allocated.
 
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -61,6 +63,97 @@ pub const MAX_ID_LEN: usize = 64;
 /// Whether `id` is an acceptable lease id: 1 … 64 bytes (any bytes).
 pub fn valid_id(id: &[u8]) -> bool {
     (1..=MAX_ID_LEN).contains(&id.len())
+}
+
+/// A lease id held by value (1 … 64 bytes, no heap): what a request names and what a reply
+/// returns. Read it as a byte slice (`Deref`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeaseId {
+    len: u8,
+    bytes: [u8; MAX_ID_LEN],
+}
+
+impl LeaseId {
+    /// `id` if it is an acceptable lease id ([`valid_id`]).
+    pub fn new(id: &[u8]) -> Option<LeaseId> {
+        if !valid_id(id) {
+            return None;
+        }
+        let mut bytes = [0u8; MAX_ID_LEN];
+        bytes.get_mut(..id.len())?.copy_from_slice(id);
+        Some(LeaseId { len: id.len() as u8, bytes })
+    }
+
+    /// The server id `<created_ms>-<n>` (at most 41 bytes).
+    fn server(created_ms: i64, n: u64) -> LeaseId {
+        let mut digits = [0u8; 20];
+        let mut bytes = [0u8; MAX_ID_LEN];
+        let mut len = 0;
+        for part in [decimal(created_ms, &mut digits), b"-"] {
+            for &b in part {
+                if let Some(slot) = bytes.get_mut(len) {
+                    *slot = b;
+                    len += 1;
+                }
+            }
+        }
+        let mut digits = [0u8; 20];
+        for &b in decimal_u64(n, &mut digits) {
+            if let Some(slot) = bytes.get_mut(len) {
+                *slot = b;
+                len += 1;
+            }
+        }
+        LeaseId { len: len as u8, bytes }
+    }
+}
+
+impl std::ops::Deref for LeaseId {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.bytes.get(..usize::from(self.len)).unwrap_or(&[])
+    }
+}
+
+impl std::fmt::Debug for LeaseId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LeaseId({:?})", String::from_utf8_lossy(self))
+    }
+}
+
+impl PartialEq<Vec<u8>> for LeaseId {
+    fn eq(&self, other: &Vec<u8>) -> bool {
+        **self == **other
+    }
+}
+
+/// `n` in decimal ASCII, written at the end of `buf`.
+fn decimal_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        if let Some(slot) = buf.get_mut(at) {
+            *slot = b'0' + (n % 10) as u8;
+        }
+        n /= 10;
+        if n == 0 || at == 0 {
+            break;
+        }
+    }
+    buf.get(at..).unwrap_or(&[])
+}
+
+/// `n` in decimal ASCII with its sign, written at the end of `buf` (20 bytes hold `i64::MIN`).
+fn decimal(n: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let len = decimal_u64(n.unsigned_abs(), buf).len();
+    let mut at = buf.len() - len;
+    if n < 0 && at > 0 {
+        at -= 1;
+        if let Some(slot) = buf.get_mut(at) {
+            *slot = b'-';
+        }
+    }
+    buf.get(at..).unwrap_or(&[])
 }
 
 /// The parameters of one `RL.ACQUIRE` call.
@@ -129,8 +222,9 @@ pub struct LeaseState {
     /// The last sequence number of this lifetime (0 before any).
     pub seq: u64,
     pub updated_ms: i64,
-    /// Sorted by `(expires_ms, id)`; read with [`LeaseState::leases`].
-    leases: Box<[Lease]>,
+    /// Sorted by `(expires_ms, id)`; read with [`LeaseState::leases`]. Its capacity is
+    /// amortized (see the module docs on memory).
+    leases: Vec<Lease>,
 }
 
 /// What `RL.ACQUIRE` decided.
@@ -140,7 +234,7 @@ pub struct AcquireOutcome {
     pub decision: Decision,
     /// The id of the lease admitted (the call's `ID`, or the server id); `None` when refused
     /// or under `DRYRUN` (the reply's nil sixth field).
-    pub id: Option<Vec<u8>>,
+    pub id: Option<LeaseId>,
     /// The state to store: `Some` exactly when the call is admitted and committed.
     pub next: Option<LeaseState>,
 }
@@ -170,7 +264,7 @@ struct Plan {
 }
 
 struct Admitted {
-    id: Vec<u8>,
+    id: LeaseId,
     expires_ms: i64,
     created_ms: i64,
     seq: u64,
@@ -208,9 +302,12 @@ fn plan(live: Option<&LeaseState>, params: &LeaseParams, now_ms: i64, id: Option
         return refused(held_leases.get(k).map_or(-1, |l| until(l.expires_ms)));
     }
     let (id, seq) = match id {
-        Some(id) => (id.to_vec(), sequence_number(created_ms, id).map_or(seq, |n| n.max(seq))),
+        Some(id) => match LeaseId::new(id) {
+            Some(given) => (given, sequence_number(created_ms, id).map_or(seq, |n| n.max(seq))),
+            None => return refused(-1),
+        },
         None => match seq.checked_add(1) {
-            Some(n) => (server_id(created_ms, n), n),
+            Some(n) => (LeaseId::server(created_ms, n), n),
             // The sequence is exhausted (only an explicit `ID` of `<created>-18446744073709551615`
             // gets here): no server id until the lifetime ends.
             None => return refused(until(last_expiry)),
@@ -241,16 +338,11 @@ fn plan(live: Option<&LeaseState>, params: &LeaseParams, now_ms: i64, id: Option
     }
 }
 
-/// The server id `<created_ms>-<n>`.
-fn server_id(created_ms: i64, n: u64) -> Vec<u8> {
-    format!("{created_ms}-{n}").into_bytes()
-}
-
 /// `n` if `id` is `<created_ms>-<n>` with `n` in canonical decimal (no sign, no leading zero,
 /// at least 1): the form of this lifetime's server ids.
 pub fn sequence_number(created_ms: i64, id: &[u8]) -> Option<u64> {
-    let prefix = created_ms.to_string();
-    let digits = id.strip_prefix(prefix.as_bytes())?.strip_prefix(b"-")?;
+    let mut buf = [0u8; 20];
+    let digits = id.strip_prefix(decimal(created_ms, &mut buf))?.strip_prefix(b"-")?;
     if digits.first().is_none_or(|d| !(b'1'..=b'9').contains(d)) {
         return None;
     }
@@ -298,7 +390,7 @@ pub fn acquire(
             .filter(|(i, _)| Some(*i) != plan.renewed)
             .map(|(_, l)| l.clone()),
     );
-    let lease = Lease { expires_ms: admitted.expires_ms, id: admitted.id.clone().into() };
+    let lease = Lease { expires_ms: admitted.expires_ms, id: Box::from(&*admitted.id) };
     insert_sorted(&mut leases, lease);
     let next = LeaseState {
         limit: params.limit,
@@ -306,7 +398,7 @@ pub fn acquire(
         created_ms: admitted.created_ms,
         seq: admitted.seq,
         updated_ms: plan.now,
-        leases: leases.into_boxed_slice(),
+        leases,
     };
     AcquireOutcome { decision, id: Some(admitted.id), next: Some(next) }
 }
@@ -321,27 +413,25 @@ pub fn acquire_in_place(
     now_ms: i64,
     id: Option<&[u8]>,
     commit: bool,
-) -> (Decision, Option<Vec<u8>>, bool) {
+) -> (Decision, Option<LeaseId>, bool) {
     let is_live = live(Some(&*state), now_ms).is_some();
     let plan = plan(is_live.then_some(&*state), params, now_ms, id);
     let decision = plan.decision;
     let Some(admitted) = plan.admitted.filter(|_| commit) else {
         return (decision, None, false);
     };
-    let mut leases = std::mem::take(&mut state.leases).into_vec();
+    let mut leases = std::mem::take(&mut state.leases);
     if !is_live {
         leases.clear();
     }
     // A renewal's index counts the lapsed prefix: remove it before draining the prefix.
     let renewed = plan.renewed.filter(|_| is_live).map(|i| leases.remove(i));
-    leases.drain(..plan.lapsed.min(leases.len()));
+    drop_lapsed(&mut leases, plan.lapsed);
     let id_box = match renewed {
         Some(lease) => lease.id,
-        None => admitted.id.clone().into_boxed_slice(),
+        None => Box::from(&*admitted.id),
     };
-    // Room for exactly one more (a doubling `insert` would be shrunk back when boxed: two
-    // reallocations instead of one).
-    leases.reserve_exact(1);
+    // Amortized: the array doubles when full.
     insert_sorted(&mut leases, Lease { expires_ms: admitted.expires_ms, id: id_box });
     *state = LeaseState {
         limit: params.limit,
@@ -349,7 +439,7 @@ pub fn acquire_in_place(
         created_ms: admitted.created_ms,
         seq: admitted.seq,
         updated_ms: plan.now,
-        leases: leases.into_boxed_slice(),
+        leases,
     };
     (decision, Some(admitted.id), true)
 }
@@ -363,6 +453,16 @@ pub fn release(stored: &LeaseState, now_ms: i64, id: &[u8]) -> Release {
         ReleaseChange::NotHeld => Release::NotHeld,
         ReleaseChange::Emptied => Release::Released(None),
         ReleaseChange::Released => Release::Released(Some(copy)),
+    }
+}
+
+/// Drops the first `lapsed` leases and gives back capacity once three quarters of it are
+/// unused (keeping room to double), so that a held count going up and down by one moves no
+/// memory.
+fn drop_lapsed(leases: &mut Vec<Lease>, lapsed: usize) {
+    leases.drain(..lapsed.min(leases.len()));
+    if leases.len() <= leases.capacity() / 4 {
+        leases.shrink_to(leases.len() * 2);
     }
 }
 
@@ -387,10 +487,8 @@ pub fn release_in_place(state: &mut LeaseState, now_ms: i64, id: &[u8]) -> Relea
     let Some(at) = state.leases.iter().skip(lapsed).position(|l| *l.id == *id) else {
         return ReleaseChange::NotHeld;
     };
-    let mut leases = std::mem::take(&mut state.leases).into_vec();
-    leases.remove(at + lapsed);
-    leases.drain(..lapsed.min(leases.len()));
-    state.leases = leases.into_boxed_slice();
+    state.leases.remove(at + lapsed);
+    drop_lapsed(&mut state.leases, lapsed);
     state.updated_ms = now;
     if state.leases.is_empty() {
         ReleaseChange::Emptied
@@ -440,9 +538,10 @@ impl LeaseState {
         acquire(Some(self), &self.params(), now_ms, None, false).decision
     }
 
-    /// Heap bytes owned beyond the value itself: 24 bytes per lease plus the ids.
+    /// Heap bytes owned beyond the value itself: 24 bytes per lease the array has room for
+    /// (its capacity) plus the ids.
     pub fn heap_bytes(&self) -> usize {
-        self.leases.len() * std::mem::size_of::<Lease>()
+        self.leases.capacity() * std::mem::size_of::<Lease>()
             + self.leases.iter().map(|l| l.id.len()).sum::<usize>()
     }
 

@@ -9,7 +9,7 @@
 
 use super::held::Held;
 use super::judge::{Change, KeyError, Standing};
-use super::lease::{self, LeaseParams, LeaseState};
+use super::lease::{self, LeaseId, LeaseParams};
 use super::limiter::{Algorithm, Limiter};
 #[cfg(test)]
 use super::packed::PackedLimiter;
@@ -25,7 +25,7 @@ pub struct AcquireVerdict {
     /// The sixth field: the admitted lease's id (the call's `ID` or the server id), `None`
     /// (nil) when refused or under `DRYRUN`. When the key changed, the call propagates as
     /// `RL.ACQUIRE key limit lease ID <this id> AT <ms>`.
-    pub id: Option<Vec<u8>>,
+    pub id: Option<LeaseId>,
     /// What to do to the key (never `Unchanged` for an admitted committed call: even a
     /// renewal moves the expiry).
     pub change: Change,
@@ -80,19 +80,21 @@ pub fn acquire_parts<H: Held>(
         let standing = Standing::of(limiter, ban, now_ms);
         match limiter {
             Limiter::Lease(state) => {
+                let before = state.reset_at_ms();
                 let (decision, id, changed) =
                     lease::acquire_in_place(state, params, now_ms, id, commit);
-                Ok((decision, id, changed.then(|| state.reset_at_ms())))
+                Ok((decision, id, changed.then(|| (state.reset_at_ms(), before))))
             }
             other if standing.live() => {
                 Err(KeyError::WrongAlgorithm { held: other.algorithm(), wanted: Algorithm::Lease })
             }
             other => {
                 let outcome = lease::acquire(None, params, now_ms, id, commit);
+                let before = other.reset_at_ms();
                 let expiry = outcome.next.map(|next| {
                     let at = next.reset_at_ms();
                     *other = Limiter::Lease(next);
-                    at
+                    (at, before)
                 });
                 Ok((outcome.decision, outcome.id, expiry))
             }
@@ -102,8 +104,12 @@ pub fn acquire_parts<H: Held>(
         // A past ban of the value this replaced.
         packed.set_ban(None);
     }
+    // The key's expiry is the state's reset instant: when that moved, it is set without
+    // being read first; when it did not, it is read and set only if it differs.
     let change = match expiry {
-        Some(expire_at_ms) => Change::Updated { expire_at_ms, expiry_may_stay: true },
+        Some((expire_at_ms, before)) => {
+            Change::Updated { expire_at_ms, expiry_may_stay: expire_at_ms == before }
+        }
         None => Change::Unchanged,
     };
     Ok(AcquireVerdict {
@@ -120,8 +126,9 @@ pub enum ReleaseChange {
     /// No such lease held: reply `0`; store, expire and propagate nothing.
     Unchanged,
     /// The lease is gone, others remain: reply `1`; the key now expires at `expire_at_ms`
-    /// (propagate `RL.RELEASE key id AT <ms>`; waiters may be admitted now).
-    Updated { expire_at_ms: i64 },
+    /// (propagate `RL.RELEASE key id AT <ms>`; waiters may be admitted now). `expiry_may_stay`:
+    /// the state's reset instant did not move (the key's expiry is read before it is set).
+    Updated { expire_at_ms: i64, expiry_may_stay: bool },
     /// The last lease is gone: reply `1`; delete the key (and propagate as above).
     Deleted,
 }
@@ -154,40 +161,25 @@ pub fn release_id<H: Held>(
         return Ok(ReleaseChange::Unchanged);
     };
     let ban = packed.ban();
-    let wrong = packed.view(|limiter| {
-        let other = !matches!(limiter, Limiter::Lease(_));
-        (other && Standing::of(limiter, ban, now_ms).live()).then(|| KeyError::WrongAlgorithm {
-            held: limiter.algorithm(),
-            wanted: Algorithm::Lease,
-        })
-    });
-    if let Some(error) = wrong {
-        return Err(error);
-    }
-    let held_lease = packed.view(|limiter| match limiter {
-        Limiter::Lease(state) => holds(state, now_ms, id),
-        _ => false,
-    });
-    if !held_lease {
-        // Nothing changes: no repacking either.
-        return Ok(ReleaseChange::Unchanged);
-    }
-    Ok(packed.update(|limiter| match limiter {
-        Limiter::Lease(state) => match lease::release_in_place(state, now_ms, id) {
-            lease::ReleaseChange::NotHeld => ReleaseChange::Unchanged,
-            lease::ReleaseChange::Emptied => ReleaseChange::Deleted,
-            lease::ReleaseChange::Released => {
-                ReleaseChange::Updated { expire_at_ms: state.reset_at_ms() }
-            }
-        },
-        _ => ReleaseChange::Unchanged,
-    }))
-}
-
-/// Whether `id` is held at `now' = max(now_ms, updated_ms)` of a live state.
-fn holds(state: &LeaseState, now_ms: i64, id: &[u8]) -> bool {
-    let now = now_ms.max(state.updated_ms);
-    state.reset_at_ms() > now_ms && state.leases().any(|(held, at)| held == id && at > now)
+    // One pass: a live limiter of another algorithm is refused; the lease list is searched
+    // once, and updated in place (a lease key's box is not repacked).
+    packed.update(|limiter| match limiter {
+        Limiter::Lease(state) => {
+            let before = state.reset_at_ms();
+            Ok(match lease::release_in_place(state, now_ms, id) {
+                lease::ReleaseChange::NotHeld => ReleaseChange::Unchanged,
+                lease::ReleaseChange::Emptied => ReleaseChange::Deleted,
+                lease::ReleaseChange::Released => {
+                    let expire_at_ms = state.reset_at_ms();
+                    ReleaseChange::Updated { expire_at_ms, expiry_may_stay: expire_at_ms == before }
+                }
+            })
+        }
+        other if Standing::of(other, ban, now_ms).live() => {
+            Err(KeyError::WrongAlgorithm { held: other.algorithm(), wanted: Algorithm::Lease })
+        }
+        _ => Ok(ReleaseChange::Unchanged),
+    })
 }
 
 #[cfg(test)]
@@ -226,7 +218,7 @@ mod tests {
         assert_eq!(release_id(Some(&mut packed), b"nope", T0 + 30), Ok(ReleaseChange::Unchanged));
         assert_eq!(
             release_id(Some(&mut packed), id1.as_bytes(), T0 + 30),
-            Ok(ReleaseChange::Updated { expire_at_ms: T0 + 1010 })
+            Ok(ReleaseChange::Updated { expire_at_ms: T0 + 1010, expiry_may_stay: true })
         );
         assert_eq!(release_id(Some(&mut packed), b"w", T0 + 30), Ok(ReleaseChange::Deleted));
         assert_eq!(release_id(None::<&mut PackedLimiter>, b"w", T0), Ok(ReleaseChange::Unchanged));

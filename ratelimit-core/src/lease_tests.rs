@@ -250,7 +250,7 @@ proptest! {
                     let got = key.acquire(&p, now, id.as_deref(), !dry);
                     let (d, want_id) = model_acquire(&mut model, &p, now, id.as_deref(), !dry);
                     prop_assert_eq!(got.decision, d);
-                    prop_assert_eq!(got.id, want_id);
+                    prop_assert_eq!(got.id.map(|i| i.to_vec()), want_id);
                     if !d.allowed {
                         let now2 = key.state.as_ref().map_or(now, |s| now.max(s.updated_ms));
                         let at = |t| acquire(key.state.as_ref(), &p, t, id.as_deref(), false).decision.allowed;
@@ -285,7 +285,7 @@ proptest! {
             let out = key.acquire(&p, now, id.as_deref(), true);
             if id.is_none() {
                 if let Some(new) = out.id {
-                    prop_assert!(seen.insert(new.clone()), "reissued {:?}", String::from_utf8_lossy(&new));
+                    prop_assert!(seen.insert(new), "reissued {:?}", String::from_utf8_lossy(&new));
                 }
             } else if let Some(given) = out.id {
                 seen.insert(given);
@@ -299,7 +299,7 @@ fn server_ids_across_lifetimes() {
     let p = params(3, 100);
     let mut key = Key::default();
     let ids: Vec<Vec<u8>> =
-        (0..3).map(|i| key.acquire(&p, T0 + i, None, true).id.unwrap()).collect();
+        (0..3).map(|i| key.acquire(&p, T0 + i, None, true).id.unwrap().to_vec()).collect();
     assert_eq!(
         ids,
         [format!("{T0}-1"), format!("{T0}-2"), format!("{T0}-3")].map(String::into_bytes)
@@ -512,7 +512,7 @@ fn acquire_arguments_parse() {
 fn release_arguments_parse() {
     assert_eq!(
         ReleaseRequest::parse(&[b"x", b"AT", b"7"]),
-        Ok(ReleaseRequest { id: b"x".to_vec(), at_ms: Some(7) })
+        Ok(ReleaseRequest { id: LeaseId::new(b"x").unwrap(), at_ms: Some(7) })
     );
     assert_eq!(ReleaseRequest::parse(&[]), Err(ArgError::WrongArity));
     assert_eq!(
@@ -604,4 +604,52 @@ fn limiter_reports_leases() {
         crate::inspect::describe_key(Some(&PackedLimiter::new(limiter.clone())), T0 + 50).unwrap();
     assert_eq!(described.leases.unwrap().len(), 3);
     assert_eq!(crate::inspect::peek_key(Some(&PackedLimiter::new(limiter)), T0 + 200), None);
+}
+
+#[test]
+fn lease_ids_are_held_by_value() {
+    for (created, n) in [(0, 1), (T0, 7), (i64::MAX, u64::MAX), (-5, 10), (i64::MIN, 1)] {
+        let id = LeaseId::server(created, n);
+        assert_eq!(&*id, format!("{created}-{n}").as_bytes());
+        assert_eq!(sequence_number(created, &id), Some(n));
+    }
+    assert_eq!(sequence_number(T0, format!("{}-3", T0 + 1).as_bytes()), None);
+    assert_eq!(sequence_number(10, b"1-3"), None);
+    assert!(LeaseId::new(b"").is_none());
+    assert!(LeaseId::new(&[7; MAX_ID_LEN + 1]).is_none());
+    let long = LeaseId::new(&[0xff; MAX_ID_LEN]).unwrap();
+    assert_eq!(&*long, &[0xff; MAX_ID_LEN][..]);
+    assert_eq!(LeaseId::new(b"job\x00").unwrap(), b"job\x00".to_vec());
+}
+
+/// The lease array grows by doubling and gives memory back once three quarters are unused;
+/// `heap_bytes` (`MEMORY USAGE`) counts what is allocated.
+#[test]
+fn lease_capacity_is_amortized_and_counted() {
+    let p = params(1000, 1_000_000);
+    let mut state = acquire(None, &p, T0, Some(b"a"), true).next.unwrap();
+    let ids: Vec<Vec<u8>> = (0..100).map(|i| format!("w{i}").into_bytes()).collect();
+    let mut grows = 0;
+    for (i, id) in ids.iter().enumerate() {
+        let before = state.leases.capacity();
+        acquire_in_place(&mut state, &p, T0 + i as i64, Some(id), true);
+        grows += usize::from(state.leases.capacity() != before);
+        assert!(state.leases.capacity() >= state.leases.len());
+    }
+    assert!(grows <= 8, "{grows} reallocations for 100 acquisitions");
+    let ids_bytes: usize = state.leases().map(|(id, _)| id.len()).sum();
+    assert_eq!(state.heap_bytes(), state.leases.capacity() * 24 + ids_bytes);
+    let full = state.leases.capacity();
+    // Acquiring and releasing one lease again and again moves no memory.
+    for i in 0..10 {
+        acquire_in_place(&mut state, &p, T0 + 200 + i, Some(b"x"), true);
+        assert_eq!(release_in_place(&mut state, T0 + 200 + i, b"x"), ReleaseChange::Released);
+        assert_eq!(state.leases.capacity(), full);
+    }
+    for (i, id) in ids.iter().enumerate().skip(1) {
+        assert_eq!(release_in_place(&mut state, T0 + 300 + i as i64, id), ReleaseChange::Released);
+        assert!(state.leases.len() * 4 > state.leases.capacity() || state.leases.capacity() <= 2);
+    }
+    assert!(state.leases.capacity() <= 4);
+    check_stored(&state);
 }

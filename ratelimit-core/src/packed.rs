@@ -212,7 +212,20 @@ impl PackedLimiter {
     }
 
     /// Runs `f` on the limiter with write access, then repacks what it left (with its ban).
+    /// A wide value that stays wide (a lease list, a ban) is updated in its box, without
+    /// unpacking, freeing and allocating it again.
     pub fn update<R>(&mut self, f: impl FnOnce(&mut Limiter) -> R) -> R {
+        if let Some(boxed) = self.wide_box() {
+            // SAFETY: written by `with_ban` from `Box::into_raw`, alive until `free_wide_box`;
+            // `&mut self` makes this the only reference while `f` runs.
+            let wide = unsafe { &mut *boxed };
+            let result = f(&mut wide.limiter);
+            if wide.ban.is_none() && compact(&wide.limiter).is_some() {
+                // It fits the words again: unpack it from the box (`repack` with no change).
+                self.repack(|_| {}, None);
+            }
+            return result;
+        }
         self.repack(f, None)
     }
 

@@ -110,6 +110,27 @@ fn update_repacks_what_it_leaves() {
     assert_eq!(packed.view(Limiter::clone), token_state(true, 1));
 }
 
+/// A wide value is updated in its box; one that fits the words again afterwards is compact.
+#[test]
+fn update_of_a_wide_value_stays_in_its_box_until_it_fits() {
+    let Limiter::Token(mut b) = token_state(false, 4) else { unreachable!() };
+    b.capacity = u64::MAX;
+    let mut packed = PackedLimiter::new(Limiter::Token(b));
+    let boxed = packed.words[1];
+    packed.update(|l| {
+        if let Limiter::Token(t) = l {
+            t.tokens -= 1;
+        }
+    });
+    assert_eq!((packed.words[0] & tag_mask(), packed.words[1]), (TAG_WIDE, boxed), "same box");
+    b.tokens -= 1;
+    assert_eq!(packed.view(Limiter::clone), Limiter::Token(b));
+    packed.update(|l| *l = slide_state(None, 10));
+    assert_ne!(packed.words[0] & tag_mask(), TAG_WIDE, "compact again");
+    assert_eq!(packed.view(Limiter::clone), slide_state(None, 10));
+    assert_eq!(packed.into_limiter(), slide_state(None, 10));
+}
+
 #[test]
 fn clones_are_independent() {
     let original = PackedLimiter::new(slide_state(Some(10), 50));

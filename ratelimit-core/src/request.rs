@@ -440,7 +440,7 @@ pub struct AcquireRequest {
     /// `limit` (1 … `ratelimit.lease-max`) and `lease` (1 ms … 10 years).
     pub params: crate::lease::LeaseParams,
     /// `ID id`: the lease's id, 1 … 64 bytes, binary safe (`None`: the server assigns one).
-    pub id: Option<Vec<u8>>,
+    pub id: Option<crate::lease::LeaseId>,
     /// `WAIT timeout` (ms, 0 … 10 years; `0` waits without limit): a refused call waits for a
     /// lease to lapse or be released instead of answering at once.
     pub wait_ms: Option<u64>,
@@ -455,12 +455,10 @@ pub struct AcquireRequest {
 const ACQUIRE_OPTIONS: [&str; 4] = ["ID", "WAIT", "DRYRUN", "AT"];
 
 /// A lease id argument: 1 … 64 bytes.
-fn parse_lease_id(bytes: &[u8]) -> Result<Vec<u8>, ArgError> {
-    if crate::lease::valid_id(bytes) {
-        Ok(bytes.to_vec())
-    } else {
-        Err(ArgError::Invalid(format!("ID must be 1 to {} bytes", crate::lease::MAX_ID_LEN)))
-    }
+fn parse_lease_id(bytes: &[u8]) -> Result<crate::lease::LeaseId, ArgError> {
+    crate::lease::LeaseId::new(bytes).ok_or_else(|| {
+        ArgError::Invalid(format!("ID must be 1 to {} bytes", crate::lease::MAX_ID_LEN))
+    })
 }
 
 /// A `WAIT` timeout: a duration of 0 … 10 years (0: no limit).
@@ -522,7 +520,7 @@ impl AcquireRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReleaseRequest {
     /// The lease's id, 1 … 64 bytes.
-    pub id: Vec<u8>,
+    pub id: crate::lease::LeaseId,
     pub at_ms: Option<i64>,
 }
 

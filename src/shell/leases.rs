@@ -66,7 +66,9 @@ pub fn release_and_apply(call: &Call, request: &ReleaseRequest) -> Result<bool, 
     let change = release_key(held(&mut key)?.as_mut(), request, now)?;
     match change {
         ReleaseChange::Unchanged => {}
-        ReleaseChange::Updated { expire_at_ms } => key.changed(expire_at_ms, true),
+        ReleaseChange::Updated { expire_at_ms, expiry_may_stay } => {
+            key.changed(expire_at_ms, expiry_may_stay)
+        }
         ReleaseChange::Deleted => key.delete(),
     }
     drop(key);

@@ -26,6 +26,7 @@ use super::limiting::judge_and_apply;
 use super::reply;
 use super::stats::{self, Outcome, Tally};
 use super::top;
+use ratelimit_core::lease::LeaseId;
 use ratelimit_core::request::{AcquireRequest, Request};
 use ratelimit_core::waiters::{WaitQueue, Waiter};
 
@@ -48,7 +49,7 @@ struct Judged {
     allowed: bool,
     reply: [i64; 5],
     /// `RL.ACQUIRE`'s lease id (nil when refused).
-    id: Option<Vec<u8>>,
+    id: Option<LeaseId>,
     now: i64,
 }
 
@@ -170,7 +171,7 @@ fn no_waits() -> bool {
 /// What a blocked client is answered with.
 enum Answer {
     Ints([i64; 5]),
-    Lease([i64; 5], Option<Vec<u8>>),
+    Lease([i64; 5], Option<LeaseId>),
     Error(String),
 }
 

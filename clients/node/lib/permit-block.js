@@ -58,6 +58,10 @@ class PermitBlock {
     this.limit = { ...limit };
     this.size = toCount(opts.size, 'size');
     if (this.size < 1) throw new TypeError('size must be at least 1');
+    if (this.algorithm === 'throttle') {
+      const most = toCount(limit.maxBurst, 'maxBurst') + 1;
+      if (this.size > most) throw new TypeError(`size must be at most maxBurst + 1 = ${most} for a GCRA limit: CL.THROTTLE refuses a larger quantity whatever the state`);
+    }
     this.lifetimeMs = opts.lifetime === undefined ? DEFAULT_LIFETIME_MS : toMs(opts.lifetime, 'lifetime');
     if (this.lifetimeMs < 1) throw new TypeError('lifetime must be at least 1 ms');
     this.refillBelow = opts.refillBelow === undefined ? 0 : toCount(opts.refillBelow, 'refillBelow');

@@ -139,5 +139,12 @@ test('GCRA and leaky NODELAY carry blocks; slide and leaky in delay mode are ref
   assert.throws(() => new PermitBlock(rl(), 'k', { algorithm: 'slide', limit: 5, window: '1s' }, { size: 5 }), /sliding window/);
   assert.throws(() => new PermitBlock(rl(), 'k', { algorithm: 'leaky', capacity: 5, rate: 1, period: '1s' }, { size: 5 }), /nodelay/);
   assert.throws(() => new PermitBlock(rl(), 'k', HOUR_TOKEN(5), { size: 0 }), /size/);
+  // GCRA: a grant is at most maxBurst + 1 permits (CL.THROTTLE refuses more whatever the state)
+  const gcra = { algorithm: 'throttle', maxBurst: 4, count: 1, period: 3600 * 1000 };
+  assert.throws(() => new PermitBlock(rl(), 'k', gcra, { size: 6 }), /at most maxBurst \+ 1 = 5/);
+  const whole = new PermitBlock(rl(), fresh(), gcra, { size: 5 });
+  for (let i = 0; i < 5; i++) assert.equal((await whole.take()).allowed, true);
+  assert.equal(whole.stats.calls, 1, 'size = maxBurst + 1 is granted in one call');
+  await whole.close();
   assert.throws(() => new PermitBlock(rl(), 'k', { ...HOUR_TOKEN(5), ban: '1m' }, { size: 5 }), /ban/);
 });

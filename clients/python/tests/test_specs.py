@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from redis_ratelimit import Leaky, Period, Slide, Token
+from redis_ratelimit import Leaky, Period, Slide, Throttle, Token
 from redis_ratelimit import commands as cmd
 from redis_ratelimit.specs import duration_arg, duration_ms
 
@@ -35,6 +35,8 @@ def test_arguments_of_each_command() -> None:
     ]  # fmt: skip
     assert cmd.acquire("k", 3, "2m", id="w1", wait="5s") == ["RL.ACQUIRE", "k", 3, "2m", "ID", "w1", "WAIT", "5s"]
     assert cmd.throttle("k", 15, 30, 60, 2, dryrun=True) == ["CL.THROTTLE", "k", 15, 30, 60, 2, "DRYRUN"]
+    gcra = Throttle(15, 30, 60)
+    assert [gcra.command(), *gcra.params(2)] == ["CL.THROTTLE", 15, 30, 60, 2] and gcra.window_ms() is None
 
 
 def test_durations() -> None:

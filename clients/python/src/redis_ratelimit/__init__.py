@@ -15,7 +15,7 @@ from .client import RateLimit, RateLimitCluster, RateLimitCommands
 from .commands import InfoValue, ModuleNotLoadedError
 from .decision import AllDecision, Decision, LeaseDecision
 from .permit_block import AsyncPermitBlock, BlockLimit, BlockStats, PermitBlock
-from .specs import Duration, Leaky, Limit, Period, Slide, Token
+from .specs import Duration, Leaky, Limit, Period, Slide, Throttle, Token
 
 __version__ = "0.3.0"
 
@@ -40,5 +40,6 @@ __all__ = [
     "RateLimitCluster",
     "RateLimitCommands",
     "Slide",
+    "Throttle",
     "Token",
 ]

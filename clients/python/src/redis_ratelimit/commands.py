@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from redis.exceptions import ResponseError
 
 from .decision import AllDecision, Decision, LeaseDecision
-from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Token, duration_arg, duration_ms
+from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Throttle, Token, duration_arg, duration_ms
 
 #: A value of ``RL.INFO``: an integer, a text (``algorithm``), or a list (``leases``,
 #: ``window_counts``).
@@ -165,7 +165,8 @@ def throttle(
     at: Optional[int] = None,
 ) -> List[Arg]:
     """``CL.THROTTLE`` (redis-cell compatible GCRA; ``period_s`` in whole seconds)."""
-    return ["CL.THROTTLE", key, max_burst, count, period_s, quantity, *options(None, None, dryrun, at)]
+    spec = Throttle(max_burst, count, period_s)
+    return [spec.command(), key, *spec.params(quantity), *options(None, None, dryrun, at)]
 
 
 def acquire(

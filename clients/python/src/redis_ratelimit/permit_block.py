@@ -26,15 +26,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from .decision import Decision
-from .specs import Duration, Leaky, Limit, Period, Slide, Token, duration_ms
+from .specs import Duration, Leaky, Limit, Period, Slide, Throttle, Token, duration_ms
 
 if TYPE_CHECKING:
     from .aio import AsyncRateLimitCommands
     from .client import RateLimitCommands
 
 Key = Union[str, bytes]
-#: The limits a block can carry: a token bucket, a fixed window, a leaky bucket with ``nodelay``.
-BlockLimit = Union[Token, Period, Leaky]
+#: The limits a block can carry: a token bucket, a fixed window, a leaky bucket with ``nodelay``,
+#: GCRA (``CL.THROTTLE``: ``quantity`` takes the block, ``RL.REFUND`` moves the TAT back).
+BlockLimit = Union[Token, Period, Leaky, Throttle]
 
 DEFAULT_LIFETIME_MS = 1000
 DEFAULT_REFUND_GUARD_MS = 100
@@ -47,7 +48,7 @@ def _ms(value: Duration, name: str) -> int:
     return ms
 
 
-def _check_limit(limit: Limit) -> BlockLimit:
+def _check_limit(limit: Union[Limit, Throttle]) -> BlockLimit:
     if isinstance(limit, Slide):
         raise ValueError(
             "a sliding window cannot carry permit blocks: the server dates a permit at its grant, and "
@@ -57,8 +58,8 @@ def _check_limit(limit: Limit) -> BlockLimit:
         raise ValueError(
             "a leaky bucket carries permit blocks only with nodelay=True (in delay mode each request has its own delay)"
         )
-    if not isinstance(limit, (Token, Period, Leaky)):
-        raise TypeError(f"limit must be a Token, Period or Leaky(nodelay=True) (got {limit!r})")
+    if not isinstance(limit, (Token, Period, Leaky, Throttle)):
+        raise TypeError(f"limit must be a Token, Period, Leaky(nodelay=True) or Throttle (got {limit!r})")
     return limit
 
 
@@ -156,11 +157,16 @@ class _Blocks:
 
 
 def _blocks(
-    limit: Limit, size: int, lifetime: Duration, refill_below: int, refund_guard: Duration
+    limit: Union[Limit, Throttle], size: int, lifetime: Duration, refill_below: int, refund_guard: Duration
 ) -> Tuple[BlockLimit, _Blocks]:
     spec = _check_limit(limit)
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         raise ValueError(f"size must be an int ≥ 1 (got {size!r})")
+    if isinstance(spec, Throttle) and size > spec.max_burst + 1:
+        raise ValueError(
+            f"size must be at most max_burst + 1 = {spec.max_burst + 1} for a GCRA limit: CL.THROTTLE "
+            f"refuses a larger quantity whatever the state (got {size!r})"
+        )
     if not 0 <= refill_below < size:
         raise ValueError(f"refill_below must be 0 … size − 1 (got {refill_below!r})")
     lifetime_ms = _ms(lifetime, "lifetime")
@@ -173,6 +179,10 @@ def _blocks(
 class PermitBlock:
     """Permits of ``limit`` on ``key`` taken ``size`` at a time through the sync ``client``.
 
+    ``limit``: a :class:`Token`, a :class:`Period`, a :class:`Leaky` with ``nodelay=True``, or a
+    :class:`Throttle` (GCRA; ``size`` at most its ``max_burst + 1``, the most one
+    ``CL.THROTTLE`` grants).
+
     ``lifetime``: a block's longest life (default 1 s; a fixed window's block also ends with its
     window); ``refill_below``: start the next grant at this many held permits or fewer, so a
     process may hold two blocks (default 0: only when empty, one block); ``refund_guard``: a
@@ -184,7 +194,7 @@ class PermitBlock:
         self,
         client: RateLimitCommands,
         key: Key,
-        limit: Limit,
+        limit: Union[Limit, Throttle],
         *,
         size: int,
         lifetime: Duration = DEFAULT_LIFETIME_MS,
@@ -256,6 +266,9 @@ class PermitBlock:
     def _ask(self, cost: int) -> Decision:
         with self._cond:
             self._state.stats.calls += 1
+        if isinstance(self.spec, Throttle):
+            s = self.spec
+            return self.client.throttle(self.key, s.max_burst, s.count, s.period_s, cost)
         return self.client.apply(self.key, self.spec, cost=cost)
 
     def _refill(self) -> Optional[Decision]:
@@ -350,7 +363,7 @@ class AsyncPermitBlock:
         self,
         client: AsyncRateLimitCommands,
         key: Key,
-        limit: Limit,
+        limit: Union[Limit, Throttle],
         *,
         size: int,
         lifetime: Duration = DEFAULT_LIFETIME_MS,
@@ -405,6 +418,9 @@ class AsyncPermitBlock:
 
     async def _ask(self, cost: int) -> Decision:
         self._state.stats.calls += 1
+        if isinstance(self.spec, Throttle):
+            s = self.spec
+            return await self.client.throttle(self.key, s.max_burst, s.count, s.period_s, cost)
         return await self.client.apply(self.key, self.spec, cost=cost)
 
     async def _grant(self) -> Optional[Decision]:

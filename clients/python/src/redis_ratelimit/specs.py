@@ -2,7 +2,8 @@
 
 They name a limit once (``Token(100, 10, "1s")``) so that it can be passed to
 :meth:`RateLimit.apply`, to :meth:`RateLimit.all` beside other limits (one atomic call), and to
-the ASGI middleware. Each knows the arguments of its own command.
+the ASGI middleware. Each knows the arguments of its own command. :class:`Throttle` (GCRA,
+``CL.THROTTLE``) names a limit for :class:`PermitBlock` only.
 
 Durations (``period``, ``window``, ``ban``, ``wait``) are ``int`` milliseconds, a
 :class:`datetime.timedelta` (whole ms), or the module's own duration text (``"1500ms"``,
@@ -142,3 +143,24 @@ class Leaky:
 
 #: Any limit that ``RL.ALL`` can combine.
 Limit = Union[Token, Period, Slide, Leaky]
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """GCRA (``CL.THROTTLE``, redis-cell's arguments): ``count`` per ``period_s`` whole seconds,
+    up to ``max_burst`` more at once — so one call takes at most ``max_burst + 1`` (its
+    ``limit``). :meth:`RateLimit.throttle` takes the same arguments; :class:`PermitBlock` takes
+    this spec. Not a :data:`Limit`: ``RL.ALL`` and server policies do not combine GCRA."""
+
+    max_burst: int
+    count: int
+    period_s: int
+
+    def command(self) -> str:
+        return "CL.THROTTLE"
+
+    def params(self, quantity: int = 1) -> List[Arg]:
+        return [self.max_burst, self.count, self.period_s, quantity]
+
+    def window_ms(self) -> Optional[int]:
+        return None
