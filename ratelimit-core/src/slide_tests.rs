@@ -413,6 +413,8 @@ fn one_entry_log_needs_no_heap() {
     assert_eq!(e2.next.unwrap().heap_bytes(), 0);
 }
 
+/// At most 16 bytes per entry (the inline one counting as one) beside the holder's area (which
+/// saves the module a 48-byte box per log: `src/shell/values.rs`).
 #[test]
 fn log_memory_stays_within_16_bytes_per_entry() {
     fn admit(state: &mut Option<SlideState>, p: &SlideParams, t: i64) {
@@ -429,7 +431,8 @@ fn log_memory_stays_within_16_bytes_per_entry() {
         t += (n * 7919) as i64 % 1500 + 1;
         admit(&mut state, &p, t);
         let s = state.as_ref().unwrap();
-        assert!(s.heap_bytes() as u64 <= 16 * n, "{n} entries: {} bytes", s.heap_bytes());
+        let log = s.heap_bytes().saturating_sub(HOLDER);
+        assert!(log as u64 <= 16 * n, "{n} entries: {} bytes", s.heap_bytes());
     }
     let s = state.as_ref().unwrap();
     s.validate().unwrap();
@@ -774,7 +777,7 @@ proptest! {
             retry_is_exact(d, c, got)?;
             if let Some(s) = &d.state {
                 prop_assert!(s.entry_count() as u64 <= limit);
-                prop_assert!(s.heap_bytes() <= 16 * s.entry_count());
+                prop_assert!(s.heap_bytes() <= 16 * s.entry_count() + HOLDER);
                 let at = s.reset_at_ms();
                 prop_assert!(d.peek(&p, at, limit).allowed);
                 prop_assert!(!d.peek(&p, at - 1, limit).allowed || at - 1 < s.updated_ms);

@@ -54,7 +54,7 @@ mod varint;
 use std::num::NonZeroU16;
 
 use self::log::ExactView;
-pub use self::log::SlideEntries;
+pub use self::log::{SlideEntries, HOLDER};
 use self::ring::{BucketView, Grid};
 use super::args::{MAX_AT_MS, MAX_BUCKETS, MAX_COUNT, MAX_DURATION_MS};
 use super::decision::{saturate_i64, Decision, Evaluation};
@@ -274,6 +274,12 @@ impl SlideBuffer {
     /// this is a log of one entry whose cost is `word` ([`crate::inline`]).
     pub fn from_word(word: u64) -> SlideBuffer {
         SlideBuffer { word, heap: Box::default() }
+    }
+
+    /// Exact mode: whether the heap buffer holds older entries, and so has room for the
+    /// state's own fields ([`HOLDER`]).
+    fn has_holder(&self) -> bool {
+        self.heap.len() >= log::HEADER
     }
 
     /// The inline word, when there is no heap buffer (exact mode: a log of one entry of that
