@@ -37,13 +37,11 @@ pub struct Key {
     name: *mut RedisModuleString,
     raw: *mut RedisModuleKey,
     /// The limiter of an inline value word, expanded for this command (written back by
-    /// [`Key::changed`]), and that word.
+    /// [`Key::changed`]), and that word. An expanded log value shares the key's buffer (and may
+    /// free or move it), so it is always written back over the key ([`Key::settle`]) before
+    /// the key is closed, given another value or deleted.
     expanded: Option<Expanded>,
     value: *mut std::ffi::c_void,
-    /// `expanded` came from a log value: it shares the key's buffer (and may free or move
-    /// it), so it is always written back over the key ([`Key::settle`]) before the key is
-    /// closed, given another value or deleted.
-    from_log: bool,
 }
 
 impl Key {
@@ -59,7 +57,7 @@ impl Key {
         };
         // A read-mode open of a missing key returns NULL; every use below checks for it.
         let raw = unsafe { (api.open_key)(ctx, name, flags as c_int) };
-        Key { api, ctx, name, raw, expanded: None, value: std::ptr::null_mut(), from_log: false }
+        Key { api, ctx, name, raw, expanded: None, value: std::ptr::null_mut() }
     }
 
     fn our_type() -> *mut RedisModuleType {
@@ -106,29 +104,34 @@ impl Key {
                 }
             }
             Value::Null => Contents::Empty,
-            inline => {
-                if self.value == value && self.expanded.is_some() {
-                    return match self.expanded.as_mut() {
-                        Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
-                        None => Contents::Empty,
-                    };
-                }
-                self.settle();
-                let limiter = match inline {
+            Value::Log(buffer) => {
+                if self.value != value || self.expanded.is_none() {
+                    self.settle();
                     // SAFETY: the key's live log value; the expansion shares its buffer until
                     // `settle` writes it back.
-                    Value::Log(buffer) => unsafe { values::expand_log(buffer) },
+                    let limiter = unsafe { values::expand_log(buffer) };
+                    self.expanded = Some(Expanded { limiter, ban: None });
+                    self.value = value;
+                }
+                match self.expanded.as_mut() {
+                    Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
+                    None => Contents::Empty,
+                }
+            }
+            inline => {
+                if self.value != value || self.expanded.is_none() {
+                    self.settle();
                     // A word whose entry is gone cannot be (the word holds a reference to it).
-                    _ => match values::expand(inline) {
-                        Some(limiter) => limiter,
-                        None => return Contents::Empty,
-                    },
-                };
-                self.from_log = matches!(inline, Value::Log(_));
-                self.value = value;
-                Contents::Limiter(Slot::Inline(
-                    self.expanded.insert(Expanded { limiter, ban: None }),
-                ))
+                    let Some(limiter) = values::expand(inline) else {
+                        return Contents::Empty;
+                    };
+                    self.expanded = Some(Expanded { limiter, ban: None });
+                    self.value = value;
+                }
+                match self.expanded.as_mut() {
+                    Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
+                    None => Contents::Empty,
+                }
             }
         }
     }
@@ -174,6 +177,7 @@ impl Key {
             Contents::Foreign(_) => return Err("WRONGTYPE key holds another type"),
         };
         self.settle();
+        self.expanded = None;
         let value = values::into_value(limiter, ban);
         if replace {
             self.replace_value(value);
@@ -215,13 +219,11 @@ impl Key {
     }
 
     /// Ends the expansion of a log value: writes it back over the key, changed or not, since it
-    /// shares (and may have freed or moved) the key's buffer. An expanded inline value is just
-    /// dropped: the key's word owns nothing of it.
+    /// shares (and may have freed or moved) the key's buffer. An expanded inline value needs
+    /// nothing: the key's word owns nothing of it.
     fn settle(&mut self) {
-        if self.from_log {
+        if self.expanded.is_some() && values::is_log(self.value) {
             self.write_back();
-        } else if self.expanded.is_some() {
-            self.expanded = None;
         }
     }
 
@@ -231,7 +233,7 @@ impl Key {
     fn write_back(&mut self) {
         if let Some(expanded) = self.expanded.take() {
             let old = std::mem::replace(&mut self.value, std::ptr::null_mut());
-            let rewrite = if std::mem::take(&mut self.from_log) {
+            let rewrite = if values::is_log(old) {
                 // SAFETY: `old` is the key's live log value the limiter was expanded from.
                 unsafe { values::rewrite_log(old, expanded.limiter, expanded.ban) }
             } else {
@@ -282,6 +284,7 @@ impl Key {
             return;
         }
         self.settle();
+        self.expanded = None;
         unsafe { (self.api.delete_key)(self.raw) };
         unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
     }

@@ -117,6 +117,11 @@ fn encoded_value(e: Encoded) -> *mut c_void {
     }
 }
 
+/// Whether a value word is a log value.
+pub fn is_log(value: *const c_void) -> bool {
+    matches!(Value::of(value), Value::Log(_))
+}
+
 /// The log a log value holds, as an owning limiter sharing the key's buffer: exactly one of
 /// the two may free it (`Key` writes its expansion back over the key, [`with_value`] and
 /// [`copy_value`] never drop theirs).

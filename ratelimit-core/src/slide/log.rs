@@ -11,17 +11,18 @@
 //! # Encoding
 //! The newest entry lives in the state itself: its `ts` is `updated_ms` (every admitted call
 //! adds or merges an entry at `now'`) and its cost is the [`SlideBuffer`]'s inline word, so a
-//! one-entry log needs no heap allocation. Older entries live in one heap buffer: a 40-byte
+//! one-entry log needs no heap allocation. Older entries live in one heap buffer: a 64-byte
 //! header — the 24-byte [`Header`] (timestamp of the oldest entry, their total cost, first and
-//! end offsets) and 16 bytes for the holder ([`HOLDER`]: the module keeps there what makes a
-//! key's value word point straight at the buffer, so a log on the heap is one allocation) — and,
-//! per entry, `varint(cost) varint(gap to the next newer entry)` (see `varint.rs`). Typical
-//! entries (cost < 128, gaps < 16 s) take 2–3 bytes. The buffer's size follows jemalloc's size
-//! classes (see `alloc_size.rs`) with 1/8 headroom when it grows, and it is shrunk when more
-//! than 1/4 of it is unused, so [`SlideState::heap_bytes`] stays within about
-//! 1.6 × (40 + encoded entries): with typical entries at most 16 bytes per entry for every log
-//! (the inline entry counting as one) beside the holder's 16, and 4–5 bytes per entry for long
-//! logs. Expired entries are consumed from
+//! end offsets) and 40 bytes for the state's own fields ([`HOLDER`], written only by
+//! [`SlideState::into_log_buffer`], so that the module keeps a log with older entries as this
+//! buffer alone: one allocation, no box beside it) — and, per entry,
+//! `varint(cost) varint(gap to the next newer entry)` (see `varint.rs`). Typical entries
+//! (cost < 128, gaps < 16 s) take 2–3 bytes. The buffer's size follows jemalloc's size classes
+//! (see `alloc_size.rs`) with 1/8 headroom when it grows, and it is shrunk when more than 1/4
+//! of it is unused, so [`SlideState::heap_bytes`] stays within about 1.6 × (64 + encoded
+//! entries): with typical entries at most 16 bytes per entry for every log (the inline entry
+//! counting as one) beside 48 for the state's fields (the box they replace), and 4–5 bytes per
+//! entry for long logs. Expired entries are consumed from
 //! the front by moving an offset; the buffer is compacted only when its end is reached, so
 //! every operation is amortized O(1) per entry.
 //!
