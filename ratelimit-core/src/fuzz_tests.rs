@@ -182,8 +182,8 @@ proptest! {
         }
         if let Ok(all) = AllRequest::parse(&refs, 100_000) {
             prop_assert_eq!(all.limits.len(), all.key_count);
-            let mut held: Vec<Option<&mut PackedLimiter>> = (0..all.key_count).map(|_| None).collect();
-            let verdict = judge_all(&mut held, &all, all.at_ms.unwrap_or(1_700_000_000_000)).unwrap();
+            let held = (0..all.key_count).map(|_| None::<&mut PackedLimiter>);
+            let verdict = judge_all(held, &all, all.at_ms.unwrap_or(1_700_000_000_000)).unwrap();
             prop_assert_eq!(verdict.details.len(), all.key_count);
         }
     }

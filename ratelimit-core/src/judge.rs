@@ -22,11 +22,11 @@ use std::fmt;
 use super::ban::Ban;
 use super::decision::Decision;
 use super::gcra::{self, GcraState};
-use super::held::Held;
+use super::held::{Expanded, Held};
 use super::leaky::LeakyBucket;
 use super::limiter::{judge, Algorithm, Limiter, Variant};
 use super::period::PeriodWindow;
-use super::request::{AllRequest, Limit, Request};
+use super::request::{AllRequest, Limit, PerKey, Request};
 use super::slide::SlideState;
 use super::state::Stored;
 use super::token::TokenBucket;
@@ -409,50 +409,136 @@ pub struct AllVerdict {
     /// 1-based index.
     pub head: [i64; 6],
     /// Per key, in order: the reply its single command with `DRYRUN` would give now.
-    pub details: Vec<[i64; 5]>,
+    pub details: PerKey<[i64; 5]>,
     /// Per key, in order: what to apply (all `Unchanged` unless every limit admitted, the call
     /// is not a dry run and something was taken).
-    pub changes: Vec<Change>,
+    pub changes: PerKey<Change>,
+}
+
+impl Default for AllVerdict {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl AllVerdict {
+    /// A verdict with no key yet, for [`judge_all_into`].
+    pub fn new() -> AllVerdict {
+        AllVerdict { allowed: false, head: [0; 6], details: PerKey::new(), changes: PerKey::new() }
+    }
+
     /// Whether any key changed (and so the call must be propagated).
     pub fn changed(&self) -> bool {
         self.changes.iter().any(|c| !matches!(c, Change::Unchanged))
     }
 }
 
-/// Judges every limit of an `RL.ALL` call against its key (`held[i]` for `all.limits[i]`) at
-/// one instant, all or nothing: each key is judged exactly as its single command would judge
-/// it; only when every limit admits (and the call is not a dry run) is each key updated as
-/// that command would update it. A [`KeyError`] on any key changes nothing.
-pub fn judge_all<H: Held>(
-    held: &mut [Option<&mut H>],
+/// A held limiter judged by `RL.ALL`: what judging writes goes to a copy (`pending`, made on
+/// the first write), and reaches the key only if every key of the call admits
+/// ([`Staged::commit`]). So each key is judged once, as its single command would judge it,
+/// and all or none are changed.
+struct Staged<'h, H: Held> {
+    held: &'h mut H,
+    pending: Option<Expanded>,
+}
+
+impl<H: Held> Staged<'_, H> {
+    fn pending(&mut self) -> &mut Expanded {
+        let held = &*self.held;
+        self.pending
+            .get_or_insert_with(|| Expanded { limiter: held.view(Limiter::clone), ban: held.ban() })
+    }
+
+    /// Writes what judging left into the key.
+    fn commit(self) {
+        if let Some(Expanded { limiter, ban }) = self.pending {
+            self.held.update(|held| *held = limiter);
+            if self.held.ban() != ban {
+                self.held.set_ban(ban);
+            }
+        }
+    }
+}
+
+impl<H: Held> Held for Staged<'_, H> {
+    fn ban(&self) -> Option<Ban> {
+        match &self.pending {
+            Some(pending) => pending.ban,
+            None => self.held.ban(),
+        }
+    }
+    fn set_ban(&mut self, ban: Option<Ban>) {
+        self.pending().ban = ban;
+    }
+    fn view<R>(&self, f: impl FnOnce(&Limiter) -> R) -> R {
+        match &self.pending {
+            Some(pending) => f(&pending.limiter),
+            None => self.held.view(f),
+        }
+    }
+    fn update<R>(&mut self, f: impl FnOnce(&mut Limiter) -> R) -> R {
+        f(&mut self.pending().limiter)
+    }
+}
+
+/// Judges every limit of an `RL.ALL` call against its key (the i-th of `held` for
+/// `all.limits[i]`, `None` for an empty key) at
+/// one instant, all or nothing: each key is judged once, exactly as its single command would
+/// judge it (on a staged copy, [`Staged`]); only when every limit admits (and the call is not
+/// a dry run) is each key updated as that command would update it. A [`KeyError`] on any key
+/// changes nothing.
+pub fn judge_all<'h, H: Held + 'h>(
+    held: impl IntoIterator<Item = Option<&'h mut H>>,
     all: &AllRequest,
     now_ms: i64,
 ) -> Result<AllVerdict, KeyError> {
-    let mut details = Vec::with_capacity(all.limits.len());
+    let mut verdict = AllVerdict::new();
+    judge_all_into(held, all, now_ms, &mut verdict)?;
+    Ok(verdict)
+}
+
+/// [`judge_all`] into `verdict` (new from [`AllVerdict::new`]): the command path keeps the
+/// verdict where it is built instead of moving it (its per-key parts are kept inline).
+pub fn judge_all_into<'h, H: Held + 'h>(
+    held: impl IntoIterator<Item = Option<&'h mut H>>,
+    all: &AllRequest,
+    now_ms: i64,
+    verdict: &mut AllVerdict,
+) -> Result<(), KeyError> {
+    let mut staged: PerKey<Option<Staged<'h, H>>> = PerKey::new();
     let mut allowed = true;
-    for (slot, limit) in held.iter_mut().zip(&all.limits) {
-        let how = How { cost: limit.cost, commit: false, ban_ms: None, clear: false, fresh: false };
-        let verdict = judge_limit(slot.as_deref_mut(), &limit.limit, how, now_ms)?;
-        allowed &= verdict.allowed;
-        details.push(verdict.reply);
-    }
-    let mut changes = Vec::with_capacity(all.limits.len());
-    for (slot, limit) in held.iter_mut().zip(&all.limits) {
-        let change = if allowed && !all.dry_run {
-            let how =
-                How { cost: limit.cost, commit: true, ban_ms: None, clear: false, fresh: false };
-            judge_limit(slot.as_deref_mut(), &limit.limit, how, now_ms)?.change
-        } else {
-            Change::Unchanged
+    for (slot, limit) in held.into_iter().zip(&all.limits) {
+        let how = How {
+            cost: limit.cost,
+            commit: !all.dry_run,
+            ban_ms: None,
+            clear: false,
+            fresh: false,
         };
-        changes.push(change);
+        let mut stage = slot.map(|held| Staged { held, pending: None });
+        let judged = judge_limit(stage.as_mut(), &limit.limit, how, now_ms)?;
+        allowed &= judged.allowed;
+        // At most 16 of each (one per limit, and a call has at most 16).
+        let _ = verdict.details.push(judged.reply);
+        let _ = verdict.changes.push(judged.change);
+        let _ = staged.push(stage);
     }
-    let (index, retry_after_ms) = binding(&details, allowed);
-    let bound = details.get(index).copied().unwrap_or_default();
-    let head = [
+    if !allowed || all.dry_run {
+        // Nothing reaches the keys: the staged copies and created limiters are dropped.
+        for change in verdict.changes.iter_mut() {
+            *change = Change::Unchanged;
+        }
+    } else {
+        for (stage, change) in staged.drain().zip(verdict.changes.iter()) {
+            if let (Some(stage), Change::Updated { .. }) = (stage, change) {
+                stage.commit();
+            }
+        }
+    }
+    let (index, retry_after_ms) = binding(&verdict.details, allowed);
+    let bound = verdict.details.get(index).copied().unwrap_or_default();
+    verdict.allowed = allowed;
+    verdict.head = [
         i64::from(allowed),
         bound[1],
         bound[2],
@@ -460,7 +546,7 @@ pub fn judge_all<H: Held>(
         bound[4],
         i64::try_from(index).map_or(i64::MAX, |i| i + 1),
     ];
-    Ok(AllVerdict { allowed, head, details, changes })
+    Ok(())
 }
 
 /// The binding limit (0-based) among the per-key dry-run replies, and the call's
@@ -470,7 +556,7 @@ pub fn judge_all<H: Held>(
 /// largest; ties: lowest index), whose wait is the exact wait until every limit admits
 /// (waiting never removes permits). Admitted: the limit with the fewest `remaining` (ties:
 /// lowest index); the retry is the largest admitted `retry_after` (a leaky bucket's delay).
-fn binding(details: &[[i64; 5]], allowed: bool) -> (usize, i64) {
+fn binding(details: &PerKey<[i64; 5]>, allowed: bool) -> (usize, i64) {
     let wait = |d: &[i64; 5]| if d[3] < 0 { i64::MAX } else { d[3] };
     let mut best: Option<(usize, &[i64; 5])> = None;
     for (i, d) in details.iter().enumerate() {

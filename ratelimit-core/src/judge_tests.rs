@@ -175,7 +175,13 @@ fn copy(slots: &[Option<PackedLimiter>]) -> Vec<Option<PackedLimiter>> {
 }
 
 fn all_of(limits: Vec<Request>, dry_run: bool) -> AllRequest {
-    AllRequest { key_count: limits.len(), limits, dry_run, at_ms: None, by_policy: false }
+    AllRequest {
+        key_count: limits.len(),
+        limits: limits.into_iter().collect(),
+        dry_run,
+        at_ms: None,
+        by_policy: false,
+    }
 }
 
 /// Runs `RL.ALL` on packed slots, applying the changes as the shell does.
@@ -184,9 +190,8 @@ fn run_all(
     all: &AllRequest,
     now: i64,
 ) -> Result<AllVerdict, KeyError> {
-    let mut held: Vec<Option<&mut PackedLimiter>> = slots.iter_mut().map(Option::as_mut).collect();
-    let mut verdict = judge_all(&mut held, all, now)?;
-    for (slot, change) in slots.iter_mut().zip(&mut verdict.changes) {
+    let mut verdict = judge_all(slots.iter_mut().map(Option::as_mut), all, now)?;
+    for (slot, change) in slots.iter_mut().zip(verdict.changes.iter_mut()) {
         if let Change::Created { limiter, .. } = change {
             *slot = Some(PackedLimiter::new(limiter.clone()));
         }
@@ -306,7 +311,7 @@ fn all_reports_the_binding_limit() {
     let mut slots = vec![None, None];
     let v = run_all(&mut slots, &all_of(limits.clone(), false), T0).unwrap();
     assert_eq!(v.head, [1, 2, 1, 0, 1000, 1]);
-    assert_eq!(v.details, vec![[1, 2, 1, 0, 1000], [1, 4, 3, 0, 1000]]);
+    assert_eq!(v.details.to_vec(), vec![[1, 2, 1, 0, 1000], [1, 4, 3, 0, 1000]]);
     assert!(v.changed());
     // Second call: the bucket admits its last token; the third is refused by the bucket, and
     // nothing is taken from the window.

@@ -86,21 +86,14 @@ impl LeaseId {
 
     /// The server id `<created_ms>-<n>` (at most 41 bytes).
     fn server(created_ms: i64, n: u64) -> LeaseId {
-        let mut digits = [0u8; 20];
+        let (mut created, mut number) = ([0u8; 20], [0u8; 20]);
+        let parts: [&[u8]; 3] =
+            [decimal(created_ms, &mut created), b"-", decimal_u64(n, &mut number)];
         let mut bytes = [0u8; MAX_ID_LEN];
         let mut len = 0;
-        for part in [decimal(created_ms, &mut digits), b"-"] {
-            for &b in part {
-                if let Some(slot) = bytes.get_mut(len) {
-                    *slot = b;
-                    len += 1;
-                }
-            }
-        }
-        let mut digits = [0u8; 20];
-        for &b in decimal_u64(n, &mut digits) {
+        for &byte in parts.iter().flat_map(|part| part.iter()) {
             if let Some(slot) = bytes.get_mut(len) {
-                *slot = b;
+                *slot = byte;
                 len += 1;
             }
         }
@@ -273,12 +266,12 @@ struct Admitted {
 fn plan(live: Option<&LeaseState>, params: &LeaseParams, now_ms: i64, id: Option<&[u8]>) -> Plan {
     let now = live.map_or(now_ms, |s| now_ms.max(s.updated_ms));
     let all: &[Lease] = live.map_or(&[], |s| &s.leases);
-    let lapsed = all.partition_point(|l| l.expires_ms <= now);
+    let lapsed = lapsed_count(all, now);
     let held_leases = all.get(lapsed..).unwrap_or(&[]);
     let held = held_leases.len() as u64;
     let until = |t: i64| saturate_i64(elapsed_ms(now, t));
     let last_expiry = held_leases.last().map_or(now, |l| l.expires_ms);
-    let renewed = id.and_then(|id| held_leases.iter().position(|l| *l.id == *id));
+    let renewed = id.and_then(|id| find_id(held_leases, id));
     let (created_ms, seq) = live.map_or((now, 0), |s| (s.created_ms, s.seq));
     let refused = |retry_after_ms: i64| Plan {
         decision: Decision {
@@ -341,6 +334,10 @@ fn plan(live: Option<&LeaseState>, params: &LeaseParams, now_ms: i64, id: Option
 /// `n` if `id` is `<created_ms>-<n>` with `n` in canonical decimal (no sign, no leading zero,
 /// at least 1): the form of this lifetime's server ids.
 pub fn sequence_number(created_ms: i64, id: &[u8]) -> Option<u64> {
+    // Most given ids are not of this form: they fail on the first byte.
+    if !id.first().is_some_and(|b| b.is_ascii_digit() || *b == b'-') {
+        return None;
+    }
     let mut buf = [0u8; 20];
     let digits = id.strip_prefix(decimal(created_ms, &mut buf))?.strip_prefix(b"-")?;
     if digits.first().is_none_or(|d| !(b'1'..=b'9').contains(d)) {
@@ -355,8 +352,42 @@ pub fn sequence_number(created_ms: i64, id: &[u8]) -> Option<u64> {
     })
 }
 
-/// Inserts `lease` at its place in the `(expires_ms, id)` order.
+/// The index of the lease with this id, searched from the newest expiry back. Ids not held
+/// are only known after looking at every lease, so the lengths are compared four at a time
+/// first (the bytes only where a length matches).
+fn find_id(leases: &[Lease], id: &[u8]) -> Option<usize> {
+    let len = id.len();
+    let same = |l: &Lease| l.id.len() == len && *l.id == *id;
+    let mut chunks = leases.rchunks_exact(4);
+    let mut end = leases.len();
+    for chunk in &mut chunks {
+        end -= chunk.len();
+        if chunk.iter().any(|l| l.id.len() == len) {
+            if let Some(i) = chunk.iter().rposition(same) {
+                return Some(end + i);
+            }
+        }
+    }
+    chunks.remainder().iter().rposition(same)
+}
+
+/// How many of the leases (in stored order) have lapsed at `now`: a prefix, usually empty.
+fn lapsed_count(leases: &[Lease], now: i64) -> usize {
+    match leases.first() {
+        Some(first) if first.expires_ms <= now => leases.partition_point(|l| l.expires_ms <= now),
+        _ => 0,
+    }
+}
+
+/// Inserts `lease` at its place in the `(expires_ms, id)` order (usually the end: a lease
+/// taken now lapses after those taken before it with the same duration).
 fn insert_sorted(leases: &mut Vec<Lease>, lease: Lease) {
+    let after_all =
+        leases.last().is_none_or(|l| l.order(lease.expires_ms, &lease.id) == Ordering::Less);
+    if after_all {
+        leases.push(lease);
+        return;
+    }
     let at = leases.partition_point(|l| l.order(lease.expires_ms, &lease.id) == Ordering::Less);
     leases.insert(at, lease);
 }
@@ -460,7 +491,9 @@ pub fn release(stored: &LeaseState, now_ms: i64, id: &[u8]) -> Release {
 /// unused (keeping room to double), so that a held count going up and down by one moves no
 /// memory.
 fn drop_lapsed(leases: &mut Vec<Lease>, lapsed: usize) {
-    leases.drain(..lapsed.min(leases.len()));
+    if lapsed > 0 {
+        leases.drain(..lapsed.min(leases.len()));
+    }
     if leases.len() <= leases.capacity() / 4 {
         leases.shrink_to(leases.len() * 2);
     }
@@ -483,8 +516,11 @@ pub fn release_in_place(state: &mut LeaseState, now_ms: i64, id: &[u8]) -> Relea
         return ReleaseChange::NotHeld;
     }
     let now = now_ms.max(state.updated_ms);
-    let lapsed = state.leases.partition_point(|l| l.expires_ms <= now);
-    let Some(at) = state.leases.iter().skip(lapsed).position(|l| *l.id == *id) else {
+    let lapsed = lapsed_count(&state.leases, now);
+    // From the newest expiry back: a lease released soon after it was taken (a short
+    // critical section) is found first; any other costs at most one scan of the held leases.
+    let held = state.leases.get(lapsed..).unwrap_or(&[]);
+    let Some(at) = find_id(held, id) else {
         return ReleaseChange::NotHeld;
     };
     state.leases.remove(at + lapsed);

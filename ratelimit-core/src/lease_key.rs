@@ -76,28 +76,25 @@ pub fn acquire_parts<H: Held>(
         });
     };
     let ban = packed.ban();
-    let (decision, admitted_id, expiry) = packed.update(|limiter| {
-        let standing = Standing::of(limiter, ban, now_ms);
-        match limiter {
-            Limiter::Lease(state) => {
-                let before = state.reset_at_ms();
-                let (decision, id, changed) =
-                    lease::acquire_in_place(state, params, now_ms, id, commit);
-                Ok((decision, id, changed.then(|| (state.reset_at_ms(), before))))
-            }
-            other if standing.live() => {
-                Err(KeyError::WrongAlgorithm { held: other.algorithm(), wanted: Algorithm::Lease })
-            }
-            other => {
-                let outcome = lease::acquire(None, params, now_ms, id, commit);
-                let before = other.reset_at_ms();
-                let expiry = outcome.next.map(|next| {
-                    let at = next.reset_at_ms();
-                    *other = Limiter::Lease(next);
-                    (at, before)
-                });
-                Ok((outcome.decision, outcome.id, expiry))
-            }
+    let (decision, admitted_id, expiry) = packed.update(|limiter| match limiter {
+        Limiter::Lease(state) => {
+            let before = state.reset_at_ms();
+            let (decision, id, changed) =
+                lease::acquire_in_place(state, params, now_ms, id, commit);
+            Ok((decision, id, changed.then(|| (state.reset_at_ms(), before))))
+        }
+        other if Standing::of(other, ban, now_ms).live() => {
+            Err(KeyError::WrongAlgorithm { held: other.algorithm(), wanted: Algorithm::Lease })
+        }
+        other => {
+            let outcome = lease::acquire(None, params, now_ms, id, commit);
+            let before = other.reset_at_ms();
+            let expiry = outcome.next.map(|next| {
+                let at = next.reset_at_ms();
+                *other = Limiter::Lease(next);
+                (at, before)
+            });
+            Ok((outcome.decision, outcome.id, expiry))
         }
     })?;
     if expiry.is_some() && ban.is_some() {

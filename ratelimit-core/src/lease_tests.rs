@@ -653,3 +653,22 @@ fn lease_capacity_is_amortized_and_counted() {
     assert!(state.leases.capacity() <= 4);
     check_stored(&state);
 }
+
+/// `find_id` finds every lease at its index whatever the count (whole chunks of four and the
+/// remainder), and nothing for an id not held, of the same length or not.
+#[test]
+fn find_id_finds_every_position() {
+    for n in 0..11 {
+        let leases: Vec<Lease> = (0..n)
+            .map(|i| Lease {
+                expires_ms: T0 + i as i64,
+                id: format!("id{i:02}").into_bytes().into(),
+            })
+            .collect();
+        for (i, lease) in leases.iter().enumerate() {
+            assert_eq!(find_id(&leases, &lease.id), Some(i), "{n} leases");
+        }
+        assert_eq!(find_id(&leases, b"id99"), None);
+        assert_eq!(find_id(&leases, b"id0"), None);
+    }
+}

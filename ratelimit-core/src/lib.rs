@@ -10,6 +10,7 @@
 pub mod args;
 pub mod arith;
 pub mod ban;
+pub mod bounded;
 pub mod charge;
 pub mod codec;
 pub mod decision;

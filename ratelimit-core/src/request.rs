@@ -6,6 +6,7 @@
 //! (binary safe, possibly invalid UTF-8); nothing here panics on any input.
 
 use super::args::{parse_count, parse_duration, parse_options, Keyword, Options, MAX_COUNT};
+use super::bounded::Bounded;
 use super::error::ArgError;
 use super::gcra::{parse_throttle_args, GcraParams};
 use super::leaky::{LeakMode, LeakyParams};
@@ -249,6 +250,9 @@ impl RefundRequest {
 /// Most keys one `RL.ALL` call may judge.
 pub const MAX_ALL_KEYS: u64 = 16;
 
+/// One item per key of an `RL.ALL` call, kept inline (no heap allocation on its hot path).
+pub type PerKey<T> = Bounded<T, { MAX_ALL_KEYS as usize }>;
+
 /// `RL.ALL numkeys key [key ...] limit [limit ...] [DRYRUN] [AT ms]`: several limits judged
 /// together, all or nothing.
 ///
@@ -267,7 +271,7 @@ pub struct AllRequest {
     /// The number of keys: they are the `key_count` arguments after `numkeys`.
     pub key_count: usize,
     /// The i-th key's limit; `dry_run` and `at_ms` of each are the call's.
-    pub limits: Vec<Request>,
+    pub limits: PerKey<Request>,
     pub dry_run: bool,
     pub at_ms: Option<i64>,
     /// A group is `POLICY name`: the call's arguments alone do not say what was judged, so it
@@ -275,27 +279,65 @@ pub struct AllRequest {
     pub by_policy: bool,
 }
 
+/// What starts an `RL.ALL` group: a limit's keyword, or `POLICY`.
+#[derive(Clone, Copy)]
+enum GroupStart {
+    Limit(Command),
+    Policy,
+}
+
+/// `token` as a group keyword, if it is one (any case). Every argument of a call is tried,
+/// numbers mostly: their length rules them out at once, and a keyword compares as one word.
+#[inline]
+fn group_start(token: &[u8]) -> Option<GroupStart> {
+    /// Up to 8 bytes as one little-endian word, ASCII letters folded to upper case where the
+    /// word is compared with an upper-case keyword: `b & 0xDF` equals an upper-case letter
+    /// only for that letter in either case.
+    const fn word(bytes: &[u8]) -> u64 {
+        let mut word = 0u64;
+        let mut i = 0;
+        while i < bytes.len() && i < 8 {
+            word |= (bytes[i] as u64) << (8 * i);
+            i += 1;
+        }
+        word
+    }
+    const FOLD: u64 = 0xDFDF_DFDF_DFDF_DFDF;
+    const TOKEN: u64 = word(b"TOKEN");
+    const PERIOD: u64 = word(b"PERIOD");
+    const SLIDE: u64 = word(b"SLIDE");
+    const LEAKY: u64 = word(b"LEAKY");
+    const POLICY: u64 = word(b"POLICY");
+    if !(5..=6).contains(&token.len()) {
+        return None;
+    }
+    match word(token) & FOLD {
+        TOKEN => Some(GroupStart::Limit(Command::Token)),
+        PERIOD => Some(GroupStart::Limit(Command::Period)),
+        SLIDE => Some(GroupStart::Limit(Command::Slide)),
+        LEAKY => Some(GroupStart::Limit(Command::Leaky)),
+        POLICY => Some(GroupStart::Policy),
+        _ => None,
+    }
+}
+
 /// The limit a group keyword introduces, if `token` is one.
 fn group_command(token: &[u8]) -> Option<Command> {
-    [
-        (&b"TOKEN"[..], Command::Token),
-        (b"PERIOD", Command::Period),
-        (b"SLIDE", Command::Slide),
-        (b"LEAKY", Command::Leaky),
-    ]
-    .into_iter()
-    .find(|(name, _)| token.eq_ignore_ascii_case(name))
-    .map(|(_, command)| command)
+    match group_start(token) {
+        Some(GroupStart::Limit(command)) => Some(command),
+        _ => None,
+    }
+}
+
+impl Default for AllRequest {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// How `RL.ALL` finds a policy's limit for a key: `(name, key)` → the limit and whether the
 /// policy is in shadow, or `None` when there is no such policy.
 pub type PolicyLookup<'a> = dyn FnMut(&[u8], &[u8]) -> Option<(Limit, bool)> + 'a;
-
-/// `POLICY`, which starts an `RL.ALL` group judged by a policy.
-fn is_policy_keyword(token: &[u8]) -> bool {
-    token.eq_ignore_ascii_case(b"POLICY")
-}
 
 /// The error for a token where a group keyword (`TOKEN`, `PERIOD`, `SLIDE`, `LEAKY`) belongs.
 fn unknown_limit(keyword: &[u8]) -> ArgError {
@@ -334,6 +376,32 @@ impl AllRequest {
         slide_log_max: u64,
         policy: &mut PolicyLookup<'_>,
     ) -> Result<AllRequest, ArgError> {
+        let mut all = AllRequest::new();
+        all.parse_into(args, slide_log_max, policy)?;
+        Ok(all)
+    }
+
+    /// A request with no key yet, for [`AllRequest::parse_into`] (also its `Default`).
+    pub fn new() -> AllRequest {
+        AllRequest {
+            key_count: 0,
+            limits: PerKey::new(),
+            dry_run: false,
+            at_ms: None,
+            by_policy: false,
+        }
+    }
+
+    /// [`AllRequest::parse_with_policies`] into `self` (new from [`AllRequest::new`]): the
+    /// command path builds the request where it stays instead of moving it (its limits are
+    /// kept inline, about 2 KB).
+    pub fn parse_into(
+        &mut self,
+        args: &[&[u8]],
+        slide_log_max: u64,
+        policy: &mut PolicyLookup<'_>,
+    ) -> Result<(), ArgError> {
+        let all = self;
         let (numkeys, rest) = args.split_first().ok_or(ArgError::WrongArity)?;
         let key_count = AllRequest::key_count(numkeys)?;
         let keys = rest.get(..key_count).ok_or(ArgError::WrongArity)?;
@@ -343,21 +411,20 @@ impl AllRequest {
                 return Err(ArgError::Invalid("RL.ALL keys must be distinct".into()));
             }
         }
-        let mut all = AllRequest {
-            key_count,
-            limits: Vec::with_capacity(key_count),
-            dry_run: false,
-            at_ms: None,
-            by_policy: false,
-        };
+        all.key_count = key_count;
+        // Groups past the 16th are still parsed (and counted for the error), never kept.
+        let mut group_count = 0usize;
         let mut rest = groups;
         while let Some((keyword, tail)) = rest.split_first() {
-            let starts_group = |t: &&[u8]| group_command(t).is_some() || is_policy_keyword(t);
-            if is_policy_keyword(keyword) {
+            let index = group_count;
+            group_count += 1;
+            let starts_group = |t: &&[u8]| group_start(t).is_some();
+            let start = group_start(keyword);
+            if let Some(GroupStart::Policy) = start {
                 let (name, options) = tail.split_first().ok_or(ArgError::MissingValue("POLICY"))?;
                 let end = options.iter().position(starts_group).unwrap_or(options.len());
                 let (group, next) = options.split_at(end);
-                let key = keys.get(all.limits.len()).copied().unwrap_or(&[]);
+                let key = keys.get(index).copied().unwrap_or(&[]);
                 let (limit, shadow) = policy(name, key).ok_or_else(|| {
                     ArgError::Invalid(format!("no such policy '{}'", super::error::escape(name)))
                 })?;
@@ -376,24 +443,25 @@ impl AllRequest {
                 rest = next;
                 continue;
             }
-            let command = group_command(keyword).ok_or_else(|| unknown_limit(keyword))?;
+            let Some(GroupStart::Limit(command)) = start else {
+                return Err(unknown_limit(keyword));
+            };
             let end = tail.iter().position(starts_group).unwrap_or(tail.len());
             let (group, next) = tail.split_at(end);
             let limit = Request::parse_limit(command, group, slide_log_max)?;
             all.push_group(limit)?;
             rest = next;
         }
-        if all.limits.len() != key_count {
+        if group_count != key_count {
             return Err(ArgError::Invalid(format!(
-                "RL.ALL needs one limit per key ({key_count} keys, {} limits)",
-                all.limits.len()
+                "RL.ALL needs one limit per key ({key_count} keys, {group_count} limits)"
             )));
         }
-        for limit in &mut all.limits {
+        for limit in all.limits.iter_mut() {
             limit.dry_run = all.dry_run;
             limit.at_ms = all.at_ms;
         }
-        Ok(all)
+        Ok(())
     }
 
     /// Adds one group's request: options only a direct command takes are refused; `DRYRUN`
@@ -422,7 +490,8 @@ impl AllRequest {
             self.at_ms = Some(at);
         }
         limit.dry_run = false;
-        self.limits.push(limit);
+        // Full only past 16 groups, which the group count refuses.
+        let _ = self.limits.push(limit);
         Ok(())
     }
 
@@ -664,6 +733,40 @@ mod tests {
         AllRequest::parse(&bytes, 100_000)
     }
 
+    /// A group keyword in any case starts a group; nothing else does, however close (every
+    /// byte that folds onto a keyword's letter under `& 0xDF` but is not that letter in one
+    /// case or the other, other lengths, the empty token).
+    #[test]
+    fn group_keywords_match_in_any_case_and_nothing_else() {
+        for keyword in ["TOKEN", "PERIOD", "SLIDE", "LEAKY", "POLICY"] {
+            let lower = keyword.to_ascii_lowercase();
+            let mixed: String = keyword
+                .chars()
+                .enumerate()
+                .map(|(i, c)| if i % 2 == 0 { c } else { c.to_ascii_lowercase() })
+                .collect();
+            for spelling in [keyword, lower.as_str(), mixed.as_str()] {
+                assert!(group_start(spelling.as_bytes()).is_some(), "{spelling}");
+            }
+            for i in 0..keyword.len() {
+                for byte in 0..=255u8 {
+                    let mut near = keyword.as_bytes().to_vec();
+                    let letter = near[i];
+                    if byte == letter || byte == letter.to_ascii_lowercase() {
+                        continue;
+                    }
+                    near[i] = byte;
+                    assert!(group_start(&near).is_none(), "{near:?}");
+                }
+            }
+            assert!(group_start(&keyword.as_bytes()[1..]).is_none());
+            assert!(group_start(format!("{keyword}S").as_bytes()).is_none());
+        }
+        assert!(group_start(b"").is_none() && group_start(b"10000").is_none());
+        assert_eq!(group_command(b"Period"), Some(Command::Period));
+        assert_eq!(group_command(b"POLICY"), None);
+    }
+
     #[test]
     fn all_parses_groups_with_their_own_options_in_any_order() {
         let all = parse_all(
@@ -679,6 +782,11 @@ mod tests {
         assert!(matches!(all.limits[1].limit, Limit::Period(p) if p.align.is_some()));
         let dry = parse_all("2 a b LEAKY 5 1 1s DRYRUN NODELAY TOKEN 1 1 1").unwrap();
         assert!(dry.dry_run && dry.limits.iter().all(|l| l.dry_run));
+    }
+
+    /// `n` distinct key names.
+    fn abc(n: usize) -> String {
+        (0..n).map(|i| format!("k{i}")).collect::<Vec<_>>().join(" ")
     }
 
     #[test]
@@ -700,6 +808,17 @@ mod tests {
             parse_all("1 a TOKEN 1 1 1 PERIOD 1 1"),
             invalid("RL.ALL needs one limit per key (1 keys, 2 limits)")
         );
+        // More groups than a call keeps (16) are still counted, and still parsed.
+        let many = format!("16 {} {}", abc(16), "TOKEN 1 1 1 ".repeat(17));
+        assert_eq!(
+            parse_all(many.trim_end()),
+            invalid("RL.ALL needs one limit per key (16 keys, 17 limits)")
+        );
+        let bad_17th =
+            format!("16 {} {}TOKEN 1 1 1 DRYRUN DRYRUN", abc(16), "TOKEN 1 1 1 ".repeat(16));
+        assert_eq!(parse_all(&bad_17th), Err(ArgError::RepeatedOption("DRYRUN")));
+        let full = format!("16 {} {}", abc(16), "TOKEN 1 1 1 ".repeat(16));
+        assert_eq!(parse_all(full.trim_end()).map(|all| all.limits.len()), Ok(16));
         assert_eq!(parse_all("3 a b"), Err(ArgError::WrongArity));
         assert_eq!(
             parse_all("1 a GCRA 1 1 1"),

@@ -21,9 +21,9 @@ use super::{leases, policies, top, wait};
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::inspect::{describe_key, peek_key};
-use ratelimit_core::judge::{value_expiry, KeyError};
+use ratelimit_core::judge::{value_expiry, AllVerdict, KeyError};
 use ratelimit_core::request::{
-    AcquireRequest, AllRequest, Command, RefundRequest, ReleaseRequest, Request,
+    AcquireRequest, AllRequest, Command, PerKey, RefundRequest, ReleaseRequest, Request,
 };
 
 type Handler = fn(&Call) -> Result<Outcome, CommandError>;
@@ -91,10 +91,15 @@ fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
 /// waiters are judged again.
 fn all(call: &Call) -> Result<Outcome, CommandError> {
     let args = call.args.get(1..).unwrap_or(&[]);
-    let all = AllRequest::parse_with_policies(args, slide_log_max(), &mut policies::limit_for)?;
-    let (verdict, touched) = limiting::judge_all_and_apply(call, &all)?;
-    for name in touched {
-        wait::key_named_changed(call, name);
+    let mut all = AllRequest::new();
+    all.parse_into(args, slide_log_max(), &mut policies::limit_for)?;
+    let mut verdict = AllVerdict::new();
+    let touched = limiting::judge_all_and_apply(call, &all, &mut verdict)?;
+    let names = call.argv.get(2..).unwrap_or(&[]);
+    for (i, name) in names.iter().take(all.key_count).enumerate() {
+        if touched & (1 << i) != 0 {
+            wait::key_named_changed(call, *name);
+        }
     }
     reply::all(call.api, call.ctx, &verdict.head, &verdict.details);
     if verdict.allowed {
@@ -109,10 +114,10 @@ fn all(call: &Call) -> Result<Outcome, CommandError> {
 /// Counts a refused `RL.ALL` in `RL.TOP`: each key whose own limit refused, once.
 #[cold]
 #[inline(never)]
-fn all_refused(call: &Call, all: &AllRequest, details: &[[i64; 5]]) {
+fn all_refused(call: &Call, all: &AllRequest, details: &PerKey<[i64; 5]>) {
     let now = call.clock_ms();
     let keys = call.args.get(2..).unwrap_or(&[]);
-    for (key, detail) in keys.iter().zip(details).take(all.key_count) {
+    for (key, detail) in keys.iter().zip(details.iter()).take(all.key_count) {
         if detail.first() == Some(&0) {
             top::refused(key, b"", now);
         }
@@ -312,8 +317,18 @@ pub(super) extern "C" fn rl_all(
             return raw::REDISMODULE_OK as c_int;
         }
     }
-    dispatch::<MAX_ALL_ARGS>(ctx, argv, argc, c"rl.all", Tally::All, all)
+    // The argument buffer sized to the call: a few keys fit the small one, whose setting up
+    // costs a fifth of the largest's.
+    if argc <= SMALL_ALL_ARGS as c_int {
+        dispatch::<SMALL_ALL_ARGS>(ctx, argv, argc, c"rl.all", Tally::All, all)
+    } else {
+        dispatch::<MAX_ALL_ARGS>(ctx, argv, argc, c"rl.all", Tally::All, all)
+    }
 }
+
+/// The argument buffer of an `RL.ALL` call with a few keys (up to six `TOKEN`/`PERIOD`
+/// groups without options).
+const SMALL_ALL_ARGS: usize = 32;
 
 command!(rl_token, c"rl.token", Tally::Token, token);
 command!(rl_period, c"rl.period", Tally::Period, period);

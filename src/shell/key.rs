@@ -270,6 +270,19 @@ impl Key {
         self.set_expiry(expire_at_ms, may_stay);
     }
 
+    /// [`Key::changed`] for a value that has no inline form (leases): an expanded inline
+    /// value is still written back (it became a lease), a box is not checked for an inline
+    /// form it cannot have.
+    pub fn changed_no_inline(&mut self, expire_at_ms: i64, may_stay: bool) {
+        if self.raw.is_null() {
+            return;
+        }
+        if self.expanded.is_some() {
+            self.write_back();
+        }
+        self.set_expiry(expire_at_ms, may_stay);
+    }
+
     /// Sets the absolute expiry (read first when it `may_stay`) and signals the key.
     fn set_expiry(&mut self, expire_at_ms: i64, may_stay: bool) {
         if !may_stay || unsafe { (self.api.get_abs_expire)(self.raw) } != expire_at_ms {

@@ -23,7 +23,13 @@ pub fn acquire_and_apply(
     let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
     let mut verdict = acquire_key(held(&mut key)?.as_mut(), request, now)?;
     let changed = verdict.changed();
-    apply(&mut key, std::mem::replace(&mut verdict.change, Change::Unchanged))?;
+    match std::mem::replace(&mut verdict.change, Change::Unchanged) {
+        // Leases have no inline form: no check for one.
+        Change::Updated { expire_at_ms, expiry_may_stay } => {
+            key.changed_no_inline(expire_at_ms, expiry_may_stay)
+        }
+        change => apply(&mut key, change)?,
+    }
     drop(key);
     if changed {
         if call.verbatim_is_exact(false, now) {
@@ -67,7 +73,7 @@ pub fn release_and_apply(call: &Call, request: &ReleaseRequest) -> Result<bool, 
     match change {
         ReleaseChange::Unchanged => {}
         ReleaseChange::Updated { expire_at_ms, expiry_may_stay } => {
-            key.changed(expire_at_ms, expiry_may_stay)
+            key.changed_no_inline(expire_at_ms, expiry_may_stay)
         }
         ReleaseChange::Deleted => key.delete(),
     }

@@ -14,9 +14,9 @@ use ratelimit_core::charge::{try_charge_key, ChargeChange};
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
 use ratelimit_core::held::Held;
-use ratelimit_core::judge::{judge_all, judge_key, AllVerdict, Change, KeyError, Verdict};
+use ratelimit_core::judge::{judge_all_into, judge_key, AllVerdict, Change, KeyError, Verdict};
 use ratelimit_core::refund::{try_refund_key, RefundChange};
-use ratelimit_core::request::{AllRequest, RefundRequest, Request};
+use ratelimit_core::request::{AllRequest, PerKey, RefundRequest, Request};
 
 /// Most arguments a valid `RL.ALL` can have: name, `numkeys`, 16 keys, 16 groups of at most 9
 /// (`SLIDE l w COST n BUCKETS b ANCHOR FLOOR`), `DRYRUN`, `AT ms`.
@@ -95,77 +95,94 @@ enum Propagation {
     Deleted,
 }
 
-/// `RL.ALL`: every key judged at one instant (core), all keys updated or none, one
-/// propagation. Returns the verdict and the keys it changed.
-pub fn judge_all_and_apply<'a>(
-    call: &Call<'a>,
+/// `RL.ALL`: every key opened once and judged once at one instant (core), all keys updated or
+/// none, one propagation; no heap allocation unless a `POLICY` group's states must be
+/// propagated. Fills `verdict` (new) and returns the keys it changed, as a bit set (bit `i`:
+/// the `i`-th key).
+pub fn judge_all_and_apply(
+    call: &Call,
     all: &AllRequest,
-) -> Result<(AllVerdict, Vec<*mut RedisModuleString>), CommandError> {
+    verdict: &mut AllVerdict,
+) -> Result<u32, CommandError> {
     let now = all.at_ms.unwrap_or_else(|| call.clock_ms());
     let names = call.argv.get(2..2 + all.key_count).ok_or(ArgError::WrongArity)?;
-    let mut keys: Vec<Key> =
-        names.iter().map(|name| Key::open(call.api, call.ctx, *name, Mode::Write)).collect();
-    let mut slots = Vec::with_capacity(keys.len());
-    for key in &mut keys {
-        slots.push(match key.contents() {
+    let (touched, states) = judge_all_keys(call, all, names, now, verdict)?;
+    for (i, name) in names.iter().enumerate() {
+        if touched & (1 << i) != 0 {
+            call.notify_changed_key(*name);
+        }
+    }
+    match states {
+        _ if touched == 0 => {}
+        Some(states) => {
+            for (name, state) in names.iter().zip(&states) {
+                if let Some(payload) = state {
+                    call.replicate_state_of(*name, payload);
+                }
+            }
+        }
+        None if all.by_policy => {
+            unsafe { (call.api.replicate_verbatim)(call.ctx) };
+        }
+        None => call.replicate_at::<{ MAX_ALL_ARGS + 1 }>(all.at_ms.is_some(), now),
+    }
+    Ok(touched)
+}
+
+/// The keys of [`judge_all_and_apply`], opened, judged and updated (or not), and closed again
+/// on return (in place: they are kept inline, about 2 KB). Returns the keys changed (bit set)
+/// and, when a `POLICY` group's call must reach replicas and the AOF as states, the state each
+/// changed key was left in.
+#[allow(clippy::type_complexity)]
+fn judge_all_keys(
+    call: &Call,
+    all: &AllRequest,
+    names: &[*mut RedisModuleString],
+    now: i64,
+    verdict: &mut AllVerdict,
+) -> Result<(u32, Option<Vec<Option<Vec<u8>>>>), CommandError> {
+    let mut keys: PerKey<Key> = PerKey::new();
+    for name in names {
+        let _ = keys.push(Key::open(call.api, call.ctx, *name, Mode::Write));
+    }
+    let mut slots: PerKey<Option<Slot>> = PerKey::new();
+    for key in keys.iter_mut() {
+        let _ = slots.push(match key.contents() {
             Contents::Foreign(held) => return Err(KeyError::Foreign(held).into()),
             Contents::Empty => None,
             Contents::Limiter(slot) => Some(slot),
         });
     }
-    let mut held: Vec<_> = slots.iter_mut().map(Option::as_mut).collect();
-    let mut verdict = judge_all(&mut held, all, now)?;
-    drop(held);
-    let changed = verdict.changed();
+    judge_all_into(slots.iter_mut().map(Option::as_mut), all, now, verdict)?;
     // With a `POLICY` group, replicas and the AOF get the state each changed key was left in
     // (`RL.RESTORE`), encoded here while the judged limiters are at hand — unless nothing
     // consumes propagation.
-    let states: Vec<Option<Vec<u8>>> = if all.by_policy
-        && changed
-        && !call.verbatim_is_exact(false, now)
-    {
-        verdict
-            .changes
-            .iter()
-            .zip(&slots)
-            .map(|(change, slot)| match (change, slot) {
-                (Change::Unchanged | Change::Deleted, _) => None,
-                (Change::Created { limiter, .. }, _) => Some(codec::encode_value(limiter, None)),
-                (Change::Updated { .. }, Some(slot)) => {
-                    Some(slot.view(|limiter| codec::encode_value(limiter, slot.ban())))
-                }
-                (Change::Updated { .. }, None) => None,
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    drop(slots);
-    let mut touched = Vec::new();
-    for ((key, change), name) in
-        keys.iter_mut().zip(std::mem::take(&mut verdict.changes)).zip(names)
-    {
+    let states =
+        (all.by_policy && verdict.changed() && !call.verbatim_is_exact(false, now)).then(|| {
+            verdict
+                .changes
+                .iter()
+                .zip(slots.iter())
+                .map(|(change, slot)| match (change, slot) {
+                    (Change::Unchanged | Change::Deleted, _) => None,
+                    (Change::Created { limiter, .. }, _) => {
+                        Some(codec::encode_value(limiter, None))
+                    }
+                    (Change::Updated { .. }, Some(slot)) => {
+                        Some(slot.view(|limiter| codec::encode_value(limiter, slot.ban())))
+                    }
+                    (Change::Updated { .. }, None) => None,
+                })
+                .collect()
+        });
+    let mut touched = 0u32;
+    for (i, (key, change)) in keys.iter_mut().zip(verdict.changes.drain()).enumerate() {
         if !matches!(change, Change::Unchanged) {
-            touched.push(*name);
+            touched |= 1 << i;
         }
         apply(key, change)?;
     }
-    drop(keys);
-    for name in &touched {
-        call.notify_changed_key(*name);
-    }
-    if changed && all.by_policy && !states.is_empty() {
-        for (name, state) in names.iter().zip(&states) {
-            if let Some(payload) = state {
-                call.replicate_state_of(*name, payload);
-            }
-        }
-    } else if changed && all.by_policy {
-        unsafe { (call.api.replicate_verbatim)(call.ctx) };
-    } else if changed {
-        call.replicate_at::<{ MAX_ALL_ARGS + 1 }>(all.at_ms.is_some(), now);
-    }
-    Ok((verdict, touched))
+    Ok((touched, states))
 }
 
 /// `RL.REFUND`: gives permits back (core), moves the expiry earlier or deletes a limiter back

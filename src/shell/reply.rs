@@ -6,6 +6,7 @@ use std::os::raw::{c_char, c_long};
 use redis_module::raw::RedisModuleCtx;
 
 use super::api::Api;
+use ratelimit_core::request::PerKey;
 
 /// Replies with an array of integers (the `RL.*` and `CL.THROTTLE` layouts).
 pub fn integers(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64]) {
@@ -17,13 +18,13 @@ pub fn integers(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64]) {
 
 /// Replies with `RL.ALL`'s layout: six integers, then an array of one five-integer array per
 /// key.
-pub fn all(api: &Api, ctx: *mut RedisModuleCtx, head: &[i64; 6], details: &[[i64; 5]]) {
+pub fn all(api: &Api, ctx: *mut RedisModuleCtx, head: &[i64; 6], details: &PerKey<[i64; 5]>) {
     unsafe { (api.reply_with_array)(ctx, (head.len() + 1) as c_long) };
     for v in head {
         unsafe { (api.reply_with_long_long)(ctx, *v) };
     }
     unsafe { (api.reply_with_array)(ctx, details.len() as c_long) };
-    for detail in details {
+    for detail in details.iter() {
         integers(api, ctx, detail);
     }
 }
