@@ -4,7 +4,8 @@
 //! bits: counts are ≤ 10^12 (40 bits), durations ≤ 10 years (39 bits), instants ≤ year 9999
 //! (49 bits with an offset that admits the few negative ones). Packed to their widths, every
 //! algorithm fits six words with its tag — including a sliding log's heap buffer, carried as a
-//! raw pointer and length. Each key thus costs 16 bytes less (every allocation size class
+//! raw pointer and length (a sliding window's fields, few enough, each take a whole word but
+//! the first: see `slide_head`). Each key thus costs 16 bytes less (every allocation size class
 //! counts toward the memory a key costs).
 //!
 //! Correctness never depends on the widths: a value that does not fit (it cannot happen for
@@ -319,15 +320,9 @@ impl PackedLimiter {
                 updated_ms: r.time(),
             }),
             TAG_SLIDE => {
-                let limit = r.get(COUNT);
-                let window_ms = r.get(DURATION);
-                let buckets = r.get(16) as u16;
-                let (anchor, floor) = (r.flag(), r.flag());
-                let mode = SlideMode::from_parts(buckets, anchor, floor);
-                let updated_ms = r.time();
-                let word = r.get(64);
-                let len = r.get(COUNT) as usize;
-                let ptr = r.get(64) as usize as *mut u8;
+                let (mode, limit) = slide_head(w[0]);
+                let (window_ms, updated_ms) = (w[1], w[2] as i64);
+                let (word, len, ptr) = (w[3], w[4] as usize, w[5] as usize as *mut u8);
                 // SAFETY: written by `compact` from `SlideBuffer::into_raw_parts`.
                 let buffer = unsafe { SlideBuffer::from_raw_parts(word, ptr, len) };
                 Limiter::Slide(SlideState { limit, window_ms, mode, updated_ms, buffer })
@@ -346,6 +341,22 @@ impl PackedLimiter {
 
 fn tag_mask() -> u64 {
     (1 << TAG_BITS) - 1
+}
+
+/// A sliding window's first word: the tag, `limit` (`COUNT` bits), `BUCKETS b` (16 bits) and
+/// the `ANCHOR` and `FLOOR` flags. Its other five words are `window_ms`, `updated_ms` (two's
+/// complement), the buffer's inline word, its heap buffer's length and pointer: each a whole
+/// word, so packing and unpacking are a few shifts.
+const SLIDE_BUCKETS_SHIFT: u32 = TAG_BITS + COUNT;
+const SLIDE_ANCHOR_BIT: u32 = SLIDE_BUCKETS_SHIFT + 16;
+const SLIDE_FLOOR_BIT: u32 = SLIDE_ANCHOR_BIT + 1;
+
+/// The mode and limit of a sliding window's first word (see [`SLIDE_BUCKETS_SHIFT`]).
+fn slide_head(head: u64) -> (SlideMode, u64) {
+    let limit = (head >> TAG_BITS) & ((1 << COUNT) - 1);
+    let buckets = (head >> SLIDE_BUCKETS_SHIFT) as u16;
+    let flag = |bit: u32| (head >> bit) & 1 == 1;
+    (SlideMode::from_parts(buckets, flag(SLIDE_ANCHOR_BIT), flag(SLIDE_FLOOR_BIT)), limit)
 }
 
 /// The six words of a limiter whose every field fits its width, or `None`. For a sliding
@@ -408,19 +419,26 @@ fn compact(limiter: &Limiter) -> Option<[u64; WORDS]> {
             w.time(g.updated_ms)?;
             w
         }
+        // A sliding window's words are whole fields (see `slide_head`): no bit packing on
+        // its hot path, which repacks on every call once its log is on the heap.
         Limiter::Slide(s) => {
-            let mut w = Writer::new(TAG_SLIDE);
-            w.put(s.limit, COUNT)?;
-            w.put(s.window_ms, DURATION)?;
-            w.put(u64::from(s.mode.buckets()), 16)?;
-            w.flag(s.mode.anchored())?;
-            w.flag(s.mode.floored())?;
-            w.time(s.updated_ms)?;
+            if s.limit >> COUNT != 0 {
+                return None;
+            }
             let (word, ptr, len) = s.buffer.raw_parts();
-            w.put(word, 64)?;
-            w.put(len as u64, COUNT)?;
-            w.put(ptr as usize as u64, 64)?;
-            w
+            let head = TAG_SLIDE
+                | s.limit << TAG_BITS
+                | u64::from(s.mode.buckets()) << SLIDE_BUCKETS_SHIFT
+                | u64::from(s.mode.anchored()) << SLIDE_ANCHOR_BIT
+                | u64::from(s.mode.floored()) << SLIDE_FLOOR_BIT;
+            return Some([
+                head,
+                s.window_ms,
+                s.updated_ms as u64,
+                word,
+                len as u64,
+                ptr as usize as u64,
+            ]);
         }
         // Leases own a variable-size array of ids: always stored wide.
         Limiter::Lease(_) => return None,

@@ -1,4 +1,8 @@
 use super::log::{write_header, Header, HEADER};
+
+/// What a log's buffer holds beyond its entries for the state's own fields ([`HOLDER`]), as
+/// the allocator rounds it: the 48 bytes of the box it replaces.
+const STATE_BYTES: usize = 48;
 use super::*;
 use crate::testing::{self, check_against_model, clocked, Model as _};
 use proptest::prelude::*;
@@ -413,6 +417,9 @@ fn one_entry_log_needs_no_heap() {
     assert_eq!(e2.next.unwrap().heap_bytes(), 0);
 }
 
+/// At most 16 bytes per entry (the inline one counting as one) beside the 48 bytes of the
+/// state's own fields ([`HOLDER`], rounded to the allocator's classes) that let the module keep
+/// a log as its buffer alone, in place of a 48-byte box (`src/shell/values.rs`).
 #[test]
 fn log_memory_stays_within_16_bytes_per_entry() {
     fn admit(state: &mut Option<SlideState>, p: &SlideParams, t: i64) {
@@ -429,7 +436,8 @@ fn log_memory_stays_within_16_bytes_per_entry() {
         t += (n * 7919) as i64 % 1500 + 1;
         admit(&mut state, &p, t);
         let s = state.as_ref().unwrap();
-        assert!(s.heap_bytes() as u64 <= 16 * n, "{n} entries: {} bytes", s.heap_bytes());
+        let log = s.heap_bytes().saturating_sub(STATE_BYTES);
+        assert!(log as u64 <= 16 * n, "{n} entries: {} bytes", s.heap_bytes());
     }
     let s = state.as_ref().unwrap();
     s.validate().unwrap();
@@ -459,7 +467,11 @@ fn log_memory_stays_within_16_bytes_per_entry() {
     let s = state.as_ref().unwrap();
     s.validate().unwrap();
     assert_eq!(s.entry_count(), 5);
-    assert!(s.heap_bytes() <= 16 * 5 && s.heap_bytes() < big, "{} {big}", s.heap_bytes());
+    assert!(
+        s.heap_bytes() <= 16 * 5 + STATE_BYTES && s.heap_bytes() < big,
+        "{} {big}",
+        s.heap_bytes()
+    );
 }
 
 #[test]
@@ -774,7 +786,7 @@ proptest! {
             retry_is_exact(d, c, got)?;
             if let Some(s) = &d.state {
                 prop_assert!(s.entry_count() as u64 <= limit);
-                prop_assert!(s.heap_bytes() <= 16 * s.entry_count());
+                prop_assert!(s.heap_bytes() <= 16 * s.entry_count() + STATE_BYTES);
                 let at = s.reset_at_ms();
                 prop_assert!(d.peek(&p, at, limit).allowed);
                 prop_assert!(!d.peek(&p, at - 1, limit).allowed || at - 1 < s.updated_ms);

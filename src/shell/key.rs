@@ -37,7 +37,9 @@ pub struct Key {
     name: *mut RedisModuleString,
     raw: *mut RedisModuleKey,
     /// The limiter of an inline value word, expanded for this command (written back by
-    /// [`Key::changed`]), and that word.
+    /// [`Key::changed`]), and that word. An expanded log value shares the key's buffer (and may
+    /// free or move it), so it is always written back over the key ([`Key::settle`]) before
+    /// the key is closed, given another value or deleted.
     expanded: Option<Expanded>,
     value: *mut std::ffi::c_void,
 }
@@ -102,8 +104,23 @@ impl Key {
                 }
             }
             Value::Null => Contents::Empty,
+            Value::Log(buffer) => {
+                if self.value != value || self.expanded.is_none() {
+                    self.settle();
+                    // SAFETY: the key's live log value; the expansion shares its buffer until
+                    // `settle` writes it back.
+                    let limiter = unsafe { values::expand_log(buffer) };
+                    self.expanded = Some(Expanded { limiter, ban: None });
+                    self.value = value;
+                }
+                match self.expanded.as_mut() {
+                    Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
+                    None => Contents::Empty,
+                }
+            }
             inline => {
                 if self.value != value || self.expanded.is_none() {
+                    self.settle();
                     // A word whose entry is gone cannot be (the word holds a reference to it).
                     let Some(limiter) = values::expand(inline) else {
                         return Contents::Empty;
@@ -159,6 +176,7 @@ impl Key {
             Contents::Empty => false,
             Contents::Foreign(_) => return Err("WRONGTYPE key holds another type"),
         };
+        self.settle();
         self.expanded = None;
         let value = values::into_value(limiter, ban);
         if replace {
@@ -191,8 +209,8 @@ impl Key {
         }
     }
 
-    /// Puts the inline word `word` in place of the key's old one, which needs no freeing (its
-    /// entry reference passed to `word`).
+    /// Puts the value word `word` in place of the key's old one, which needs no freeing (its
+    /// entry reference, or its log buffer, passed to `word`; or the log freed the buffer).
     fn move_value(&mut self, word: *mut std::ffi::c_void) {
         let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
         // Should it fail, the key keeps its old word and reference (`word` has none of its
@@ -200,17 +218,33 @@ impl Key {
         unsafe { (self.api.module_type_replace_value)(self.raw, Self::our_type(), word, &mut old) };
     }
 
-    /// Writes the limiter changed in place back into the value word: an expanded inline
-    /// value is encoded again (inline again when it can be, else boxed); a boxed one becomes
-    /// inline when it now can (its ban over and gone).
+    /// Ends the expansion of a log value: writes it back over the key, changed or not, since it
+    /// shares (and may have freed or moved) the key's buffer. An expanded inline value needs
+    /// nothing: the key's word owns nothing of it.
+    fn settle(&mut self) {
+        if self.expanded.is_some() && values::is_log(self.value) {
+            self.write_back();
+        }
+    }
+
+    /// Writes the limiter changed in place back into the value word: an expanded inline or log
+    /// value is encoded again (inline again when it can be, else a log value or boxed); a boxed
+    /// one becomes inline when it now can (its ban over and gone).
     fn write_back(&mut self) {
         if let Some(expanded) = self.expanded.take() {
             let old = std::mem::replace(&mut self.value, std::ptr::null_mut());
-            // SAFETY: `old` is the key's live value word (read in `slot`, unchanged since).
-            match unsafe { values::rewrite(old, expanded.limiter, expanded.ban) } {
+            let rewrite = if values::is_log(old) {
+                // SAFETY: `old` is the key's live log value the limiter was expanded from.
+                unsafe { values::rewrite_log(old, expanded.limiter, expanded.ban) }
+            } else {
+                // SAFETY: `old` is the key's live value word (read in `slot`, unchanged since).
+                unsafe { values::rewrite(old, expanded.limiter, expanded.ban) }
+            };
+            match rewrite {
                 Rewrite::InPlace => {}
                 Rewrite::Replace(value) => self.replace_value(value),
-                Rewrite::Move(word) => self.move_value(word),
+                // Neither frees the old word: its reference or its buffer passed on.
+                Rewrite::Move(value) | Rewrite::Adopt(value) => self.move_value(value),
             }
             return;
         }
@@ -262,6 +296,7 @@ impl Key {
         if self.raw.is_null() {
             return;
         }
+        self.settle();
         self.expanded = None;
         unsafe { (self.api.delete_key)(self.raw) };
         unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
@@ -279,6 +314,7 @@ impl Key {
 
 impl Drop for Key {
     fn drop(&mut self) {
+        self.settle();
         if !self.raw.is_null() {
             unsafe { (self.api.close_key)(self.raw) };
         }

@@ -1,7 +1,9 @@
 //! The value word of a key of our type: a limiter **inline** in the word itself (an entry of
 //! the module-wide table of parameter sets and the per-key state, see
-//! `ratelimit_core::inline`), or a pointer to a boxed [`PackedLimiter`] for what has no inline
-//! form (bans, leases, sliding logs of more than one entry, step refill, a full table).
+//! `ratelimit_core::inline`); an exact sliding log of more than one entry as a pointer to its
+//! own buffer, which carries the state's fields ([`Value::Log`]: one allocation per log); or a
+//! pointer to a boxed [`PackedLimiter`] for what has no such form (bans, leases, bucketed
+//! windows, step refill, a full table).
 //!
 //! The table lives here, once per module. Everything but releasing runs on the main thread
 //! (commands, the type callbacks, loading) or in a forked child reading its copy (`rdb_save`,
@@ -10,6 +12,7 @@
 
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
+use std::mem::ManuallyDrop;
 use std::sync::OnceLock;
 
 use ratelimit_core::ban::Ban;
@@ -17,6 +20,7 @@ use ratelimit_core::held::{Expanded, Held};
 use ratelimit_core::inline::{is_inline, Encoded, InlineTable, Releaser, INDEX_BITS};
 use ratelimit_core::limiter::Limiter;
 use ratelimit_core::packed::PackedLimiter;
+use ratelimit_core::slide::SlideState;
 
 /// The table, touched by the main thread only (see the module docs).
 struct MainThreadOnly(UnsafeCell<Option<InlineTable>>);
@@ -57,6 +61,9 @@ pub enum Value {
     /// A 16-byte box holding an inline word and the extra field its shape needs (a `STEP`
     /// bucket's grid origin); the pointer carries [`PAIR_TAG`].
     Pair(*mut [u64; 2]),
+    /// An exact sliding log with older entries kept as its buffer alone
+    /// (`SlideState::into_log_buffer`); the pointer carries [`LOG_TAG`].
+    Log(*mut u8),
     /// A boxed [`PackedLimiter`].
     Packed(*mut PackedLimiter),
     Null,
@@ -65,6 +72,8 @@ pub enum Value {
 /// The tag of a pair pointer (boxes are 8-aligned, so bits 0–2 of a pointer are free; bit 0
 /// marks inline words).
 const PAIR_TAG: usize = 2;
+/// The tag of a log pointer (a log's buffer is at least 80 bytes: 16-aligned; checked).
+const LOG_TAG: usize = 4;
 
 impl Value {
     /// Reads a value word.
@@ -76,6 +85,8 @@ impl Value {
             Value::Inline(bits as u64)
         } else if bits & PAIR_TAG != 0 {
             Value::Pair((bits & !PAIR_TAG) as *mut [u64; 2])
+        } else if bits & LOG_TAG != 0 {
+            Value::Log((bits & !LOG_TAG) as *mut u8)
         } else {
             Value::Packed(value.cast_mut().cast())
         }
@@ -106,6 +117,37 @@ fn encoded_value(e: Encoded) -> *mut c_void {
     }
 }
 
+/// Whether a value word is a log value.
+pub fn is_log(value: *const c_void) -> bool {
+    matches!(Value::of(value), Value::Log(_))
+}
+
+/// The log a log value holds, as an owning limiter sharing the key's buffer: exactly one of
+/// the two may free it (`Key` writes its expansion back over the key, [`with_value`] and
+/// [`copy_value`] never drop theirs).
+///
+/// # Safety
+/// `buffer` must be a live log value's buffer.
+pub unsafe fn expand_log(buffer: *mut u8) -> Limiter {
+    // SAFETY: by the caller's contract.
+    Limiter::Slide(unsafe { SlideState::from_log_buffer(buffer) })
+}
+
+/// The log value of `limiter` (the buffer now belongs to the value), or the limiter back when
+/// it is not an exact log with older entries.
+fn log_value(limiter: Limiter) -> Result<*mut c_void, Limiter> {
+    let Limiter::Slide(state) = limiter else {
+        return Err(limiter);
+    };
+    let buffer = state.into_log_buffer().map_err(Limiter::Slide)?;
+    if buffer as usize & 7 != 0 {
+        // Not 8-aligned (never from jemalloc): no room for the tag, so a box instead.
+        // SAFETY: the buffer `into_log_buffer` just gave up, owned by nothing else.
+        return Err(Limiter::Slide(unsafe { SlideState::from_log_buffer(buffer) }));
+    }
+    Ok((buffer as usize | LOG_TAG) as *mut c_void)
+}
+
 /// The limiter an inline or pair value holds (`None` for a boxed one, or a bad word).
 pub fn expand(value: Value) -> Option<Limiter> {
     match value {
@@ -128,11 +170,22 @@ pub fn live_entries() -> usize {
 /// shape needs the extra field, else a packed box. The caller gives up any previous value
 /// separately ([`free_value`]).
 pub fn into_value(limiter: Limiter, ban: Option<Ban>) -> *mut c_void {
-    if ban.is_none() {
-        if let Some(encoded) = with_table(|t| t.encode(&limiter, None)) {
-            return encoded_value(encoded);
-        }
+    if ban.is_some() {
+        return boxed(limiter, ban);
     }
+    if let Some(encoded) = with_table(|t| t.encode(&limiter, None)) {
+        return encoded_value(encoded);
+    }
+    unboxed_or_boxed(limiter)
+}
+
+/// The log value of a limiter with no inline form, else its box.
+fn unboxed_or_boxed(limiter: Limiter) -> *mut c_void {
+    log_value(limiter).unwrap_or_else(|limiter| boxed(limiter, None))
+}
+
+/// The value word of a boxed limiter (never inline).
+fn boxed(limiter: Limiter, ban: Option<Ban>) -> *mut c_void {
     Box::into_raw(Box::new(PackedLimiter::with_ban(limiter, ban))).cast()
 }
 
@@ -145,6 +198,9 @@ pub enum Rewrite {
     /// Put this inline word in place of the old one, which must NOT be freed: its entry
     /// reference passed to the new word (the same entry, a moved instant — the common case).
     Move(*mut c_void),
+    /// Put this value word in place of an old log value, which must NOT be freed: its buffer
+    /// passed to the new value, or the log already freed it (it moved or emptied).
+    Adopt(*mut c_void),
 }
 
 /// Writes a changed limiter back over the key's value word `old`, reusing `old`'s entry
@@ -154,13 +210,22 @@ pub enum Rewrite {
 /// `old` must be the live value word of the key being written.
 pub unsafe fn rewrite(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> Rewrite {
     let before = Value::of(old);
+    // A sliding window with a heap buffer never has an inline form.
+    let heap = matches!(&limiter, Limiter::Slide(s) if s.buffer.word_only().is_none());
     let reencoded = match (ban, before.inline_word()) {
+        (None, Some(_)) if heap => None,
         (None, Some(word)) => with_table(|t| t.reencode(&limiter, word)),
-        _ => None,
+        (None, None) => return Rewrite::Replace(into_value(limiter, None)),
+        (Some(_), _) => None,
     };
     let Some((encoded, kept)) = reencoded else {
-        // No inline form now (a ban, or the state outgrew the word): a box.
-        return Rewrite::Replace(into_value(limiter, ban));
+        // No inline form now (a ban, or the state outgrew the word — a sliding log's second
+        // entry: its own buffer), or no entry for it (the table is full: `into_value` would
+        // find none either), without trying the table again.
+        if ban.is_some() {
+            return Rewrite::Replace(boxed(limiter, ban));
+        }
+        return Rewrite::Replace(unboxed_or_boxed(limiter));
     };
     if !kept {
         // A new reference, to another entry; freeing `old` releases its own.
@@ -182,6 +247,24 @@ pub unsafe fn rewrite(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> R
             });
             Rewrite::Replace(encoded_value(encoded))
         }
+    }
+}
+
+/// Writes a log changed in place back over the key's log value `old`: its buffer again (the
+/// same value word when the log stayed in it), a one-entry log's inline word, or a box (a
+/// ban).
+///
+/// # Safety
+/// `old` must be the key's live log value, which `limiter` was expanded from with
+/// [`expand_log`]; `limiter` owns the buffer from now on (it may have freed it).
+pub unsafe fn rewrite_log(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> Rewrite {
+    if ban.is_some() {
+        return Rewrite::Adopt(boxed(limiter, ban));
+    }
+    match log_value(limiter) {
+        Ok(value) if value == old => Rewrite::InPlace,
+        Ok(value) => Rewrite::Adopt(value),
+        Err(limiter) => Rewrite::Adopt(into_value(limiter, None)),
     }
 }
 
@@ -215,6 +298,8 @@ pub unsafe fn free_value(value: *mut c_void) {
         }
         // SAFETY: as above, a `Box<PackedLimiter>`.
         Value::Packed(packed) => drop(unsafe { Box::from_raw(packed) }),
+        // SAFETY: a log value's buffer (the caller's contract), owned by the value alone.
+        Value::Log(buffer) => drop(unsafe { SlideState::from_log_buffer(buffer) }),
         Value::Null => {}
     }
 }
@@ -246,6 +331,11 @@ pub unsafe fn copy_value(value: *const c_void) -> *mut c_void {
             Some(p) => Box::into_raw(Box::new(p.clone())).cast(),
             None => std::ptr::null_mut(),
         },
+        Value::Log(buffer) => {
+            // SAFETY: a live log value; the shared limiter is never dropped.
+            let log = ManuallyDrop::new(unsafe { expand_log(buffer) });
+            into_value(Limiter::clone(&log), None)
+        }
         Value::Null => std::ptr::null_mut(),
     }
 }
@@ -264,6 +354,11 @@ pub unsafe fn with_value<R>(
             let packed = unsafe { packed.as_ref() }?;
             Some(packed.view(|limiter| f(limiter, packed.ban())))
         }
+        Value::Log(buffer) => {
+            // SAFETY: a live log value; the shared limiter is never dropped.
+            let log = ManuallyDrop::new(unsafe { expand_log(buffer) });
+            Some(f(&log, None))
+        }
         other => expand(other).map(|limiter| f(&limiter, None)),
     }
 }
@@ -276,6 +371,8 @@ pub unsafe fn heap_bytes(value: *const c_void) -> usize {
     match Value::of(value) {
         Value::Inline(_) | Value::Null => 0,
         Value::Pair(_) => std::mem::size_of::<[u64; 2]>(),
+        // SAFETY: a live log value: its buffer is all it owns.
+        Value::Log(buffer) => unsafe { SlideState::log_buffer_len(buffer) },
         // SAFETY: a live packed box.
         Value::Packed(packed) => unsafe { packed.as_ref() }
             .map_or(0, |p| std::mem::size_of::<PackedLimiter>() + p.heap_bytes()),
@@ -302,6 +399,13 @@ pub unsafe fn defrag_value(
             let moved = alloc(packed.cast());
             if !moved.is_null() {
                 unsafe { *value = moved };
+            }
+        }
+        // The buffer holds no pointer to itself: moving its bytes is all it takes.
+        Value::Log(buffer) => {
+            let moved = alloc(buffer.cast());
+            if !moved.is_null() {
+                unsafe { *value = (moved as usize | LOG_TAG) as *mut c_void };
             }
         }
         Value::Inline(_) | Value::Null => {}

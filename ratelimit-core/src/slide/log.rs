@@ -11,14 +11,18 @@
 //! # Encoding
 //! The newest entry lives in the state itself: its `ts` is `updated_ms` (every admitted call
 //! adds or merges an entry at `now'`) and its cost is the [`SlideBuffer`]'s inline word, so a
-//! one-entry log needs no heap allocation. Older entries live in one heap buffer: a 24-byte
-//! [`Header`] (timestamp of the oldest entry, their total cost, first and end offsets) and, per
-//! entry, `varint(cost) varint(gap to the next newer entry)` (see `varint.rs`). Typical entries
+//! one-entry log needs no heap allocation. Older entries live in one heap buffer: a 64-byte
+//! header — the 24-byte [`Header`] (timestamp of the oldest entry, their total cost, first and
+//! end offsets) and 40 bytes for the state's own fields ([`HOLDER`], written only by
+//! [`SlideState::into_log_buffer`], so that the module keeps a log with older entries as this
+//! buffer alone: one allocation, no box beside it) — and, per entry,
+//! `varint(cost) varint(gap to the next newer entry)` (see `varint.rs`). Typical entries
 //! (cost < 128, gaps < 16 s) take 2–3 bytes. The buffer's size follows jemalloc's size classes
 //! (see `alloc_size.rs`) with 1/8 headroom when it grows, and it is shrunk when more than 1/4
-//! of it is unused, so [`SlideState::heap_bytes`] stays within about 1.6 × (24 + encoded
+//! of it is unused, so [`SlideState::heap_bytes`] stays within about 1.6 × (64 + encoded
 //! entries): with typical entries at most 16 bytes per entry for every log (the inline entry
-//! counting as one), and 4–5 bytes per entry for long logs. Expired entries are consumed from
+//! counting as one) beside 48 for the state's fields (the box they replace), and 4–5 bytes per
+//! entry for long logs. Expired entries are consumed from
 //! the front by moving an offset; the buffer is compacted only when its end is reached, so
 //! every operation is amortized O(1) per entry.
 //!
@@ -31,8 +35,19 @@ use super::{ms_until, verdict, window_i64, SlideBuffer, SlideMode, SlideState};
 use crate::decision::Decision;
 use crate::state::{CorruptState, Refunded};
 
-/// Bytes of the header of the older-entries buffer.
-pub(super) const HEADER: usize = 24;
+/// Bytes of the header's own fields (see [`Header`]).
+const FIELDS: usize = 24;
+/// Where the state's own fields start in the older-entries buffer: just after the header's.
+const STATE_AT: usize = FIELDS;
+/// Bytes after the header's fields for the state's own fields, so that a log with older entries
+/// can be kept as its buffer alone ([`SlideState::into_log_buffer`]: one allocation per log):
+/// `limit`, `window_ms`, `updated_ms`, the newest entry's cost and the buffer's length, each a
+/// little-endian `u64`. Written only there; the log never reads them otherwise, keeps them
+/// while it updates its buffer in place, and starts a new buffer with them zero.
+pub const HOLDER: usize = 40;
+/// Bytes of the header of the older-entries buffer: its fields and the state's; the entries
+/// start here.
+pub(super) const HEADER: usize = FIELDS + HOLDER;
 /// Largest older-entries buffer; offsets are stored as `u32`. Beyond it, new requests are
 /// merged into the newest entry (moved forward in time: conservative).
 const MAX_HEAP: usize = u32::MAX as usize;
@@ -77,12 +92,12 @@ fn read_header(buf: &[u8]) -> Option<Header> {
 pub(super) fn write_header(buf: &mut [u8], h: &Header) {
     // Field by field into a fixed array (no iterator chain: this runs on every admitted call).
     let offset = |v: usize| u32::try_from(v).unwrap_or(u32::MAX).to_le_bytes();
-    let mut out = [0u8; HEADER];
+    let mut out = [0u8; FIELDS];
     out[0..8].copy_from_slice(&h.oldest_ms.to_le_bytes());
     out[8..16].copy_from_slice(&h.used.to_le_bytes());
     out[16..20].copy_from_slice(&offset(h.head));
     out[20..24].copy_from_slice(&offset(h.end));
-    if let Some(dst) = buf.get_mut(..HEADER) {
+    if let Some(dst) = buf.get_mut(..FIELDS) {
         dst.copy_from_slice(&out);
     }
 }
@@ -105,7 +120,10 @@ fn commit_older(heap: &mut Box<[u8]>, live: Option<Header>, push: Option<Push>) 
             return true;
         }
         (Some(h), _) => h,
-        (None, Some(p)) => Header { oldest_ms: p.ts, used: 0, head: HEADER, end: HEADER },
+        (None, Some(p)) => {
+            *heap = first_older(p);
+            return true;
+        }
     };
     let mut enc = [0u8; 20];
     let n = push.map_or(0, |p| put_entry(&mut enc, 0, p.cost, p.gap));
@@ -139,6 +157,27 @@ fn commit_older(heap: &mut Box<[u8]>, live: Option<Header>, push: Option<Push>) 
     }
     write_header(heap, &h);
     push.is_none() || pushed.is_some()
+}
+
+/// The older-entries buffer of one entry, `p` (a log's first older entry: its second entry
+/// arrives, or every older one has left): what [`commit_older`] builds for it —
+/// `size_class(need + need / 8)` bytes, 80 or 96 (an entry takes at most 20) — written straight
+/// into its allocation.
+fn first_older(p: Push) -> Box<[u8]> {
+    let need = HEADER + varint_len(p.cost) + varint_len(p.gap);
+    if size_class(need + need / 8) <= 80 {
+        older_buffer::<80>(p)
+    } else {
+        older_buffer::<96>(p)
+    }
+}
+
+/// [`first_older`] in a buffer of `N` bytes.
+fn older_buffer<const N: usize>(p: Push) -> Box<[u8]> {
+    let mut buf = Box::new([0u8; N]);
+    let end = put_entry(&mut buf[..], HEADER, p.cost, p.gap);
+    write_header(&mut buf[..], &Header { oldest_ms: p.ts, used: p.cost, head: HEADER, end });
+    buf
 }
 
 /// The exact log brought up to an instant `t` without changing it: which older entries are
@@ -358,6 +397,57 @@ pub(super) fn stored_total(s: &SlideState) -> u64 {
 }
 
 impl SlideState {
+    /// Keeps an exact log with older entries as its buffer alone: writes the state's own
+    /// fields into the buffer ([`HOLDER`]) and gives up the buffer, whose pointer comes back.
+    /// The state back for other states (one entry, no heap buffer; bucketed mode).
+    pub fn into_log_buffer(self) -> Result<*mut u8, SlideState> {
+        let mut state = self;
+        if state.mode != SlideMode::Exact || !state.buffer.has_holder() {
+            return Err(state);
+        }
+        let (word, _, len) = state.buffer.raw_parts();
+        let fields = [state.limit, state.window_ms, state.updated_ms as u64, word, len as u64];
+        if let Some(area) = state.buffer.heap.get_mut(STATE_AT..HEADER) {
+            for (dst, v) in area.chunks_exact_mut(8).zip(fields) {
+                dst.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        let (_, ptr, _) = state.buffer.into_raw_parts();
+        Ok(ptr)
+    }
+
+    /// The state kept as `buffer` alone ([`SlideState::into_log_buffer`]), owning the buffer.
+    ///
+    /// # Safety
+    /// `buffer` must come from `into_log_buffer` and not be freed; the result shares it with
+    /// whoever holds the pointer: exactly one of them may free it.
+    #[allow(unsafe_code)]
+    pub unsafe fn from_log_buffer(buffer: *mut u8) -> SlideState {
+        // SAFETY: the buffer is at least `HEADER` bytes (`has_holder`); unaligned reads.
+        let field =
+            |i: usize| unsafe { buffer.add(STATE_AT + 8 * i).cast::<u64>().read_unaligned() };
+        let len = usize::try_from(field(4)).unwrap_or(0);
+        SlideState {
+            limit: field(0),
+            window_ms: field(1),
+            mode: SlideMode::Exact,
+            updated_ms: field(2) as i64,
+            // SAFETY: the buffer `into_log_buffer` gave up, with its length.
+            buffer: unsafe { SlideBuffer::from_raw_parts(field(3), buffer, len) },
+        }
+    }
+
+    /// The length of a buffer [`SlideState::into_log_buffer`] gave up.
+    ///
+    /// # Safety
+    /// As for [`SlideState::from_log_buffer`].
+    #[allow(unsafe_code)]
+    pub unsafe fn log_buffer_len(buffer: *const u8) -> usize {
+        // SAFETY: as in `from_log_buffer`.
+        let len = unsafe { buffer.add(STATE_AT + 32).cast::<u64>().read_unaligned() };
+        usize::try_from(len).unwrap_or(0)
+    }
+
     /// Exact mode: the log entries `(ts, cost)`, oldest first, the last one at `updated_ms`.
     /// Empty in bucketed mode.
     pub fn entries(&self) -> SlideEntries<'_> {

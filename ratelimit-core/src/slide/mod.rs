@@ -54,7 +54,7 @@ mod varint;
 use std::num::NonZeroU16;
 
 use self::log::ExactView;
-pub use self::log::SlideEntries;
+pub use self::log::{SlideEntries, HOLDER};
 use self::ring::{BucketView, Grid};
 use super::args::{MAX_AT_MS, MAX_BUCKETS, MAX_COUNT, MAX_DURATION_MS};
 use super::decision::{saturate_i64, Decision, Evaluation};
@@ -274,6 +274,12 @@ impl SlideBuffer {
     /// this is a log of one entry whose cost is `word` ([`crate::inline`]).
     pub fn from_word(word: u64) -> SlideBuffer {
         SlideBuffer { word, heap: Box::default() }
+    }
+
+    /// Exact mode: whether the heap buffer holds older entries, and so has room for the
+    /// state's own fields ([`HOLDER`]).
+    fn has_holder(&self) -> bool {
+        self.heap.len() >= log::HEADER
     }
 
     /// The inline word, when there is no heap buffer (exact mode: a log of one entry of that
@@ -515,6 +521,17 @@ pub fn evaluate_in_place(
         return None;
     }
     let t = now_ms.max(state.updated_ms);
+    if state.mode == SlideMode::Exact {
+        // The exact log's hot path, without the plan of either mode (the parameters are the
+        // stored ones: only the log and `updated_ms` change).
+        let (decision, view) = log::decide_exact(state, params.limit, t, cost);
+        let change = decision.allowed && cost > 0 && commit;
+        if change {
+            log::apply_exact(state, view, t, cost);
+            state.updated_ms = state.updated_ms.max(t);
+        }
+        return Some((decision, change));
+    }
     let (decision, plan) = decide(state, params, t, cost);
     let change = decision.allowed && cost > 0 && commit;
     if change {
