@@ -17,6 +17,13 @@ pub trait Held {
     fn view<R>(&self, f: impl FnOnce(&Limiter) -> R) -> R;
     /// Runs `f` on the limiter with write access.
     fn update<R>(&mut self, f: impl FnOnce(&mut Limiter) -> R) -> R;
+    /// Whether this limiter is a working copy that reaches the key only when its caller writes
+    /// it back after a change (an inline value expanded for one command): `RL.ALL` then judges
+    /// it in place, as a staged copy of its own, and a refused call leaves the key untouched
+    /// because nothing is written back.
+    fn detached(&self) -> bool {
+        false
+    }
 }
 
 impl Held for PackedLimiter {
@@ -54,5 +61,8 @@ impl Held for Expanded {
     }
     fn update<R>(&mut self, f: impl FnOnce(&mut Limiter) -> R) -> R {
         f(&mut self.limiter)
+    }
+    fn detached(&self) -> bool {
+        true
     }
 }

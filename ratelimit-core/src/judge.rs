@@ -484,9 +484,11 @@ impl<H: Held> Held for Staged<'_, H> {
 /// Judges every limit of an `RL.ALL` call against its key (the i-th of `held` for
 /// `all.limits[i]`, `None` for an empty key) at
 /// one instant, all or nothing: each key is judged once, exactly as its single command would
-/// judge it (on a staged copy, [`Staged`]); only when every limit admits (and the call is not
-/// a dry run) is each key updated as that command would update it. A [`KeyError`] on any key
-/// changes nothing.
+/// judge it (on a staged copy, [`Staged`], or in place when the holder is [`Held::detached`]);
+/// only when every limit admits (and the call is not a dry run) is each key updated as that
+/// command would update it. A detached holder may be left changed whatever the verdict: its
+/// caller writes it back only for a change other than `Unchanged`, as for any call. A
+/// [`KeyError`] on any key changes nothing.
 pub fn judge_all<'h, H: Held + 'h>(
     held: impl IntoIterator<Item = Option<&'h mut H>>,
     all: &AllRequest,
@@ -515,8 +517,17 @@ pub fn judge_all_into<'h, H: Held + 'h>(
             clear: false,
             fresh: false,
         };
-        let mut stage = slot.map(|held| Staged { held, pending: None });
-        let judged = judge_limit(stage.as_mut(), &limit.limit, how, now_ms)?;
+        // A detached holder is a staged copy already: judged in place, kept by the caller
+        // only if the call changes it.
+        let (judged, stage) = match slot {
+            Some(held) if held.detached() => {
+                (judge_limit(Some(held), &limit.limit, how, now_ms)?, None)
+            }
+            slot => {
+                let mut stage = slot.map(|held| Staged { held, pending: None });
+                (judge_limit(stage.as_mut(), &limit.limit, how, now_ms)?, stage)
+            }
+        };
         allowed &= judged.allowed;
         // At most 16 of each (one per limit, and a call has at most 16).
         let _ = verdict.details.push(judged.reply);

@@ -994,3 +994,75 @@ fn all_on_banned_keys_is_the_single_command() {
         }
     }
 }
+
+/// Runs `RL.ALL` as the shell does on inline values: each key's limiter expanded into a
+/// detached working copy ([`Held::detached`]), judged in place, and written back only when its
+/// change is not `Unchanged`.
+fn run_all_detached(
+    slots: &mut [Option<PackedLimiter>],
+    all: &AllRequest,
+    now: i64,
+) -> Result<AllVerdict, KeyError> {
+    use crate::held::Expanded;
+    let mut copies: Vec<Option<Expanded>> = slots
+        .iter()
+        .map(|s| s.as_ref().map(|p| Expanded { limiter: p.view(Limiter::clone), ban: p.ban() }))
+        .collect();
+    let verdict = judge_all(copies.iter_mut().map(Option::as_mut), all, now)?;
+    for ((slot, copy), change) in slots.iter_mut().zip(copies).zip(verdict.changes.iter()) {
+        match change {
+            Change::Unchanged => {}
+            Change::Created { limiter, .. } => *slot = Some(PackedLimiter::new(limiter.clone())),
+            Change::Updated { .. } => {
+                if let (Some(packed), Some(copy)) = (slot.as_mut(), copy) {
+                    packed.update(|limiter| *limiter = copy.limiter);
+                    packed.set_ban(copy.ban);
+                }
+            }
+            Change::Deleted => *slot = None,
+        }
+    }
+    Ok(verdict)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Detached holders (inline values, judged in place and written back only when changed)
+    /// and staged ones (boxes) give the same verdicts and leave the same keys, refusals
+    /// included — a refused call leaves neither changed.
+    #[test]
+    fn all_on_detached_holders_is_all_on_staged_ones(
+        keys in 2usize..=4,
+        ops in prop::collection::vec(
+            (prop::collection::vec((0usize..8, 0u64..4), 4), any::<bool>(), -50i64..400),
+            1..40,
+        )
+    ) {
+        let requests = requests();
+        let mut staged: Vec<Option<PackedLimiter>> = (0..keys).map(|_| None).collect();
+        let mut detached = copy(&staged);
+        let mut now = T0;
+        let state = |slots: &[Option<PackedLimiter>]| -> Vec<_> {
+            slots.iter().map(|s| s.as_ref().map(|p| (p.view(Limiter::clone), p.ban()))).collect()
+        };
+        for (groups, dry_run, gap) in ops {
+            now += gap;
+            let limits: Vec<Request> = groups[..keys]
+                .iter()
+                .map(|(which, cost)| Request { cost: *cost, ..requests[*which].clone() })
+                .collect();
+            let all = all_of(limits, dry_run);
+            let a = run_all(&mut staged, &all, now);
+            let b = run_all_detached(&mut detached, &all, now);
+            match (a, b) {
+                (Ok(a), Ok(b)) => {
+                    prop_assert_eq!(a.head, b.head);
+                    prop_assert_eq!(a.details.to_vec(), b.details.to_vec());
+                }
+                (a, b) => prop_assert_eq!(a.err(), b.err()),
+            }
+            prop_assert_eq!(state(&staged), state(&detached));
+        }
+    }
+}

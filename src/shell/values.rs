@@ -443,4 +443,10 @@ impl Held for Slot<'_> {
             Slot::Inline(e) => f(&mut e.limiter),
         }
     }
+    /// An inline value is expanded for the command and encoded back into the key's value word
+    /// only by `Key::changed`, after a change — except a sliding log, whose expansion may share
+    /// the key's own log buffer (a log value), so that judging it in place changes the key.
+    fn detached(&self) -> bool {
+        matches!(self, Slot::Inline(e) if !matches!(e.limiter, Limiter::Slide(_)))
+    }
 }
