@@ -110,7 +110,7 @@ impl Key {
                     // SAFETY: the key's live log value; the expansion shares its buffer until
                     // `settle` writes it back.
                     let limiter = unsafe { values::expand_log(buffer) };
-                    self.expanded = Some(Expanded { limiter, ban: None });
+                    self.expand_as(limiter);
                     self.value = value;
                 }
                 match self.expanded.as_mut() {
@@ -125,7 +125,7 @@ impl Key {
                     let Some(limiter) = values::expand(inline) else {
                         return Contents::Empty;
                     };
-                    self.expanded = Some(Expanded { limiter, ban: None });
+                    self.expand_as(limiter);
                     self.value = value;
                 }
                 match self.expanded.as_mut() {
@@ -134,6 +134,18 @@ impl Key {
                 }
             }
         }
+    }
+
+    /// Holds `limiter` as this key's expansion. A stale expansion (of another value word) is
+    /// dropped out of line, so that the common case — none — calls no drop glue.
+    #[inline(always)]
+    fn expand_as(&mut self, limiter: Limiter) {
+        if let Some(stale) = self.expanded.take() {
+            drop_stale(stale);
+        }
+        // SAFETY: the field holds `None` (just taken), which owns nothing: overwriting it
+        // without dropping it loses nothing, and skips a drop-glue call on every command.
+        unsafe { std::ptr::write(&mut self.expanded, Some(Expanded { limiter, ban: None })) };
     }
 
     /// The type name another module's value reports through `TYPE` (error path only).
@@ -230,6 +242,7 @@ impl Key {
     /// Writes the limiter changed in place back into the value word: an expanded inline or log
     /// value is encoded again (inline again when it can be, else a log value or boxed); a boxed
     /// one becomes inline when it now can (its ban over and gone).
+    #[inline]
     fn write_back(&mut self) {
         if let Some(expanded) = self.expanded.take() {
             let old = std::mem::replace(&mut self.value, std::ptr::null_mut());
@@ -310,6 +323,11 @@ impl Key {
         let at = unsafe { (self.api.get_abs_expire)(self.raw) };
         (at >= 0).then_some(at)
     }
+}
+
+#[cold]
+fn drop_stale(stale: Expanded) {
+    drop(stale);
 }
 
 impl Drop for Key {
