@@ -122,13 +122,13 @@ fn run_all(all: &AllRequest) {
     for _ in 0..2 {
         let mut held: Vec<Option<&mut PackedLimiter>> =
             slots.iter_mut().map(Option::as_mut).collect();
-        let verdict = judge_all(&mut held, all, now).expect("every key holds its own limit");
+        let verdict = judge_all(held, all, now).expect("every key holds its own limit");
         assert!((1..=all.key_count as i64).contains(&verdict.head[5]), "{verdict:?}");
         assert_eq!(verdict.details.len(), all.key_count);
-        for (slot, change) in slots.iter_mut().zip(verdict.changes) {
+        for (slot, change) in slots.iter_mut().zip(&verdict.changes) {
             if let Change::Created { limiter, .. } = change {
                 assert_eq!(limiter.validate(), Ok(()));
-                *slot = Some(PackedLimiter::new(limiter));
+                *slot = Some(PackedLimiter::new(limiter.clone()));
             }
         }
     }
