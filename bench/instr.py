@@ -421,8 +421,8 @@ def floor_section():
             "| command | arguments | standalone | with a replica (measured) | its propagation | "
             "floor: standalone + verbatim of its arguments | issue 26 bar |",
             "|---|---|---|---|---|---|---|"]
-    for name, _, admitted, _ in COMMANDS:
-        bar = REPLICA_BARS_26.get(name)
+    for name, side, admitted, _ in COMMANDS:
+        bar = REPLICA_BARS_26.get(name) if side == "ours" else None
         alone, repl = call_median("standalone", name), call_median("replica", name)
         argc = len(admitted)
         if bar is None or alone is None or repl is None or argc not in delta:
@@ -430,7 +430,7 @@ def floor_section():
         floor = alone + delta[argc]
         out.append(f"| `{' '.join(admitted).replace('{key}', 'k')}` | {argc} | {alone:,.0f} | "
                    f"{repl:,.0f} | +{repl - alone:,.0f} | {floor:,.0f} | ≤ {bar:,} "
-                   f"({'below the floor: unreachable' if floor > bar else 'above the floor'}) |")
+                   f"({'under the floor: unreachable' if floor > bar else 'over the floor: not excluded'}) |")
     out += ["", FLOOR_END, ""]
     return "\n".join(out)
 
