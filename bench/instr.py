@@ -210,6 +210,17 @@ def measure(cg, conn, name, admitted, limited, state):
     return total / CALLS
 
 
+def each_setup(pool, master, conn, workdir, module):
+    """Yields each setup in turn: "standalone", then — once a replica (a plain redis-server with
+    the same module) is attached to `master` and `conn` waits for it — "replica"."""
+    for setup in SETUPS:
+        if setup == "replica":
+            replica = pool.start(servers.Server("replica", workdir, [module]))
+            replica.replicate(master, timeout=600)
+            conn.replicas = 1
+        yield setup
+
+
 def start_master(pool, workdir, module):
     """The measured master: redis-server under callgrind, dumping before every LASTSAVE."""
     valgrind = ["valgrind", "--tool=callgrind", "--dump-before=lastsaveCommand",
@@ -231,11 +242,7 @@ def run_server(side, module, results):
             for command in POLICY_SETUP:
                 conn.call(*command)
         try:
-            for setup in SETUPS:
-                if setup == "replica":
-                    replica = pool.start(servers.Server("replica", workdir, [module]))
-                    replica.replicate(master, timeout=600)
-                    conn.replicas = 1
+            for setup in each_setup(pool, master, conn, workdir, module):
                 for rep in range(1, REPS + 1):
                     started = time.monotonic()
                     for name, _, admitted, limited in rows:
@@ -294,11 +301,7 @@ def run_other_servers(module):
                 time.sleep(1.5)
                 conn.call("RL.TOKEN", "warm", "1", "1", "1h")
                 try:
-                    for setup in SETUPS:
-                        if setup == "replica":
-                            replica = pool.start(servers.Server("replica", workdir, [module]))
-                            replica.replicate(master, timeout=600)
-                            conn.replicas = 1
+                    for setup in each_setup(pool, master, conn, workdir, module):
                         for row, _, admitted, limited in rows:
                             measure(cg, conn, row, admitted, limited, "existing")
                             OTHER_RESULTS[(name, setup, row)] = cg.call_per_call
@@ -466,11 +469,7 @@ def run_features(module, results):
         cg = Callgrind(master)
         conn = master.connect()
         try:
-            for setup in SETUPS:
-                if setup == "replica":
-                    replica = pool.start(servers.Server("replica", workdir, [module]))
-                    replica.replicate(master, timeout=600)
-                    conn.replicas = 1
+            for setup in each_setup(pool, master, conn, workdir, module):
                 for rep in range(1, REPS + 1):
                     started = time.monotonic()
                     for op in features.OPS:

@@ -219,14 +219,7 @@ fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandErro
         if allowed {
             return Ok(Outcome::Admitted);
         }
-        if !pending.dry_run() {
-            top::call_refused(
-                call,
-                top::policy_of(call.name, call.args.first().copied()),
-                pending.given_at(),
-                now,
-            );
-        }
+        note_refused(call, &pending, now);
         return Ok(Outcome::Limited);
     }
     let retry_at = (!queued).then(|| judged.now.saturating_add(judged.reply[3]));
@@ -237,15 +230,16 @@ fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandErro
     }
     // Redis would not block this client: answer as without WAIT.
     send(call.api, call.ctx, &pending.answer(Judged { allowed: false, reply, id: None, now }));
-    if !pending.dry_run() {
-        top::call_refused(
-            call,
-            top::policy_of(call.name, call.args.first().copied()),
-            pending.given_at(),
-            now,
-        );
-    }
+    note_refused(call, &pending, now);
     Ok(Outcome::Limited)
+}
+
+/// A refusal answered at once (not a dry run) counts in `RL.TOP`.
+fn note_refused(call: &Call, pending: &Pending, now: i64) {
+    if !pending.dry_run() {
+        let policy = top::policy_of(call.name, call.args.first().copied());
+        top::call_refused(call, policy, pending.given_at(), now);
+    }
 }
 
 /// Blocks the calling client and queues its request; `false` if Redis would not block it.
