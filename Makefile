@@ -76,7 +76,7 @@ examples: deps
 
 ## build: the release module at target/release/libredis_ratelimit.so
 build: deps
-	$(CARGO) build --release
+	$(CARGO) build --release -p redis-ratelimit -p redis-ratelimit-cli
 
 ## dist: every release artifact in dist/, listed in dist/SHA256SUMS: the module tarball (stripped
 ## module, LICENSE, README, CHANGELOG, a redis.conf line, its own SHA256SUMS; tests/dist.rs
