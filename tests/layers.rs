@@ -23,6 +23,10 @@ const ALLOWED: &[(&str, &str)] = &[
     // Server events (loading, fork) are handled in propagation.rs and call the policy table's
     // RDB storage: one events file in the server layer that features subscribe to removes it.
     ("server::propagation", "features::persist"),
+    // Valkey 9's slot-migration event is handled in slots.rs, which tells the waiting room and
+    // propagation: the one events file fans it out instead.
+    ("server::slots", "features::wait"),
+    ("server::slots", "server::propagation"),
     // The table asks its storage whether RDB files hold it (`RL.POLICY SET`'s warning): the
     // warning moves to the command, the table becomes a leaf.
     ("features::policies", "features::persist"),

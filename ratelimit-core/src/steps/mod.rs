@@ -3,6 +3,7 @@
 //! the limit (`charge`), acquire and release leases (`lease_key`), read without changing
 //! (`inspect`: `RL.PEEK`, `RL.INFO`). Each returns the answer and the change to apply.
 
+pub mod at_most;
 pub mod charge;
 pub mod inspect;
 pub mod judge;

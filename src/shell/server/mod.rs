@@ -13,5 +13,6 @@ pub mod key;
 pub mod propagation;
 pub mod registry;
 pub mod reply;
+pub mod slots;
 pub mod values;
 pub mod version;
