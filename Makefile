@@ -42,7 +42,10 @@ CLIENT_BENCH  :=
 -include clients/python/python.mk
 
 ## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)
-## when missing.
+## when missing. Debian's redis-server package would start a server on port 6379 as it installs:
+## scripts/apt-install.sh keeps it from starting (policy-rc.d), so nothing is stopped afterwards
+## and no one else's server is touched (tests/make_deps.rs).
+POLICY_RC_D ?= /usr/sbin/policy-rc.d
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -54,8 +57,7 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	  $(SUDO) pkill -x redis-server 2>/dev/null || true; \
+	  SUDO="$(SUDO)" POLICY_RC_D="$(POLICY_RC_D)" bash scripts/apt-install.sh $$missing; \
 	fi
 
 ## examples: what the client examples (examples/, run by tests/examples.rs) and docs/chart.py

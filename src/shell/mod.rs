@@ -14,6 +14,7 @@ pub mod policies;
 pub mod propagation;
 pub mod registry;
 pub mod reply;
+pub mod slots;
 pub mod specs;
 pub mod stats;
 pub mod top;
@@ -42,7 +43,9 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
         | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
-    unsafe { (api.set_module_options)(ctx.ctx, options as i32) };
+    // Valkey ≥ 9: atomic slot migration is declared (and its event heard): `slots.rs`.
+    let options = options as i32 | slots::declares_atomic_slot_migration(api, ctx.ctx);
+    unsafe { (api.set_module_options)(ctx.ctx, options) };
     // Waiters are judged again when their key may have gained room: deleted, expired, evicted.
     let events = raw::REDISMODULE_NOTIFY_GENERIC
         | raw::REDISMODULE_NOTIFY_EXPIRED

@@ -18,6 +18,10 @@
 //!   from then on the stream after the fork is what it replays), a replication role change,
 //!   a replica change and loading.
 //!
+//! While an atomic slot migration exports a slot (Valkey ≥ 9, `slots.rs`), the target replays
+//! what is propagated: the flag is put down when the export starts and no call is verbatim
+//! until it ends.
+//!
 //! A replica that connects while the flag is up first gets a backlog (verbatim calls go into
 //! it) and then a snapshot taken by a fork; the fork puts the flag down before any call after
 //! the snapshot is propagated, and no replica can ask the backlog for anything before its
@@ -51,6 +55,10 @@ pub fn goes_nowhere(api: &Api, ctx: *mut RedisModuleCtx, now_ms: i64) -> bool {
     if flags & CONSUMED != 0 {
         return false;
     }
+    // An atomic slot migration streams what is propagated for the slot to its target.
+    if super::slots::exporting_any() {
+        return false;
+    }
     if ALONE.load(Ordering::Relaxed) {
         return true;
     }
@@ -74,6 +82,13 @@ fn doubt(api: &Api) {
     ALONE.store(false, Ordering::Relaxed);
     let now = unsafe { (api.milliseconds)() };
     LAST_DOUBT_MS.store(now, Ordering::Relaxed);
+}
+
+/// Puts the flag down now (an atomic slot migration's export started: `slots.rs`).
+pub fn doubt_now() {
+    if let Some(api) = super::api::api() {
+        doubt(api);
+    }
 }
 
 /// `INFO replication`: a master with no replica and no backlog.
