@@ -27,9 +27,6 @@ const ALLOWED: &[(&str, &str)] = &[
     // propagation: the one events file fans it out instead.
     ("server::slots", "features::wait"),
     ("server::slots", "server::propagation"),
-    // The table asks its storage whether RDB files hold it (`RL.POLICY SET`'s warning): the
-    // warning moves to the command, the table becomes a leaf.
-    ("features::policies", "features::persist"),
     // `RL.HIT` (in policies.rs) queues on the waiting room: it moves to the command layer.
     ("features::policies", "features::wait"),
     // `INFO` is assembled in stats.rs from the other features: it moves to the top.
