@@ -90,6 +90,20 @@ fn policies_survive_a_restart_from_rdb_and_debug_reload() {
     // The keyspace is what it was: the keys `defined` hit, no carrier key.
     assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 2);
     assert_no_carrier(&mut c);
+    // A BGSAVE (a fork child's snapshot) carries them too.
+    ok(&mut c, "RL.POLICY SET forked LEAKY 3 1 1s");
+    let _: String = redis::cmd("BGSAVE").query(&mut c).expect("BGSAVE");
+    wait_for("the BGSAVE", || {
+        info_field(&mut c, "persistence", "rdb_bgsave_in_progress") == "0"
+            && info_field(&mut c, "persistence", "rdb_last_bgsave_status") == "ok"
+            && info_field(&mut c, "persistence", "rdb_changes_since_last_save") == "0"
+    });
+    del(&mut c, "RL.POLICY DEL forked");
+    server.restart();
+    let mut c = server.conn();
+    assert_eq!(names(&mut c), ["forked", "free", "gone", "pro"]);
+    assert_no_carrier(&mut c);
+    del(&mut c, "RL.POLICY DEL forked");
     // FLUSHALL keeps policies, as it keeps functions.
     let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
     assert_eq!(names(&mut c).len(), 3);
@@ -454,4 +468,30 @@ fn load_aof_with(module: &std::path::Path, from: &Server) -> (Server, Result<(),
     }
     let loaded = s.try_restart();
     (s, loaded)
+}
+
+/// A cluster node restarts with its policies, and the snapshot's carrier key (Redis 7.0) is
+/// gone before the node checks its keys against its slots: a node that owns no slot claims
+/// none.
+#[test]
+fn a_cluster_node_restarts_with_its_policies_and_claims_no_slot() {
+    let mut node = cluster_node();
+    let mut c = node.conn();
+    ok(&mut c, "RL.POLICY SET free TOKEN 5 1 1s");
+    save(&mut c);
+    node.restart();
+    let mut c = node.conn();
+    assert_eq!(names(&mut c), ["free"]);
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 0, "no carrier key");
+    assert_eq!(info_field_of(&mut c, "CLUSTER", "INFO", "cluster_slots_assigned"), "0");
+}
+
+/// One `field:value` line of a command's text reply (`CLUSTER INFO`).
+fn info_field_of(con: &mut Connection, command: &str, arg: &str, field: &str) -> String {
+    let text: String = redis::cmd(command).arg(arg).query(con).expect(command);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
