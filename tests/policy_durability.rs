@@ -389,24 +389,78 @@ fn an_rdb_without_policies_carries_no_record() {
 /// 0.2.0's module, built by `scripts/old-module.sh` (shared with `tests/upgrade.rs`); `None`
 /// when this clone lacks the release's commit.
 fn module_0_2_0() -> Option<std::path::PathBuf> {
+    module_at("0.2.0", "5377d08618e8ccd3af2a66d54e4592bd056fcae2", "upgrade-0.2.0")
+}
+
+/// The unreleased 0.3.0 as main held it before policies were durable everywhere (policies as
+/// aux data only where `aux_save2` exists; on Redis 7.0 only with `policies-in-rdb yes`).
+fn module_0_3_0_earlier() -> Option<std::path::PathBuf> {
+    module_at("0.3.0 (earlier)", "956678dd18065b79ee85b4c4c6f1d39ce1abaf96", "upgrade-0.3.0-pre")
+}
+
+/// A module built from `commit` into `target/<dir>` once per clone; `None` when this clone
+/// lacks the commit.
+fn module_at(version: &str, commit: &str, dir: &str) -> Option<std::path::PathBuf> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = std::process::Command::new("bash")
         .arg(root.join("scripts/old-module.sh"))
-        .arg("5377d08618e8ccd3af2a66d54e4592bd056fcae2")
-        .arg(root.join("target/upgrade-0.2.0"))
+        .arg(commit)
+        .arg(root.join("target").join(dir))
         .output()
         .expect("run scripts/old-module.sh");
     match out.status.code() {
         Some(0) => Some(String::from_utf8_lossy(&out.stdout).trim().into()),
         Some(3) => {
-            eprintln!("SKIPPED: needs 0.2.0's commit");
+            eprintln!("SKIPPED: needs {version}'s commit");
             None
         }
-        _ => panic!("building 0.2.0 failed: {}", String::from_utf8_lossy(&out.stderr)),
+        _ => panic!("building {version} failed: {}", String::from_utf8_lossy(&out.stderr)),
     }
 }
 
-/// 0.2.0 started on the RDB file `from` saved (`Err`: it exited while loading).
+/// Whether the server has `aux_save2` (Redis 7.2+, every Valkey, which reports 7.2.4 or
+/// later).
+fn has_aux_save2(c: &mut Connection) -> bool {
+    let version = info_field(c, "server", "redis_version");
+    let parts: Vec<u32> = version.split('.').filter_map(|p| p.parse().ok()).collect();
+    parts.get(..2).is_some_and(|v| (v[0], v[1]) >= (7, 2))
+}
+
+/// What the earlier 0.3.0 build saved (aux data; on Redis 7.0 with its opt-in) loads here,
+/// and what it reads back of ours: on 7.2+ and Valkey every RDB (the same aux data); on Redis
+/// 7.0 an RDB with policies stops it (it has no loader for the carrier key), one without
+/// loads.
+#[test]
+fn an_earlier_0_3_0_build_and_this_one_read_each_others_rdb_files() {
+    let Some(earlier) = module_0_3_0_earlier() else { return };
+    let saver = Server::start_module(&earlier, &[], &["policies-in-rdb", "yes"]);
+    let mut c = saver.conn();
+    define(&mut c);
+    save(&mut c);
+    let (mut here, loaded) = load_with(&module_path(), &saver);
+    loaded.expect("this build loads the earlier build's RDB");
+    defined(&mut here.conn());
+    // And back.
+    let mut hc = here.conn();
+    save(&mut hc);
+    let (back, loaded) = load_with(&earlier, &here);
+    if has_aux_save2(&mut hc) {
+        loaded.expect("the earlier build loads this build's aux data");
+        defined(&mut back.conn());
+    } else {
+        assert!(loaded.is_err(), "Redis 7.0: the earlier build cannot load the carrier key");
+    }
+    for name in ["free", "pro"] {
+        del(&mut hc, &format!("RL.POLICY DEL {name}"));
+    }
+    save(&mut hc);
+    let (_back, loaded) = load_with(&earlier, &here);
+    loaded.expect("the earlier build loads an RDB without policies");
+    here.stop();
+}
+
+/// A server loading `module` started on the RDB file `from` saved (`Err`: it exited while
+/// loading).
 fn load_with(module: &std::path::Path, from: &Server) -> (Server, Result<(), String>) {
     let mut s = Server::start_module(module, &[], &[]);
     s.stop();
