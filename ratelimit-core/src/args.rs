@@ -223,11 +223,14 @@ pub enum Keyword {
     /// waits for the answer; a call the server runs later changes nothing and is refused
     /// ([`check_deadline`]).
     Deadline,
+    /// `ATMOST n` (instead of `COST n`): take what is left, up to `n` permits — admitted when
+    /// at least one permit is left (redis_rate's `AllowAtMost`).
+    AtMost,
 }
 
 impl Keyword {
     /// Every keyword, in a fixed order.
-    pub const ALL: [Keyword; 16] = [
+    pub const ALL: [Keyword; 17] = [
         Keyword::Cost,
         Keyword::DryRun,
         Keyword::At,
@@ -244,6 +247,7 @@ impl Keyword {
         Keyword::KeepPeriod,
         Keyword::Clear,
         Keyword::Deadline,
+        Keyword::AtMost,
     ];
 
     /// The keyword as users write it (matched case-insensitively).
@@ -265,6 +269,7 @@ impl Keyword {
             Keyword::KeepPeriod => "KEEPPERIOD",
             Keyword::Clear => "CLEAR",
             Keyword::Deadline => "DEADLINE",
+            Keyword::AtMost => "ATMOST",
         }
     }
 
@@ -303,6 +308,9 @@ pub struct Options {
     pub clear: bool,
     /// `DEADLINE unix-ms`: the caller gives up on the answer after this instant.
     pub deadline_ms: Option<i64>,
+    /// `ATMOST n`: `cost` holds `n`, the most the request takes; it takes what is left up to
+    /// that (see `judge::resolve_at_most`).
+    pub at_most: bool,
 }
 
 impl Default for Options {
@@ -324,6 +332,7 @@ impl Default for Options {
             keep_period: false,
             clear: false,
             deadline_ms: None,
+            at_most: false,
         }
     }
 }
@@ -346,13 +355,13 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
 fn parse_given_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, ArgError> {
     let mut options = Options::default();
     // Keywords seen so far, one bit each (no allocation on the hot path).
-    let mut seen: u16 = 0;
+    let mut seen: u32 = 0;
     let mut rest = args.iter();
     while let Some(token) = rest.next() {
         let keyword = Keyword::recognize(token)
             .filter(|k| allowed.contains(k))
             .ok_or_else(|| ArgError::UnknownOption(token.to_vec()))?;
-        let bit = 1u16 << (keyword as u16);
+        let bit = 1u32 << (keyword as u32);
         if seen & bit != 0 {
             return Err(ArgError::RepeatedOption(keyword.name()));
         }
@@ -376,6 +385,10 @@ fn parse_given_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, A
             Keyword::KeepPeriod => options.keep_period = true,
             Keyword::Clear => options.clear = true,
             Keyword::Deadline => options.deadline_ms = Some(parse_instant("DEADLINE", value()?)?),
+            Keyword::AtMost => {
+                options.cost = parse_count("ATMOST", value()?, 0, MAX_COUNT)?;
+                options.at_most = true;
+            }
             Keyword::Align => {
                 // The offset is optional: a following keyword starts the next option.
                 let offset = match rest.as_slice().first() {
@@ -394,6 +407,14 @@ fn parse_given_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, A
     }
     if options.keep_period && options.align_offset_ms.is_some() {
         return Err(ArgError::Conflict("KEEPPERIOD", "ALIGN"));
+    }
+    if options.at_most {
+        if seen & (1 << (Keyword::Cost as u16)) != 0 {
+            return Err(ArgError::Conflict("ATMOST", "COST"));
+        }
+        if options.wait_ms.is_some() {
+            return Err(ArgError::Conflict("ATMOST", "WAIT"));
+        }
     }
     if options.wait_ms.is_some() && (options.at_ms.is_some() || options.dry_run) {
         return Err(ArgError::Invalid(

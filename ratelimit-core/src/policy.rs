@@ -182,6 +182,7 @@ impl Definition {
             wait_ms: options.wait_ms.filter(|_| !self.shadow),
             fresh: false,
             deadline_ms: options.deadline_ms,
+            at_most: false,
         })
     }
 
@@ -870,6 +871,7 @@ impl CandidateStates {
             wait_ms: None,
             fresh: false,
             deadline_ms: None,
+            at_most: false,
         };
         let id = (policy.to_vec(), key.to_vec());
         if self.states.get(&id).is_some_and(|(_, expire_at)| *expire_at <= now_ms) {

@@ -69,6 +69,9 @@ pub struct Request {
     /// `DEADLINE unix-ms`: past this instant on the server's clock the call changes nothing
     /// (checked by the shell with [`crate::args::check_deadline`] before judging).
     pub deadline_ms: Option<i64>,
+    /// `ATMOST n` (direct commands only): `cost` is the most the request takes; it takes what
+    /// is left up to that, resolved against the key by [`crate::at_most::resolve_at_most`].
+    pub at_most: bool,
 }
 
 /// The options each limiting command accepts (any order, each at most once).
@@ -82,6 +85,7 @@ const TOKEN_OPTIONS: &[Keyword] = &[
     Keyword::At,
     Keyword::Fresh,
     Keyword::Deadline,
+    Keyword::AtMost,
 ];
 const PERIOD_OPTIONS: &[Keyword] = &[
     Keyword::Cost,
@@ -94,6 +98,7 @@ const PERIOD_OPTIONS: &[Keyword] = &[
     Keyword::At,
     Keyword::Fresh,
     Keyword::Deadline,
+    Keyword::AtMost,
 ];
 const SLIDE_OPTIONS: &[Keyword] = &[
     Keyword::Cost,
@@ -107,6 +112,7 @@ const SLIDE_OPTIONS: &[Keyword] = &[
     Keyword::At,
     Keyword::Fresh,
     Keyword::Deadline,
+    Keyword::AtMost,
 ];
 const LEAKY_OPTIONS: &[Keyword] = &[
     Keyword::Cost,
@@ -119,6 +125,7 @@ const LEAKY_OPTIONS: &[Keyword] = &[
     Keyword::At,
     Keyword::Fresh,
     Keyword::Deadline,
+    Keyword::AtMost,
 ];
 
 /// A command's arguments after the key.
@@ -217,6 +224,7 @@ impl Request {
                     wait_ms: None,
                     fresh: false,
                     deadline_ms: parsed.options.deadline_ms,
+                    at_most: false,
                 })
             }
         }
@@ -233,6 +241,7 @@ impl Request {
             wait_ms: options.wait_ms,
             fresh: options.fresh,
             deadline_ms: options.deadline_ms,
+            at_most: options.at_most,
         }
     }
 }
@@ -367,7 +376,11 @@ impl Request {
     pub fn parse_group(args: &[&[u8]], slide_log_max: u64) -> Result<Request, ArgError> {
         let (keyword, rest) = args.split_first().ok_or(ArgError::WrongArity)?;
         let command = group_command(keyword).ok_or_else(|| unknown_limit(keyword))?;
-        Request::parse(command, rest, slide_log_max)
+        let request = Request::parse(command, rest, slide_log_max)?;
+        if request.at_most {
+            return Err(ArgError::UnknownOption(Keyword::AtMost.name().as_bytes().to_vec()));
+        }
+        Ok(request)
     }
 }
 
@@ -455,6 +468,7 @@ impl AllRequest {
                     wait_ms: None,
                     fresh: false,
                     deadline_ms: options.deadline_ms,
+                    at_most: false,
                 })?;
                 rest = next;
                 continue;
@@ -488,6 +502,7 @@ impl AllRequest {
             (limit.clear, Keyword::Clear),
             (limit.wait_ms.is_some(), Keyword::Wait),
             (limit.fresh, Keyword::Fresh),
+            (limit.at_most, Keyword::AtMost),
         ] {
             if given {
                 return Err(ArgError::UnknownOption(keyword.name().as_bytes().to_vec()));
