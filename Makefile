@@ -8,6 +8,7 @@
 #   make compat the integration suite and the client packages' tests on Redis 7.4.1, Valkey 8.0.1,
 #               Redis 8.2.3 and Valkey 9.1.2, the peer suites on Redis 8.2.3 (README "Servers")
 #   make servers  build / fetch the compat servers (scripts/servers.sh) and list them
+#   make deploy-test  the Grafana dashboard and alert rules in deploy/ against a real Prometheus
 #   make dist   the release tarball dist/redis-ratelimit-<version>-linux-<arch>.tar.gz
 #   make install [PREFIX=/usr/local]  the module in $(PREFIX)/lib/redis/modules/
 
@@ -40,6 +41,7 @@ CLIENT_COMPAT :=
 CLIENT_BENCH  :=
 -include clients/node/node.mk
 -include clients/python/python.mk
+-include deploy/deploy.mk
 
 ## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)
 ## when missing. Debian's redis-server package would start a server on port 6379 as it installs:
