@@ -173,11 +173,14 @@ pub enum Keyword {
     /// `CLEAR` (with `BAN d`): the request that starts a ban also clears the limiter, which is
     /// fresh when the ban ends.
     Clear,
+    /// `ATMOST n` (instead of `COST n`): take what is left, up to `n` permits — admitted when
+    /// at least one permit is left (redis_rate's `AllowAtMost`).
+    AtMost,
 }
 
 impl Keyword {
     /// Every keyword, in a fixed order.
-    pub const ALL: [Keyword; 15] = [
+    pub const ALL: [Keyword; 16] = [
         Keyword::Cost,
         Keyword::DryRun,
         Keyword::At,
@@ -193,6 +196,7 @@ impl Keyword {
         Keyword::Floor,
         Keyword::KeepPeriod,
         Keyword::Clear,
+        Keyword::AtMost,
     ];
 
     /// The keyword as users write it (matched case-insensitively).
@@ -213,6 +217,7 @@ impl Keyword {
             Keyword::Floor => "FLOOR",
             Keyword::KeepPeriod => "KEEPPERIOD",
             Keyword::Clear => "CLEAR",
+            Keyword::AtMost => "ATMOST",
         }
     }
 
@@ -249,6 +254,9 @@ pub struct Options {
     /// `CLEAR`: a ban this request starts also clears the limiter (needs `BAN`; checked by the
     /// command's parser, so that `RL.ALL` can refuse it as an unknown option).
     pub clear: bool,
+    /// `ATMOST n`: `cost` holds `n`, the most the request takes; it takes what is left up to
+    /// that (see `judge::resolve_at_most`).
+    pub at_most: bool,
 }
 
 impl Default for Options {
@@ -269,6 +277,7 @@ impl Default for Options {
             floor: false,
             keep_period: false,
             clear: false,
+            at_most: false,
         }
     }
 }
@@ -320,6 +329,10 @@ fn parse_given_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, A
             Keyword::Floor => options.floor = true,
             Keyword::KeepPeriod => options.keep_period = true,
             Keyword::Clear => options.clear = true,
+            Keyword::AtMost => {
+                options.cost = parse_count("ATMOST", value()?, 0, MAX_COUNT)?;
+                options.at_most = true;
+            }
             Keyword::Align => {
                 // The offset is optional: a following keyword starts the next option.
                 let offset = match rest.as_slice().first() {
@@ -338,6 +351,14 @@ fn parse_given_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, A
     }
     if options.keep_period && options.align_offset_ms.is_some() {
         return Err(ArgError::Conflict("KEEPPERIOD", "ALIGN"));
+    }
+    if options.at_most {
+        if seen & (1 << (Keyword::Cost as u16)) != 0 {
+            return Err(ArgError::Conflict("ATMOST", "COST"));
+        }
+        if options.wait_ms.is_some() {
+            return Err(ArgError::Conflict("ATMOST", "WAIT"));
+        }
     }
     if options.wait_ms.is_some() && (options.at_ms.is_some() || options.dry_run) {
         return Err(ArgError::Invalid(

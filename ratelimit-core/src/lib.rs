@@ -9,6 +9,7 @@
 
 pub mod args;
 pub mod arith;
+pub mod at_most;
 pub mod ban;
 pub mod bounded;
 pub mod charge;

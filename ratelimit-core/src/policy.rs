@@ -144,6 +144,7 @@ impl Definition {
             clear: self.clear && !self.shadow,
             wait_ms: options.wait_ms.filter(|_| !self.shadow),
             fresh: false,
+            at_most: false,
         })
     }
 

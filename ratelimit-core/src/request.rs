@@ -66,6 +66,9 @@ pub struct Request {
     /// `FRESH`: judged against a fresh limiter with these parameters, as if the key were
     /// missing; admitted, it replaces whatever the key holds for this algorithm.
     pub fresh: bool,
+    /// `ATMOST n` (direct commands only): `cost` is the most the request takes; it takes what
+    /// is left up to that, resolved against the key by [`crate::at_most::resolve_at_most`].
+    pub at_most: bool,
 }
 
 /// The options each limiting command accepts (any order, each at most once).
@@ -78,6 +81,7 @@ const TOKEN_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::AtMost,
 ];
 const PERIOD_OPTIONS: &[Keyword] = &[
     Keyword::Cost,
@@ -89,6 +93,7 @@ const PERIOD_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::AtMost,
 ];
 const SLIDE_OPTIONS: &[Keyword] = &[
     Keyword::Cost,
@@ -101,6 +106,7 @@ const SLIDE_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::AtMost,
 ];
 const LEAKY_OPTIONS: &[Keyword] = &[
     Keyword::Cost,
@@ -112,6 +118,7 @@ const LEAKY_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::AtMost,
 ];
 
 /// A command's arguments after the key.
@@ -209,6 +216,7 @@ impl Request {
                     clear: false,
                     wait_ms: None,
                     fresh: false,
+                    at_most: false,
                 })
             }
         }
@@ -224,6 +232,7 @@ impl Request {
             clear: options.clear,
             wait_ms: options.wait_ms,
             fresh: options.fresh,
+            at_most: options.at_most,
         }
     }
 }
@@ -382,7 +391,11 @@ impl Request {
     pub fn parse_group(args: &[&[u8]], slide_log_max: u64) -> Result<Request, ArgError> {
         let (keyword, rest) = args.split_first().ok_or(ArgError::WrongArity)?;
         let command = group_command(keyword).ok_or_else(|| unknown_limit(keyword))?;
-        Request::parse(command, rest, slide_log_max)
+        let request = Request::parse(command, rest, slide_log_max)?;
+        if request.at_most {
+            return Err(ArgError::UnknownOption(Keyword::AtMost.name().as_bytes().to_vec()));
+        }
+        Ok(request)
     }
 }
 
@@ -474,6 +487,7 @@ impl AllRequest {
                     clear: false,
                     wait_ms: None,
                     fresh: false,
+                    at_most: false,
                 })?;
                 rest = next;
                 continue;
@@ -517,6 +531,7 @@ impl AllRequest {
             (limit.clear, Keyword::Clear),
             (limit.wait_ms.is_some(), Keyword::Wait),
             (limit.fresh, Keyword::Fresh),
+            (limit.at_most, Keyword::AtMost),
         ] {
             if given {
                 return Err(ArgError::UnknownOption(keyword.name().as_bytes().to_vec()));

@@ -72,11 +72,39 @@ fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
     if request.wait_ms.is_some() && wait::can_block(call) {
         return wait::limit_or_block(call, request);
     }
+    if request.at_most {
+        return limit_at_most(call, &request);
+    }
     let judged = limiting::judge_and_apply::<false>(call, &request)?;
     if judged.changed {
         wait::key_changed(call);
     }
     reply::integers(call.api, call.ctx, &judged.verdict.reply);
+    if judged.verdict.allowed {
+        return Ok(Outcome::Admitted);
+    }
+    if !request.dry_run {
+        top::call_refused(call, b"", request.at_ms.is_some(), judged.now);
+    }
+    Ok(Outcome::Limited)
+}
+
+/// A limiting command with `ATMOST n`: takes what is left, up to `n` (`limiting.rs`), and
+/// replies with the five integers and the permits it took.
+#[cold]
+#[inline(never)]
+fn limit_at_most(call: &Call, request: &Request) -> Result<Outcome, CommandError> {
+    let (judged, taken) = limiting::judge_at_most_and_apply(call, request)?;
+    if judged.changed {
+        wait::key_changed(call);
+    }
+    let [allowed, limit, remaining, retry_after, reset_after] = judged.verdict.reply;
+    let taken = i64::try_from(taken).unwrap_or(i64::MAX);
+    reply::integers(
+        call.api,
+        call.ctx,
+        &[allowed, limit, remaining, retry_after, reset_after, taken],
+    );
     if judged.verdict.allowed {
         return Ok(Outcome::Admitted);
     }

@@ -1,7 +1,8 @@
 //! The limiting room: a limiting request judged on its key (or keys) at one instant, the change
 //! applied, propagated and announced — everything but the reply and the waiters, which the
 //! command table (`commands.rs`) and the waiting room (`wait.rs`) handle above this room.
-//! `RL.TOKEN`, `RL.PERIOD`, `RL.SLIDE`, `RL.LEAKY`, `CL.THROTTLE` (`judge_and_apply`),
+//! `RL.TOKEN`, `RL.PERIOD`, `RL.SLIDE`, `RL.LEAKY`, `CL.THROTTLE` (`judge_and_apply`; with
+//! `ATMOST n`, `judge_at_most_and_apply`),
 //! `RL.ALL` (`judge_all_and_apply`), `RL.REFUND` (`refund_and_apply`) and `RL.CHARGE`
 //! (`charge_and_apply`).
 
@@ -10,6 +11,7 @@ use redis_module::raw::RedisModuleString;
 use super::call::{apply, held, Call, CommandError, Judged};
 use super::key::{Contents, Key, Mode};
 use super::values::Slot;
+use ratelimit_core::at_most::resolve_at_most;
 use ratelimit_core::charge::{try_charge_key, ChargeChange};
 use ratelimit_core::codec;
 use ratelimit_core::error::ArgError;
@@ -39,9 +41,37 @@ pub fn judge_and_apply<const BY_POLICY: bool>(
     call: &Call,
     request: &Request,
 ) -> Result<Judged<Verdict>, CommandError> {
+    judge_and_apply_as::<BY_POLICY, false>(call, request).map(|(judged, _)| judged)
+}
+
+/// [`judge_and_apply`] for an `ATMOST n` request: resolved (core) into the plain request of
+/// what is left, up to `n`, on the key as it stands, then judged and applied as that one.
+/// Returns also the permits it took (0 when refused).
+#[cold]
+#[inline(never)]
+pub fn judge_at_most_and_apply(
+    call: &Call,
+    request: &Request,
+) -> Result<(Judged<Verdict>, u64), CommandError> {
+    judge_and_apply_as::<false, true>(call, request)
+}
+
+/// The body of [`judge_and_apply`] (`AT_MOST`: of [`judge_at_most_and_apply`]).
+#[inline(always)]
+fn judge_and_apply_as<const BY_POLICY: bool, const AT_MOST: bool>(
+    call: &Call,
+    request: &Request,
+) -> Result<(Judged<Verdict>, u64), CommandError> {
     let mut key = call.open(Mode::Write)?;
     let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
     let mut held = held(&mut key)?;
+    let resolved;
+    let request = if AT_MOST {
+        resolved = resolve_at_most(held.as_mut(), request, now)?;
+        &resolved
+    } else {
+        request
+    };
     let mut verdict = match judge_key(held.as_mut(), request, now) {
         Err(KeyError::WrongAlgorithm { .. }) if BY_POLICY => {
             held = None;
@@ -82,7 +112,8 @@ pub fn judge_and_apply<const BY_POLICY: bool>(
         }
         call.notify_changed();
     }
-    Ok(Judged { verdict, now, changed })
+    let taken = if verdict.allowed { request.cost } else { 0 };
+    Ok((Judged { verdict, now, changed }, taken))
 }
 
 /// How a changed key reaches replicas and the AOF (see [`judge_and_apply`]).

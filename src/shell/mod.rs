@@ -14,6 +14,7 @@ pub mod policies;
 pub mod propagation;
 pub mod registry;
 pub mod reply;
+pub mod slots;
 pub mod specs;
 pub mod stats;
 pub mod top;
@@ -35,13 +36,16 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
-    // I/O errors are handled (rdb_load checks them), so replicas may load diskless; the module
-    // keeps no state outside its keys, so async loading (`repl-diskless-load swapdb`) is safe;
-    // keys are signalled as modified only when an admitted call changed them.
+    // I/O errors are handled (rdb_load checks them), so replicas may load diskless; async
+    // loading (`repl-diskless-load swapdb`) is handled: the one state outside keys, the policy
+    // table, is staged while a sync loads and kept if it aborts (`persist.rs`); keys are
+    // signalled as modified only when an admitted call changed them.
     let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
         | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
-    unsafe { (api.set_module_options)(ctx.ctx, options as i32) };
+    // Valkey ≥ 9: atomic slot migration is declared (and its event heard): `slots.rs`.
+    let options = options as i32 | slots::declares_atomic_slot_migration(api, ctx.ctx);
+    unsafe { (api.set_module_options)(ctx.ctx, options) };
     // Waiters are judged again when their key may have gained room: deleted, expired, evicted.
     let events = raw::REDISMODULE_NOTIFY_GENERIC
         | raw::REDISMODULE_NOTIFY_EXPIRED

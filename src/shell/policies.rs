@@ -3,7 +3,7 @@
 //! as the direct command with the policy's parameters would.
 //!
 //! Policies are node state, like Redis Functions: `RL.POLICY SET/DEL` propagate verbatim to
-//! replicas and the AOF; the table is saved as RDB aux data (`persist.rs`). `RL.HIT` itself
+//! replicas and the AOF; the table is saved with every RDB and AOF (`persist.rs`). `RL.HIT` itself
 //! never propagates where anything consumes propagation: the state it left does
 //! (`RL.RESTORE`), so a replica or an AOF replay reaches the same state without the table.
 //! Everything here runs on Redis' main thread (or in a forked child reading its copy).
@@ -138,22 +138,8 @@ pub fn set(call: &Call) -> Result<Outcome, CommandError> {
     let (definition, key) = Definition::parse(definition, slide_log_max())?;
     with_table(|table| Ok(table.set(name, key.as_deref(), definition, policy_max())?))?;
     unsafe { (call.api.replicate_verbatim)(call.ctx) };
-    warn_unsaved_once();
     reply::ok(call.api, call.ctx);
     Ok(Outcome::Answered)
-}
-
-/// Logs once that policies do not reach RDB files on this server (Redis 7.0 without
-/// `ratelimit.policies-in-rdb yes`, see `persist.rs`).
-fn warn_unsaved_once() {
-    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if !super::persist::saved_in_rdb() && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        redis_module::logging::log_warning(
-            "ratelimit: policies are not saved in RDB files on this server (Redis 7.0): they \
-             survive only through the AOF and replication; load the module with \
-             policies-in-rdb yes to save them (such RDB files need release 0.3.0 or later)",
-        );
-    }
 }
 
 /// `RL.POLICY GET name [FOR key]`: `algorithm`, the parameters under `RL.INFO`'s names,

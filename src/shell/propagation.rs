@@ -18,6 +18,10 @@
 //!   from then on the stream after the fork is what it replays), a replication role change,
 //!   a replica change and loading.
 //!
+//! While an atomic slot migration exports a slot (Valkey ≥ 9, `slots.rs`), the target replays
+//! what is propagated: the flag is put down when the export starts and no call is verbatim
+//! until it ends.
+//!
 //! A replica that connects while the flag is up first gets a backlog (verbatim calls go into
 //! it) and then a snapshot taken by a fork; the fork puts the flag down before any call after
 //! the snapshot is propagated, and no replica can ask the backlog for anything before its
@@ -51,6 +55,10 @@ pub fn goes_nowhere(api: &Api, ctx: *mut RedisModuleCtx, now_ms: i64) -> bool {
     if flags & CONSUMED != 0 {
         return false;
     }
+    // An atomic slot migration streams what is propagated for the slot to its target.
+    if super::slots::exporting_any() {
+        return false;
+    }
     if ALONE.load(Ordering::Relaxed) {
         return true;
     }
@@ -76,6 +84,13 @@ fn doubt(api: &Api) {
     LAST_DOUBT_MS.store(now, Ordering::Relaxed);
 }
 
+/// Puts the flag down now (an atomic slot migration's export started: `slots.rs`).
+pub fn doubt_now() {
+    if let Some(api) = super::api::api() {
+        doubt(api);
+    }
+}
+
 /// `INFO replication`: a master with no replica and no backlog.
 fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
     let info = unsafe { (api.get_server_info)(ctx, c"replication".as_ptr()) };
@@ -95,29 +110,26 @@ fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
     alone
 }
 
-/// Any server event we subscribe to is a doubt. (A module has one callback per event, so the
-/// policy table hears here when a load starts, which replaces it, and when an AOF rewrite
-/// forks: `persist.rs`.)
+/// The server events this module hears (a module has one callback per event): every event
+/// that can give propagation a consumer is a doubt; loads, saves and `swapdb` syncs also go to
+/// the policy table's storage (`persist.rs`).
 unsafe extern "C" fn on_server_event(
     ctx: *mut RedisModuleCtx,
     event: RedisModuleEvent,
     subevent: u64,
     _data: *mut std::ffi::c_void,
 ) {
-    if let Some(api) = super::api::api() {
-        doubt(api);
-    }
-    let load_starts = [
-        raw::REDISMODULE_SUBEVENT_LOADING_RDB_START,
-        raw::REDISMODULE_SUBEVENT_LOADING_AOF_START,
-        raw::REDISMODULE_SUBEVENT_LOADING_REPL_START,
-    ];
-    if event.id == raw::REDISMODULE_EVENT_LOADING && load_starts.contains(&subevent) {
-        super::persist::loading_started();
-    }
-    let born = raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN;
-    if event.id == raw::REDISMODULE_EVENT_FORK_CHILD && subevent == born {
-        super::persist::fork_born(ctx);
+    match event.id {
+        raw::REDISMODULE_EVENT_PERSISTENCE => super::persist::on_persistence(ctx, subevent),
+        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD => super::persist::on_async_load(ctx, subevent),
+        id => {
+            if let Some(api) = super::api::api() {
+                doubt(api);
+            }
+            if id == raw::REDISMODULE_EVENT_LOADING {
+                super::persist::on_loading(ctx, subevent);
+            }
+        }
     }
 }
 
@@ -132,6 +144,8 @@ pub fn init(api: &Api, ctx: *mut RedisModuleCtx) -> Result<(), String> {
         raw::REDISMODULE_EVENT_REPLICA_CHANGE,
         raw::REDISMODULE_EVENT_LOADING,
         raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
+        raw::REDISMODULE_EVENT_PERSISTENCE,
+        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
     ];
     for id in events {
         let event = RedisModuleEvent { id, dataver: 1 };

@@ -122,6 +122,7 @@ pub fn record_late(tally: Tally, outcome: Outcome) {
     match outcome {
         Outcome::Admitted => c.admitted.fetch_add(1, Ordering::Relaxed),
         Outcome::Limited => c.limited.fetch_add(1, Ordering::Relaxed),
+        Outcome::Error => c.errors.fetch_add(1, Ordering::Relaxed),
         _ => 0,
     };
 }

@@ -9,6 +9,11 @@
 //! admission), answers it and moves on to the next head; it answers timed-out waiters with a
 //! refused reply. Waiters live in this process' memory: they are answered or dropped, never
 //! persisted. Everything here runs on Redis' main thread.
+//!
+//! In a cluster, a waiter whose key left this node (classic resharding's `MIGRATE`, the end of
+//! an atomic slot migration) is answered with the redirect its client would get now
+//! (`-ASK`/`-MOVED`), never judged against the missing key; while an atomic slot migration
+//! exports its key's slot it is held, unjudged (`slots.rs`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -21,9 +26,11 @@ use redis_module::raw::{self, RedisModuleBlockedClient, RedisModuleCtx, RedisMod
 
 use super::api::{api, bytes, Api};
 use super::call::{Call, CommandError};
+use super::key::{Contents, Key, Mode};
 use super::leases::acquire_and_apply;
 use super::limiting::judge_and_apply;
 use super::reply;
+use super::slots::{self, Served};
 use super::stats::{self, Outcome, Tally};
 use super::top;
 use ratelimit_core::lease::LeaseId;
@@ -378,11 +385,21 @@ unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, data: *mut c_void) {
 }
 
 fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
+    let served = where_served(api, ctx, id);
+    if let Served::Elsewhere(error) = served {
+        redirect_all(api, ctx, id, &error);
+        return;
+    }
     let now = unsafe { (api.milliseconds)() };
     let timed_out =
         with(|w| w.keys.get_mut(id).map(|k| k.queue.take_timed_out(now)).unwrap_or_default());
+    let may_write = served == Served::Here;
     for waiter in timed_out {
-        time_out(api, ctx, waiter);
+        time_out(api, ctx, waiter, may_write);
+    }
+    if !may_write {
+        hold(api, ctx, id, now);
+        return;
     }
     loop {
         // Copy what judging the head needs: no borrow lives across Redis calls.
@@ -433,8 +450,9 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
 
 /// A waiter whose timeout ran out: the reply a refused call gets now. It lost its turn to
 /// earlier waiters even if the algorithm would admit it now; with `BAN`, a refusal by the
-/// algorithm starts the ban now.
-fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>) {
+/// algorithm starts the ban now — unless the key may not be written (`may_write`: its slot is
+/// being exported), when the refusal is answered without a ban.
+fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>, may_write: bool) {
     let blocked = &waiter.data;
     let pending = &blocked.pending;
     let call =
@@ -449,7 +467,7 @@ fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>
                 ..j
             })
         }
-        Ok(j) if pending.has_ban() => match pending.judge(&call, false, true) {
+        Ok(j) if pending.has_ban() && may_write => match pending.judge(&call, false, true) {
             Ok(banned) => pending.answer(banned),
             Err(_) => pending.answer(j),
         },
@@ -458,6 +476,113 @@ fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>
     };
     stats::wait_timed_out();
     finish(api, waiter, answer, Outcome::Limited);
+}
+
+/// Where the key of a queue is served: [`slots::served_here`], which opens the key only in
+/// cluster mode.
+fn where_served(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) -> Served {
+    let Some(key) = with(|w| {
+        w.keys.get(id).and_then(|k| k.queue.head()).and_then(|h| h.data.argv.get(1).copied())
+    }) else {
+        return Served::Here;
+    };
+    slots::served_here(api, ctx, &id.name, || {
+        unsafe { (api.select_db)(ctx, id.db) };
+        let mut open = Key::open(api, ctx, key, Mode::Read);
+        !matches!(open.contents(), Contents::Empty)
+    })
+}
+
+/// The key's slot is being exported: nothing is judged (a judgement may write); the timer
+/// is armed for the next deadline only.
+fn hold(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, now: i64) {
+    let next = with(|w| match w.keys.get(id) {
+        Some(k) if k.queue.is_empty() && k.timer.is_none() => {
+            w.keys.remove(id);
+            None
+        }
+        Some(k) => k.queue.next_deadline(),
+        None => None,
+    });
+    if let Some(at) = next {
+        arm(api, ctx, id, at, now);
+    }
+}
+
+/// The key left this node: every waiter on it gets `error`, the redirect its client would get
+/// now (never a judgement against the missing key, which would be a fresh limiter).
+fn redirect_all(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, error: &str) {
+    let (waiters, timer) = with(|w| match w.keys.remove(id) {
+        Some(mut k) => {
+            let mut all = Vec::new();
+            while let Some(waiter) = k.queue.pop_head() {
+                all.push(waiter);
+            }
+            (all, k.timer)
+        }
+        None => (Vec::new(), None),
+    });
+    if let Some((timer, _)) = timer {
+        let mut data: *mut c_void = ptr::null_mut();
+        if unsafe { (api.stop_timer)(ctx, timer, &mut data) } == raw::REDISMODULE_OK as c_int
+            && !data.is_null()
+        {
+            drop(unsafe { Box::from_raw(data.cast::<KeyId>()) });
+        }
+    }
+    for waiter in waiters {
+        finish(api, waiter, Answer::Error(error.to_string()), Outcome::Error);
+    }
+}
+
+/// The waited keys whose slot is in one of `ranges`.
+fn keys_in(ranges: &[(u16, u16)]) -> Vec<KeyId> {
+    if no_waits() {
+        return Vec::new();
+    }
+    with(|w| {
+        w.keys
+            .keys()
+            .filter(|id| {
+                let slot = slots::key_slot(&id.name);
+                ranges.iter().any(|&(start, end)| (start..=end).contains(&slot))
+            })
+            .cloned()
+            .collect()
+    })
+}
+
+/// An atomic slot migration moved `ranges` away: their waiters get the redirect a client
+/// would get now (`-MOVED` to the new owner), read from `CLUSTER NODES` once.
+pub fn slots_left(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
+    let Some(api) = api() else {
+        return;
+    };
+    let ids = keys_in(ranges);
+    if ids.is_empty() {
+        return;
+    }
+    let nodes = slots::cluster_nodes(api, ctx).unwrap_or_default();
+    let now = unsafe { (api.milliseconds)() };
+    for id in ids {
+        match slots::redirect(&nodes, slots::key_slot(&id.name)) {
+            Some(error) => redirect_all(api, ctx, &id, &error),
+            // Still served here (the view has not changed yet): judge them again.
+            None => arm(api, ctx, &id, now, now),
+        }
+    }
+}
+
+/// An atomic slot migration of `ranges` was cancelled or failed: their waiters, held while
+/// it ran, are judged again here.
+pub fn slots_stayed(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
+    let Some(api) = api() else {
+        return;
+    };
+    let now = unsafe { (api.milliseconds)() };
+    for id in keys_in(ranges) {
+        arm(api, ctx, &id, now, now);
+    }
 }
 
 /// Hands the answer to the blocked client and forgets the waiter.
