@@ -8,6 +8,7 @@
 #   make compat the integration suite and the client packages' tests on Redis 7.4.1, Valkey 8.0.1,
 #               Redis 8.2.3 and Valkey 9.1.2, the peer suites on Redis 8.2.3 (README "Servers")
 #   make servers  build / fetch the compat servers (scripts/servers.sh) and list them
+#   make deploy-test  the Grafana dashboard and alert rules in deploy/ against a real Prometheus
 #   make dist   the release tarball dist/redis-ratelimit-<version>-linux-<arch>.tar.gz
 #   make install [PREFIX=/usr/local]  the module in $(PREFIX)/lib/redis/modules/
 
@@ -41,9 +42,13 @@ CLIENT_BENCH  :=
 -include clients/node/node.mk
 -include clients/python/python.mk
 -include clients/go/go.mk
+-include deploy/deploy.mk
 
 ## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)
-## when missing.
+## when missing. Debian's redis-server package would start a server on port 6379 as it installs:
+## scripts/apt-install.sh keeps it from starting (policy-rc.d), so nothing is stopped afterwards
+## and no one else's server is touched (tests/make_deps.rs).
+POLICY_RC_D ?= /usr/sbin/policy-rc.d
 deps:
 	@missing=""; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
@@ -55,8 +60,7 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	  $(SUDO) pkill -x redis-server 2>/dev/null || true; \
+	  SUDO="$(SUDO)" POLICY_RC_D="$(POLICY_RC_D)" bash scripts/apt-install.sh $$missing; \
 	fi
 
 ## examples: what the client examples (examples/, run by tests/examples.rs) and docs/chart.py

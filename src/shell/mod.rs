@@ -36,9 +36,10 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
             return Status::Err;
         }
     };
-    // I/O errors are handled (rdb_load checks them), so replicas may load diskless; the module
-    // keeps no state outside its keys, so async loading (`repl-diskless-load swapdb`) is safe;
-    // keys are signalled as modified only when an admitted call changed them.
+    // I/O errors are handled (rdb_load checks them), so replicas may load diskless; async
+    // loading (`repl-diskless-load swapdb`) is handled: the one state outside keys, the policy
+    // table, is staged while a sync loads and kept if it aborts (`persist.rs`); keys are
+    // signalled as modified only when an admitted call changed them.
     let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
         | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;

@@ -110,29 +110,26 @@ fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
     alone
 }
 
-/// Any server event we subscribe to is a doubt. (A module has one callback per event, so the
-/// policy table hears here when a load starts, which replaces it, and when an AOF rewrite
-/// forks: `persist.rs`.)
+/// The server events this module hears (a module has one callback per event): every event
+/// that can give propagation a consumer is a doubt; loads, saves and `swapdb` syncs also go to
+/// the policy table's storage (`persist.rs`).
 unsafe extern "C" fn on_server_event(
     ctx: *mut RedisModuleCtx,
     event: RedisModuleEvent,
     subevent: u64,
     _data: *mut std::ffi::c_void,
 ) {
-    if let Some(api) = super::api::api() {
-        doubt(api);
-    }
-    let load_starts = [
-        raw::REDISMODULE_SUBEVENT_LOADING_RDB_START,
-        raw::REDISMODULE_SUBEVENT_LOADING_AOF_START,
-        raw::REDISMODULE_SUBEVENT_LOADING_REPL_START,
-    ];
-    if event.id == raw::REDISMODULE_EVENT_LOADING && load_starts.contains(&subevent) {
-        super::persist::loading_started();
-    }
-    let born = raw::REDISMODULE_SUBEVENT_FORK_CHILD_BORN;
-    if event.id == raw::REDISMODULE_EVENT_FORK_CHILD && subevent == born {
-        super::persist::fork_born(ctx);
+    match event.id {
+        raw::REDISMODULE_EVENT_PERSISTENCE => super::persist::on_persistence(ctx, subevent),
+        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD => super::persist::on_async_load(ctx, subevent),
+        id => {
+            if let Some(api) = super::api::api() {
+                doubt(api);
+            }
+            if id == raw::REDISMODULE_EVENT_LOADING {
+                super::persist::on_loading(ctx, subevent);
+            }
+        }
     }
 }
 
@@ -147,6 +144,8 @@ pub fn init(api: &Api, ctx: *mut RedisModuleCtx) -> Result<(), String> {
         raw::REDISMODULE_EVENT_REPLICA_CHANGE,
         raw::REDISMODULE_EVENT_LOADING,
         raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
+        raw::REDISMODULE_EVENT_PERSISTENCE,
+        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
     ];
     for id in events {
         let event = RedisModuleEvent { id, dataver: 1 };

@@ -19,7 +19,10 @@
 //! the slot over. What the module does for it:
 //! - declares the flag, only on Valkey ≥ 9 ([`declares_atomic_slot_migration`]): Redis stores
 //!   whatever option bits it is given, and Redis 8.4 numbers its own migration events
-//!   differently, so neither the flag nor the event is ever given to another server;
+//!   differently, so neither the flag nor Valkey's event is ever given to another server.
+//!   Redis ≥ 8.4's own atomic migration (`CLUSTER MIGRATION IMPORT`, pulled by the destination
+//!   as an RDB snapshot of the slots, no opt-in) is heard through its event the same way —
+//!   written from Redis' header, untested (no 8.4 binary was reachable);
 //! - while a slot is exported, every change is propagated with its instant (`RL.RESTORE` or
 //!   `AT`), never verbatim: the target must not judge a call again at its own clock
 //!   (`propagation.rs` asks [`exporting_any`]);
@@ -29,8 +32,9 @@
 //!   with `-MOVED` to the new owner; when it is cancelled or fails they are judged again here
 //!   (`wait.rs`). Their timeouts still answer them, refused, without starting a ban.
 //!
-//! The event (`VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION`) and its data are not in the
-//! `redis-module` crate's header; their values are Valkey's (`valkeymodule.h`, 9.0).
+//! Valkey's event (`VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION`) and its data are not in the
+//! `redis-module` crate's header; their values are Valkey's (`valkeymodule.h`, 9.0). Redis'
+//! (`REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION`) are, and come from the crate's bindings.
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
@@ -127,13 +131,30 @@ fn mark_exporting(ranges: &[(u16, u16)], on: bool) {
     }
 }
 
-/// Whether this server is Valkey 9.0 or later (`INFO server`: `server_name:valkey`,
-/// `valkey_version`), the servers that know atomic slot migration's flag and event.
-fn is_valkey_9_or_later(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
+/// Which atomic slot migration the server has, from `INFO server`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AtomicMigration {
+    /// None (Redis < 8.4, Valkey < 9).
+    None,
+    /// Valkey ≥ 9: `CLUSTER MIGRATESLOTS`, pushed by the source; modules opt in.
+    Valkey,
+    /// Redis ≥ 8.4: `CLUSTER MIGRATION IMPORT`, pulled by the destination; no opt-in.
+    Redis,
+}
+
+/// `major.minor` of a version string.
+fn major_minor(version: &str) -> (u32, u32) {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// The server's atomic slot migration (`INFO server`: `server_name:valkey` and
+/// `valkey_version` on Valkey, `redis_version` on Redis).
+fn atomic_migration(api: &Api, ctx: *mut RedisModuleCtx) -> AtomicMigration {
     // SAFETY: `ctx` is the module's load context; the info data is freed below.
     let info = unsafe { (api.get_server_info)(ctx, c"server".as_ptr()) };
     if info.is_null() {
-        return false;
+        return AtomicMigration::None;
     }
     let field = |name: &CStr| {
         // SAFETY: `info` is live; a returned field is a NUL-terminated string owned by it.
@@ -141,32 +162,49 @@ fn is_valkey_9_or_later(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
         (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
     };
     let valkey = field(c"server_name").is_some_and(|n| n == "valkey");
-    let major = field(c"valkey_version")
-        .and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()))
-        .unwrap_or(0);
+    let version = if valkey { field(c"valkey_version") } else { field(c"redis_version") };
+    let version = major_minor(&version.unwrap_or_default());
     // SAFETY: `info` came from `get_server_info` and is freed once.
     unsafe { (api.free_server_info)(ctx, info) };
-    valkey && major >= 9
+    match (valkey, version) {
+        (true, v) if v >= (9, 0) => AtomicMigration::Valkey,
+        (false, v) if v >= (8, 4) => AtomicMigration::Redis,
+        _ => AtomicMigration::None,
+    }
 }
 
-/// The module options to add for atomic slot migration: the flag on Valkey ≥ 9, nothing
-/// elsewhere. Subscribes to the migration event where the flag is declared; a server that
-/// refuses the subscription gets no flag (a migration would then go unheard).
+/// The module options to add for atomic slot migration, and the migration events heard:
+/// - Valkey ≥ 9: the option flag, and its event (19); a server that refuses the subscription
+///   gets no flag (a migration would then go unheard);
+/// - Redis ≥ 8.4: no flag exists (its migration needs no opt-in); its event
+///   (`REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION`, 18) is heard the same way. **Untested**: no
+///   Redis 8.4+ binary was reachable when this was written (`docs/operations.md`).
+///
+/// Elsewhere nothing: Redis stores whatever option bits it is given, and the two servers
+/// number these events differently (Redis' 19 is its trim event).
 pub fn declares_atomic_slot_migration(api: &Api, ctx: *mut RedisModuleCtx) -> c_int {
-    if !is_valkey_9_or_later(api, ctx) {
-        return 0;
-    }
-    let event = RedisModuleEvent { id: EVENT_ATOMIC_SLOT_MIGRATION, dataver: 1 };
+    let (id, callback, option): (u64, raw::RedisModuleEventCallback, c_int) =
+        match atomic_migration(api, ctx) {
+            AtomicMigration::None => return 0,
+            AtomicMigration::Valkey => (
+                EVENT_ATOMIC_SLOT_MIGRATION,
+                Some(on_atomic_slot_migration),
+                OPTION_HANDLE_ATOMIC_SLOT_MIGRATION,
+            ),
+            AtomicMigration::Redis => {
+                (raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION, Some(on_redis_slot_migration), 0)
+            }
+        };
+    let event = RedisModuleEvent { id, dataver: 1 };
     // SAFETY: the load context; the callback lives as long as the module.
-    let status =
-        unsafe { (api.subscribe_to_server_event)(ctx, event, Some(on_atomic_slot_migration)) };
+    let status = unsafe { (api.subscribe_to_server_event)(ctx, event, callback) };
     if status != raw::REDISMODULE_OK as c_int {
         redis_module::logging::log_warning(
-            "ratelimit: Valkey refused the atomic slot migration event; not declaring support",
+            "ratelimit: the server refused its slot migration event; not declaring support",
         );
         return 0;
     }
-    OPTION_HANDLE_ATOMIC_SLOT_MIGRATION
+    option
 }
 
 /// The slot ranges of a migration event's data (empty if there is none).
@@ -195,26 +233,36 @@ unsafe fn ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
 /// The atomic slot migration event (Valkey ≥ 9).
 unsafe extern "C" fn on_atomic_slot_migration(
     ctx: *mut RedisModuleCtx,
-    _event: RedisModuleEvent,
+    event: RedisModuleEvent,
     subevent: u64,
     data: *mut c_void,
 ) {
     // SAFETY: the server passes this event's data.
     let ranges = unsafe { ranges_of(data) };
+    migration_event(ctx, event, subevent, &ranges);
+}
+
+/// A migration's step (Valkey's subevent numbers), on the slots it moves.
+fn migration_event(
+    ctx: *mut RedisModuleCtx,
+    _event: RedisModuleEvent,
+    subevent: u64,
+    ranges: &[(u16, u16)],
+) {
     let what = match subevent {
         EXPORT_STARTED => {
-            mark_exporting(&ranges, true);
+            mark_exporting(ranges, true);
             super::propagation::doubt_now();
             "export started"
         }
         EXPORT_COMPLETED => {
-            mark_exporting(&ranges, false);
-            super::wait::slots_left(ctx, &ranges);
+            mark_exporting(ranges, false);
+            super::wait::slots_left(ctx, ranges);
             "export completed"
         }
         EXPORT_ABORTED => {
-            mark_exporting(&ranges, false);
-            super::wait::slots_stayed(ctx, &ranges);
+            mark_exporting(ranges, false);
+            super::wait::slots_stayed(ctx, ranges);
             "export aborted"
         }
         IMPORT_STARTED => "import started",
@@ -227,6 +275,52 @@ unsafe extern "C" fn on_atomic_slot_migration(
         "ratelimit: atomic slot migration {what}: slots {}",
         listed.join(" ")
     ));
+}
+
+/// The slot ranges of Redis' migration event data (empty if there is none).
+///
+/// # Safety
+/// `data` is NULL or the event's `RedisModuleClusterSlotMigrationInfo`, live for the call.
+unsafe fn redis_ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
+    // SAFETY: per the contract; the layout is the crate's binding of Redis' header.
+    let Some(info) = (unsafe { data.cast::<raw::RedisModuleClusterSlotMigrationInfo>().as_ref() })
+    else {
+        return Vec::new();
+    };
+    // SAFETY: `slots` is NULL or the info's live range array.
+    let Some(array) = (unsafe { info.slots.as_ref() }) else {
+        return Vec::new();
+    };
+    let count = usize::try_from(array.num_ranges).unwrap_or(0);
+    // SAFETY: the array holds `num_ranges` ranges.
+    let ranges = unsafe { array.ranges.as_slice(count) };
+    ranges
+        .iter()
+        .filter(|r| r.start <= r.end && usize::from(r.end) < SLOTS)
+        .map(|r| (r.start, r.end))
+        .collect()
+}
+
+/// Redis ≥ 8.4's slot migration event: the source's `MIGRATE_*` subevents are what Valkey's
+/// `EXPORT_*` are (untested, see [`declares_atomic_slot_migration`]).
+unsafe extern "C" fn on_redis_slot_migration(
+    ctx: *mut RedisModuleCtx,
+    event: RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    let as_valkey = match subevent {
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_STARTED => EXPORT_STARTED,
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_FAILED => EXPORT_ABORTED,
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_COMPLETED => EXPORT_COMPLETED,
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_STARTED => IMPORT_STARTED,
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_FAILED => IMPORT_ABORTED,
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_COMPLETED => IMPORT_COMPLETED,
+        _ => return,
+    };
+    // SAFETY: the server passes this event's data.
+    let ranges = unsafe { redis_ranges_of(data) };
+    migration_event(ctx, event, as_valkey, &ranges);
 }
 
 /// Where a key is served, for a waiter on it.
@@ -369,6 +463,15 @@ cccc 127.0.0.1:7002@17002 master - 0 0 3 connected 201-300 400
         // Importing here is not owning: the owner still answers for it.
         assert_eq!(redirect(NODES, 200).as_deref(), Some("MOVED 200 127.0.0.1:7001"));
         assert_eq!(redirect(NODES, 9000).as_deref(), Some("CLUSTERDOWN Hash slot not served"));
+    }
+
+    #[test]
+    fn versions_compare_by_major_and_minor() {
+        assert_eq!(major_minor("9.1.2"), (9, 1));
+        assert_eq!(major_minor("8.4.0"), (8, 4));
+        assert!(major_minor("8.10.1") >= (8, 4));
+        assert!(major_minor("8.2.3") < (8, 4));
+        assert_eq!(major_minor(""), (0, 0));
     }
 
     #[test]

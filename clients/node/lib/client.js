@@ -5,7 +5,7 @@
  */
 const { Transport } = require('./transport');
 const { toMs, toCount } = require('./duration');
-const { ALGORITHMS, COMMAND_OF, options, limitArgs, callOptions, decision, infoObject } = require('./commands');
+const { ALGORITHMS, COMMAND_OF, flag, options, limitArgs, callOptions, decision, infoObject } = require('./commands');
 const { show } = require('./duration');
 
 /** A policy name: a non-empty string. */
@@ -190,11 +190,17 @@ class RateLimit {
     if (limit.cost !== undefined) throw new TypeError('a policy has no cost: give cost to hit()');
     const args = ['RL.POLICY', 'SET', policyName(name), limit.algorithm.toUpperCase(), ...limitArgs(limit.algorithm, limit)];
     const o = opts || {};
+    // Checked before anything is sent: a policy is replaced whole, so a misread option would
+    // silently change a live limit.
+    const clear = flag(o.clear, 'clear');
+    const shadow = flag(o.shadow, 'shadow');
     if (o.ban !== undefined && o.ban !== null) {
       args.push('BAN', toMs(o.ban, 'ban'));
-      if (o.clear) args.push('CLEAR');
+      if (clear) args.push('CLEAR');
+    } else if (clear) {
+      throw new TypeError('clear needs ban (BAN d CLEAR)');
     }
-    if (o.shadow) args.push('SHADOW');
+    if (shadow) args.push('SHADOW');
     if (o.for !== undefined && o.for !== null) args.push('FOR', this._key(o.for));
     await this.transport.sendToPrimaries(args);
   }

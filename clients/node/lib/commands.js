@@ -14,6 +14,19 @@ function required(opts, name, alias) {
   return v;
 }
 
+/**
+ * A yes/no option: true or false (undefined and null: false). Anything else — 'yes', 1, 'false'
+ * — is a TypeError, not a truthy guess: `shadow: 'no'` must not make a live policy a shadow one.
+ * @param {unknown} value
+ * @param {string} name
+ * @returns {boolean}
+ */
+function flag(value, name) {
+  if (value === undefined || value === null || value === false) return false;
+  if (value === true) return true;
+  throw new TypeError(`option ${name} must be true or false (got ${show(value)})`);
+}
+
 /** The parameters each algorithm needs, for the message when no options object is given. */
 const NEEDS = { token: '{capacity, rate, period}', period: '{limit, period}', slide: '{limit, window}', leaky: '{capacity, rate, period}' };
 
@@ -49,7 +62,7 @@ function limitArgs(algorithm, o) {
   switch (algorithm) {
     case 'token':
       a.push(toCount(required(o, 'capacity'), 'capacity'), toCount(required(o, 'rate'), 'rate'), toMs(required(o, 'period'), 'period'));
-      if (o.step) a.push('STEP');
+      if (flag(o.step, 'step')) a.push('STEP');
       break;
     case 'period':
       a.push(toCount(required(o, 'limit'), 'limit'), toMs(required(o, 'period'), 'period'));
@@ -57,7 +70,7 @@ function limitArgs(algorithm, o) {
         a.push('ALIGN');
         if (o.align !== true) a.push(toOffsetMs(o.align));
       }
-      if (o.keepPeriod) a.push('KEEPPERIOD');
+      if (flag(o.keepPeriod, 'keepPeriod')) a.push('KEEPPERIOD');
       break;
     case 'slide':
       a.push(toCount(required(o, 'limit'), 'limit'), toMs(required(o, 'window', 'period'), 'window'));
@@ -65,7 +78,7 @@ function limitArgs(algorithm, o) {
       break;
     case 'leaky':
       a.push(toCount(required(o, 'capacity'), 'capacity'), toCount(required(o, 'rate'), 'rate'), toMs(required(o, 'period'), 'period'));
-      if (o.nodelay) a.push('NODELAY');
+      if (flag(o.nodelay, 'nodelay')) a.push('NODELAY');
       if (o.delay !== undefined && o.delay !== null) a.push('DELAY', toCount(o.delay, 'delay'));
       break;
     default:
@@ -81,12 +94,14 @@ function callOptions(o, { ban = true, wait = true, fresh = true } = {}) {
   if (o === undefined || o === null) return a;
   if (ban && o.ban !== undefined && o.ban !== null) {
     a.push('BAN', toMs(o.ban, 'ban'));
-    if (o.clear) a.push('CLEAR');
+    if (flag(o.clear, 'clear')) a.push('CLEAR');
+  } else if (ban) {
+    flag(o.clear, 'clear');
   }
   if (wait && o.wait !== undefined && o.wait !== null && o.wait !== false) a.push('WAIT', toMs(o.wait, 'wait'));
-  if (o.dryRun) a.push('DRYRUN');
+  if (flag(o.dryRun, 'dryRun')) a.push('DRYRUN');
   if (o.at !== undefined && o.at !== null) a.push('AT', toCount(o.at, 'at'));
-  if (fresh && o.fresh) a.push('FRESH');
+  if (fresh && flag(o.fresh, 'fresh')) a.push('FRESH');
   return a;
 }
 
@@ -147,4 +162,4 @@ function infoObject(reply) {
   return out;
 }
 
-module.exports = { ALGORITHMS, COMMAND_OF, NEEDS, options, limitArgs, callOptions, decision, infoFields, infoObject, toOffsetMs };
+module.exports = { ALGORITHMS, COMMAND_OF, NEEDS, flag, options, limitArgs, callOptions, decision, infoFields, infoObject, toOffsetMs };

@@ -359,6 +359,11 @@ export function keySlot(key: string | Buffer): number;
 export interface RateLimitMetricsOptions {
   /** Expose the n most refused keys (RL.TOP) as ratelimit_top_key_refused{key}: 0 … 100 (default 0, off). */
   topKeys?: number;
+  /**
+   * How long a scrape waits for the servers (ms or a duration such as "2s"; default 5 s): past
+   * it the scrape answers ratelimit_up 0 with the middleware's counters.
+   */
+  timeout?: Duration;
 }
 
 /**
@@ -398,8 +403,9 @@ export type RateLimitMiddlewareOptions<Req extends RequestLike = RequestLike, Re
   /** the permits a request takes (default 1) */
   cost?: (req: Req) => number | Promise<number>;
   /**
-   * the namespace of this middleware's keys (default: "rl:<algorithm>:<id>:", id derived from the
-   * limit's parameters, so middlewares with different limits never share counters)
+   * the namespace of this middleware's keys (default on a server policy: "ratelimit:", the key
+   * every package writes for a tenant; with a limit of its own: "rl:<algorithm>:<id>:", id
+   * derived from the limit's parameters, so middlewares with different limits never share counters)
    */
   prefix?: string;
   /** group IPv6 client addresses by this prefix length in the default key (default 56; false: the full address) */

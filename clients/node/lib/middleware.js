@@ -13,7 +13,7 @@ const { createHash } = require('node:crypto');
 const { countDecision } = require('./outcomes');
 const { RateLimit } = require('./client');
 const { toMs, toCount, show } = require('./duration');
-const { ALGORITHMS, COMMAND_OF, limitArgs, callOptions, decision } = require('./commands');
+const { ALGORITHMS, COMMAND_OF, limitArgs, callOptions, decision, infoObject, flag } = require('./commands');
 const { RateLimitTimeoutError } = require('./errors');
 const { addressKey } = require('./client-address');
 
@@ -52,8 +52,81 @@ function defaultNamespace(algorithm, fixedArgs) {
 
 const ceilS = (ms) => Math.ceil(ms / 1000);
 
+/**
+ * The default key prefix of a middleware on a server policy: the key is `ratelimit:` + the
+ * tenant (the key function's result, by default the client's address as addressKey gives it),
+ * the same key Python's and Go's middlewares write for the same tenant (docs/clients.md,
+ * "Keys"). The policy name is not part of the key: a tenant moved to another tier keeps its
+ * counter.
+ */
+const SERVER_POLICY_PREFIX = 'ratelimit:';
+
+/** How long a server policy's definition (for the `w` of RateLimit-Policy) is reused, in ms. */
+const POLICY_CACHE_MS = 5000;
+
 /** The options that give the middleware a limit of its own (else `policy` names a server policy). */
 const LIMIT_PARAMETERS = ['capacity', 'rate', 'period', 'limit', 'window'];
+
+/**
+ * A server policy's quota and window from its RL.POLICY GET fields (as infoObject reads them),
+ * or null when they do not say (a newer algorithm).
+ */
+function policyOfDefinition(def) {
+  if (!def || typeof def !== 'object') return null;
+  const n = (x) => (typeof x === 'number' && Number.isSafeInteger(x) && x >= 0 ? x : null);
+  switch (def.algorithm) {
+    case 'token':
+    case 'leaky': {
+      const [capacity, rate, periodMs] = [n(def.capacity), n(def.rate), n(def.periodMs)];
+      return capacity === null || !rate || periodMs === null ? null : { q: capacity, w: ceilS((capacity * periodMs) / rate) };
+    }
+    case 'period':
+      return n(def.limit) === null || n(def.periodMs) === null ? null : { q: def.limit, w: ceilS(def.periodMs) };
+    case 'slide':
+      return n(def.limit) === null || n(def.windowMs) === null ? null : { q: def.limit, w: ceilS(def.windowMs) };
+    default:
+      return null;
+  }
+}
+
+/**
+ * Server policies' quota and window, read with RL.POLICY GET and reused for POLICY_CACHE_MS
+ * (per client and policy name, shared by every middleware of the process): the first request
+ * reads it beside its RL.HIT (in parallel), later ones use what is known and refresh it in the
+ * background when it is older than POLICY_CACHE_MS — one module command per decision on the
+ * hot path. A failed read (e.g. an ACL user without RL.POLICY GET) leaves `w` out.
+ */
+const policyCaches = new WeakMap();
+
+function policyCache(transport) {
+  let cache = policyCaches.get(transport);
+  if (!cache) {
+    cache = new Map();
+    policyCaches.set(transport, cache);
+  }
+  return cache;
+}
+
+/** Refreshes `name`'s entry; resolves when it is known (never rejects). */
+function readPolicy(transport, cache, name, timeoutMs) {
+  const entry = cache.get(name) || { policy: null, readAt: -Infinity, pending: null };
+  if (entry.pending) return entry.pending;
+  let timer;
+  const reply = transport.send(['RL.POLICY', 'GET', name], { keyIndex: -1, readonly: true });
+  const late = timeoutMs ? new Promise((_r, reject) => (timer = setTimeout(() => reject(new Error('timeout')), timeoutMs))) : null;
+  entry.pending = (late ? Promise.race([reply, late]) : reply)
+    .then((r) => policyOfDefinition(infoObject(r)), () => null)
+    .then((policy) => {
+      clearTimeout(timer);
+      entry.policy = policy;
+      entry.readAt = Date.now();
+      entry.pending = null;
+      return policy;
+    });
+  reply.catch(() => {}); // a late failure after the timeout
+  cache.set(name, entry);
+  return entry.pending;
+}
 
 /** The policy's quota and window (seconds): q permits per w seconds for each algorithm. */
 function policyOf(o) {
@@ -120,7 +193,7 @@ function rateLimit(options) {
     command = 'RL.HIT';
     fixedArgs = [];
     policyHeader = null;
-    defaultPrefix = `rl:policy:${policyName}:`;
+    defaultPrefix = SERVER_POLICY_PREFIX;
   } else {
     const limitOpts = { ...o };
     for (const k of ['client', 'key', 'cost', 'prefix', 'policy', 'skip', 'handler', 'failOpen', 'algorithm', 'timeout', 'ipv6Subnet']) delete limitOpts[k];
@@ -137,6 +210,12 @@ function rateLimit(options) {
     defaultPrefix = null;
   }
   const transport = limiter.transport;
+  // Only a leaky bucket of the middleware's own in delay mode holds admitted requests (its
+  // reply's retryAfterMs is the delay); any other admitted reply with a retry time — a SHADOW
+  // policy's would-be refusal — goes through at once. A server policy never delays.
+  const delays = !onServerPolicy && o.algorithm === 'leaky' && !flag(o.nodelay, 'nodelay');
+  const failOpen = flag(o.failOpen, 'failOpen');
+  const policies = onServerPolicy ? policyCache(transport) : null;
   const prefix = o.prefix !== undefined && o.prefix !== null ? String(o.prefix) : defaultPrefix || defaultNamespace(o.algorithm, fixedArgs);
   const keyPrefix = (limiter.prefix || '') + prefix;
 
@@ -160,7 +239,23 @@ function rateLimit(options) {
     const serverKey = transport.serverKey(keyPrefix + keyOrAddress(key, req));
     const args = onServerPolicy ? [command, policyName, serverKey] : [command, serverKey, ...fixedArgs];
     if (costOf) args.push('COST', toCount(cost, 'cost'));
-    return withTimeout(transport.send(args, { keyIndex: onServerPolicy ? 2 : 1 })).then(decision);
+    const decided = withTimeout(transport.send(args, { keyIndex: onServerPolicy ? 2 : 1 })).then(decision);
+    if (!onServerPolicy) return decided;
+    // The policy's window for RateLimit-Policy: read once beside the first decision, then reused.
+    const entry = policies.get(policyName);
+    if (entry === undefined) return Promise.all([decided, readPolicy(transport, policies, policyName, timeoutMs)]).then(([d]) => d);
+    if (Date.now() - entry.readAt > POLICY_CACHE_MS) readPolicy(transport, policies, policyName, timeoutMs);
+    return decided;
+  }
+
+  /** RateLimit-Policy of a reply: the middleware's own limit, or the server policy's quota
+   * (from the reply) and window (from its definition, when the reply is under it and not
+   * under a key's override of another quota). */
+  function policyHeaderOf(d) {
+    if (policyHeader) return policyHeader;
+    const entry = policies.get(policyName);
+    const known = entry && entry.policy;
+    return known && known.q === d.limit ? `"${policyName}";q=${d.limit};w=${known.w}` : `"${policyName}";q=${d.limit}`;
   }
 
   // One command per request; no extra promise when key() and cost() are synchronous.
@@ -172,13 +267,14 @@ function rateLimit(options) {
   }
 
   function respond(req, res, next, d) {
-    res.setHeader('RateLimit-Policy', policyHeader || `"${policyName}";q=${d.limit}`);
+    res.setHeader('RateLimit-Policy', policyHeaderOf(d));
     res.setHeader('RateLimit', `"${policyName}";r=${d.remaining};t=${ceilS(d.resetAfterMs)}`);
     req.rateLimit = d;
     if (d.allowed) {
       // RL.LEAKY in delay mode: the request proceeds after the water ahead of it has drained
-      // (nginx limit_req); with nodelay (or any other algorithm) retryAfterMs is 0.
-      if (d.retryAfterMs > 0) return void setTimeout(next, d.retryAfterMs);
+      // (nginx limit_req). Nothing else waits: a SHADOW policy's admitted would-be refusal
+      // carries a retry time too, and must not hold the request (issue 31, defect 3).
+      if (delays && d.retryAfterMs > 0) return void setTimeout(next, d.retryAfterMs);
       return next();
     }
     if (d.retryAfterMs >= 0) res.setHeader('Retry-After', String(ceilS(d.retryAfterMs)));
@@ -209,10 +305,10 @@ function rateLimit(options) {
       },
       (err) => {
         countDecision(policyName, 'error');
-        return o.failOpen ? next() : next(err);
+        return failOpen ? next() : next(err);
       },
     );
   };
 }
 
-module.exports = { rateLimit, policyOf, DEFAULT_TIMEOUT_MS };
+module.exports = { rateLimit, policyOf, policyOfDefinition, DEFAULT_TIMEOUT_MS, SERVER_POLICY_PREFIX, POLICY_CACHE_MS };

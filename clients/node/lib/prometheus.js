@@ -14,6 +14,10 @@
  */
 const { Transport } = require('./transport');
 const { decisionCounts, OUTCOMES } = require('./outcomes');
+const { toMs } = require('./duration');
+
+/** How long a scrape waits for the servers by default (ms): below Prometheus' 10 s scrape timeout. */
+const DEFAULT_SCRAPE_TIMEOUT_MS = 5000;
 
 /** INFO commands whose calls decide nothing (their admitted/limited stay 0). */
 const NOT_DECIDING = new Set(['peek', 'info', 'restore', 'top', 'refund', 'release', 'policy']);
@@ -113,7 +117,11 @@ function commandsOf(fields) {
  * Registers the module's metrics and the middleware's in `registry` (a prom-client Registry).
  * @param {object} registry  prom-client Registry (e.g. require('prom-client').register)
  * @param {object|Function} client  ioredis Redis/Cluster, node-redis client/cluster, or a sendCommand function
- * @param {{topKeys?: number}} [options]  topKeys: expose the n most refused keys (0 … 100, default 0)
+ * @param {{topKeys?: number, timeout?: number|string}} [options]  topKeys: expose the n most
+ *   refused keys (0 … 100, default 0); timeout: how long a scrape waits for the servers (ms or
+ *   a duration such as '2s'; default 5 s) — past it the scrape answers ratelimit_up 0 with the
+ *   middleware's counters, and the next scrape waits for the same late replies instead of
+ *   queueing more commands behind them
  * @returns {object[]} the metrics registered
  */
 function registerRateLimitMetrics(registry, client, options = {}) {
@@ -121,6 +129,8 @@ function registerRateLimitMetrics(registry, client, options = {}) {
   if (!Number.isInteger(topKeys) || topKeys < 0 || topKeys > MAX_TOP_KEYS) {
     throw new TypeError(`topKeys must be an integer from 0 to ${MAX_TOP_KEYS}`);
   }
+  const timeoutMs = options.timeout === undefined ? DEFAULT_SCRAPE_TIMEOUT_MS : toMs(options.timeout, 'timeout');
+  if (!(timeoutMs > 0)) throw new TypeError('timeout must be a positive duration');
   Transport.of(client); // refuses what is not a client now, not at the first scrape
   let prom;
   try {
@@ -130,11 +140,25 @@ function registerRateLimitMetrics(registry, client, options = {}) {
   }
 
   // One scrape of the servers shared by every metric collected at once (prom-client collects
-  // them concurrently); a failed scrape leaves the server metrics empty and ratelimit_up 0.
+  // them concurrently); a failed or late scrape leaves the server metrics empty and
+  // ratelimit_up 0. The servers' replies themselves (`asked`) are awaited by later scrapes
+  // while they are late, so a hung server gets one INFO, not one per scrape.
   let inflight = null;
+  let asked = null;
   const snapshot = () => {
     if (inflight === null) {
-      inflight = scrape(client, topKeys).catch((error) => ({ error }));
+      if (asked === null) {
+        const mine = scrape(client, topKeys).catch((error) => ({ error }));
+        asked = mine;
+        mine.then(() => {
+          if (asked === mine) asked = null;
+        });
+      }
+      let timer;
+      const late = new Promise((resolve) => {
+        timer = setTimeout(() => resolve({ error: new Error(`the servers did not answer the scrape within ${timeoutMs} ms`) }), timeoutMs);
+      });
+      inflight = Promise.race([asked, late]).finally(() => clearTimeout(timer));
       inflight.then(() => setImmediate(() => (inflight = null)));
     }
     return inflight;
@@ -197,4 +221,4 @@ function registerRateLimitMetrics(registry, client, options = {}) {
   ];
 }
 
-module.exports = { registerRateLimitMetrics, parseInfo };
+module.exports = { registerRateLimitMetrics, parseInfo, DEFAULT_SCRAPE_TIMEOUT_MS };

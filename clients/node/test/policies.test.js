@@ -92,9 +92,9 @@ describe('policies on one server', () => {
         mw({ ip: '192.0.2.50', headers: {} }, res, () => resolve({ status: 200, headers }));
       });
     const ok = await run();
-    assert.deepEqual([ok.status, ok.headers['RateLimit-Policy']], [200, '"web";q=1']);
+    assert.deepEqual([ok.status, ok.headers['RateLimit-Policy']], [200, '"web";q=1;w=60']);
     assert.equal((await run()).status, 429);
-    assert.equal(await redis.exists('rl:policy:web:192.0.2.50'), 1);
+    assert.equal(await redis.exists('ratelimit:192.0.2.50'), 1, 'the default key layout: ratelimit:<tenant>');
   });
 });
 

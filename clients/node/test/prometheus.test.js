@@ -162,3 +162,43 @@ test('a cluster: every primary scraped once, counters added up', async () => {
     await cluster.stop();
   }
 });
+
+// Issue 31, defect 6: with Redis paused (SIGSTOP, as a hung or partitioned server looks), a
+// scrape answers within the collector's timeout with ratelimit_up 0 and the middleware's own
+// counters — before Prometheus' 10 s scrape timeout — instead of waiting for Redis.
+test('a paused server: the scrape answers ratelimit_up 0 within the timeout, then recovers', async () => {
+  const server = await startServer();
+  const redis = new Redis({ port: server.port });
+  const mw = rateLimit({ client: redis, algorithm: 'period', limit: 5, period: '1m', policy: 'paused-test', timeout: 200 });
+  try {
+    assert.equal(await through(mw, '192.0.2.77'), 200);
+    const registries = [new promClient.Registry(), new promClient.Registry()];
+    registerRateLimitMetrics(registries[0], redis); // the default timeout (5 s)
+    registerRateLimitMetrics(registries[1], redis, { timeout: '1s' });
+    assert.equal((await samples(registries[1])).ratelimit_up, 1);
+    process.kill(server.child.pid, 'SIGSTOP');
+    try {
+      assert.equal(await through(mw, '192.0.2.77'), 500, 'the middleware times out: an error');
+      for (const registry of [registries[1], registries[1], registries[0]]) {
+        let timer;
+        const prometheusGivesUp = new Promise((r) => (timer = setTimeout(() => r('prometheus gave up'), 9000)));
+        const s = await Promise.race([samples(registry), prometheusGivesUp]).finally(() => clearTimeout(timer));
+        assert.notEqual(s, 'prometheus gave up', 'the scrape waited for the paused server');
+        assert.equal(s.ratelimit_up, 0);
+        assert.equal(Object.keys(s).filter((k) => k.startsWith('ratelimit_decisions_total')).length, 0);
+        assert.equal(s['ratelimit_middleware_decisions_total{policy="paused-test",outcome="error"}'], 1);
+        assert.equal(s['ratelimit_middleware_decisions_total{policy="paused-test",outcome="admitted"}'], 1);
+      }
+    } finally {
+      process.kill(server.child.pid, 'SIGCONT');
+    }
+    const s = await samples(registries[1]);
+    assert.equal(s.ratelimit_up, 1);
+    assert.ok(s['ratelimit_decisions_total{command="period",outcome="admitted"}'] >= 1);
+    assert.throws(() => registerRateLimitMetrics(new promClient.Registry(), redis, { timeout: 0 }), TypeError);
+    assert.throws(() => registerRateLimitMetrics(new promClient.Registry(), redis, { timeout: 'soon' }), TypeError);
+  } finally {
+    redis.disconnect();
+    await server.stop();
+  }
+});

@@ -72,7 +72,7 @@ def test_middleware_async_key_and_cost(server: Server, raw: redis.Redis) -> None
     with TestClient(app) as http:
         ok = http.get("/?t=a&cost=7")
         assert ok.status_code == 200 and ok.headers["ratelimit"].startswith('"bytes";r=3;')
-        assert "w=" not in ok.headers["ratelimit-policy"]  # a bucket has no window
+        assert ok.headers["ratelimit-policy"] == '"bytes";q=10;w=10'  # a full bucket refills in 10 s
         refused = http.get("/?t=a&cost=4")
         assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
         never = http.get("/?t=b&cost=11")

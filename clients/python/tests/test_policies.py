@@ -103,7 +103,7 @@ def test_the_middleware_takes_its_limit_from_a_policy(r: RateLimit, server: Serv
     r.set_policy("web", Period(1, "1m"))
     with TestClient(app) as http:
         first = http.get("/")
-        assert first.status_code == 200 and first.headers["ratelimit-policy"] == '"web";q=1'
+        assert first.status_code == 200 and first.headers["ratelimit-policy"] == '"web";q=1;w=60'
         assert http.get("/").status_code == 429
         r.set_policy("web", Period(3, "1m"))  # live, without a deploy
         assert http.get("/").status_code == 200

@@ -5,10 +5,16 @@ a server that does not answer gives ratelimit_up 0."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
+import time
 from typing import Dict, Iterator, List
 
 import pytest
 import redis
+import redis.asyncio
+import redis.asyncio.cluster
 import redis.cluster
 from conftest import Server
 from prometheus_client import CollectorRegistry, generate_latest
@@ -20,7 +26,7 @@ from starlette.testclient import TestClient
 
 from redis_ratelimit import AsyncRateLimit, Period, RateLimit
 from redis_ratelimit.middleware import RateLimitMiddleware
-from redis_ratelimit.prometheus import RateLimitCollector
+from redis_ratelimit.prometheus import DEFAULT_TIMEOUT_S, AsyncRateLimitCollector, RateLimitCollector
 
 
 def samples(registry: CollectorRegistry) -> Dict[str, float]:
@@ -161,3 +167,103 @@ def test_a_cluster_adds_up_its_primaries(cluster: List[Server]) -> None:
     for key in keys:
         assert s[f'ratelimit_top_key_refused{{key="prom:{key}"}}'] == 1
     rc.close()
+
+
+def test_a_paused_server_answers_up_0_within_the_timeout(own_server: Server) -> None:
+    # Issue 31, defect 6 (both packages): Redis paused (SIGSTOP) — a scrape answers within the
+    # collector's timeout, ratelimit_up 0, well before Prometheus' 10 s; later scrapes do too
+    # without queueing more commands behind the late one; it recovers when the server does.
+    assert DEFAULT_TIMEOUT_S == 5.0
+    registry = CollectorRegistry()
+    registry.register(RateLimitCollector(redis.Redis(port=own_server.port), timeout=0.5))
+    assert samples(registry)["ratelimit_up"] == 1
+    os.kill(own_server.process.pid, signal.SIGSTOP)
+    try:
+        for _ in range(3):
+            started = time.monotonic()
+            s = samples(registry)
+            assert time.monotonic() - started < 9, "the scrape waited for the paused server"
+            assert s["ratelimit_up"] == 0
+            assert not [k for k in s if k.startswith("ratelimit_decisions_total")]
+    finally:
+        os.kill(own_server.process.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 10
+    while samples(registry)["ratelimit_up"] != 1:
+        assert time.monotonic() < deadline, "the collector did not recover"
+        time.sleep(0.05)
+    assert info_calls(redis.Redis(port=own_server.port)) <= 4, "one INFO for the late scrapes, not one each"
+    with pytest.raises(ValueError):
+        RateLimitCollector(redis.Redis(), timeout=0)
+
+
+async def test_the_asyncio_collector(own_server: Server) -> None:
+    # Issue 32: an asyncio app's collector — its redis.asyncio client, the same metrics.
+    raw = redis.Redis(port=own_server.port)
+    for _ in range(3):
+        raw.execute_command("RL.TOKEN", "a", 1, 1, "1h")  # 1 admitted, 2 limited
+    client = redis.asyncio.Redis(port=own_server.port)
+    collector = AsyncRateLimitCollector(client, top_keys=3, timeout=0.5)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    assert samples(registry)["ratelimit_up"] == 0, "nothing read yet"
+    assert await collector.refresh()
+    s = samples(registry)
+    assert s["ratelimit_up"] == 1
+    assert s['ratelimit_decisions_total{command="token",outcome="admitted"}'] == 1
+    assert s['ratelimit_decisions_total{command="token",outcome="limited"}'] == 2
+    assert s['ratelimit_top_key_refused{key="a"}'] == 2
+    # The sync collector says the same of the same server.
+    sync = CollectorRegistry()
+    sync.register(RateLimitCollector(redis.Redis(port=own_server.port), top_keys=3))
+    assert {k: v for k, v in samples(sync).items() if "calls" not in k} == {
+        k: v for k, v in samples(registry).items() if "calls" not in k
+    }
+    # Its ASGI app refreshes, then renders the registry.
+    sent: List[Dict[str, object]] = []
+
+    async def receive() -> Dict[str, object]:
+        return {"type": "http.request"}
+
+    async def send(message: Dict[str, object]) -> None:
+        sent.append(message)
+
+    raw.execute_command("RL.TOKEN", "a", 1, 1, "1h")
+    await collector.asgi_app(registry)({"type": "http", "path": "/metrics"}, receive, send)
+    assert sent[0]["status"] == 200
+    body = sent[1]["body"]
+    assert isinstance(body, bytes) and b'ratelimit_decisions_total{command="token",outcome="limited"} 3.0' in body
+    # Paused: up 0 within the timeout.
+    os.kill(own_server.process.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        assert not await collector.refresh()
+        assert time.monotonic() - started < 9
+        assert samples(registry)["ratelimit_up"] == 0
+    finally:
+        os.kill(own_server.process.pid, signal.SIGCONT)
+    deadline = time.monotonic() + 10
+    while not await collector.refresh():
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    await client.aclose()
+    with pytest.raises(TypeError):
+        AsyncRateLimitCollector(redis.Redis())  # type: ignore[arg-type]
+
+
+async def test_the_asyncio_collector_on_a_cluster(cluster: List[Server]) -> None:
+    rc = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster[0].port)
+    for node in cluster:
+        redis.Redis(port=node.port).execute_command("RL.TOP", "RESET")
+    keys = ["a", "b", "c", "d", "e", "f"]
+    for key in keys:
+        for _ in range(2):
+            await rc.execute_command("RL.TOKEN", f"aprom:{key}", 1, 1, "1h")
+    collector = AsyncRateLimitCollector(rc, top_keys=10)
+    registry = CollectorRegistry()
+    registry.register(collector)
+    assert await collector.refresh()
+    s = samples(registry)
+    assert s["ratelimit_top_refusals"] == 6
+    for key in keys:
+        assert s[f'ratelimit_top_key_refused{{key="aprom:{key}"}}'] == 1
+    await rc.aclose()

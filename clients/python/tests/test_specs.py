@@ -47,7 +47,7 @@ def test_durations() -> None:
     assert [duration_ms(d) for d in ("1500", "1500ms", "2s", "1M", "24h", "1d", "soon")] == [
         1500, 1500, 2000, 60_000, 86_400_000, 86_400_000, None,
     ]  # fmt: skip
-    assert Period(5, "1m").window_ms() == 60_000 and Token(5, 1, "1m").window_ms() is None
+    assert Period(5, "1m").window_ms() == 60_000 and Token(5, 1, "1m").window_ms() == 300_000  # a full refill
 
 
 def test_bad_all_inputs() -> None:

@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from redis.exceptions import ResponseError
 
 from .decision import AllDecision, Decision, LeaseDecision
-from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Throttle, Token, duration_arg, duration_ms
+from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Throttle, Token, duration_arg, duration_ms, flag
 
 #: A value of ``RL.INFO``: an integer, a text (``algorithm``), or a list (``leases``,
 #: ``window_counts``).
@@ -49,7 +49,7 @@ def options(
         args += ["BAN", duration_arg(ban)]
     if wait is not None:
         args += ["WAIT", duration_arg(wait)]
-    if dryrun:
+    if flag(dryrun, "dryrun"):
         args.append("DRYRUN")
     if at is not None:
         args += ["AT", at]
@@ -116,7 +116,7 @@ def all_of(
     args: List[Arg] = ["RL.ALL", len(pairs), *(key for key, _ in pairs)]
     for i, (_, spec) in enumerate(pairs):
         args += [_keyword(spec), *spec.params(1 if costs is None else costs[i])]
-    if dryrun:
+    if flag(dryrun, "dryrun"):
         args.append("DRYRUN")
     if at is not None:
         args += ["AT", at]
@@ -274,7 +274,10 @@ def policy_set(
     shadow: bool = False,
     for_key: Optional[Union[str, bytes]] = None,
 ) -> List[Arg]:
-    """``RL.POLICY SET name <ALGORITHM params> [BAN d [CLEAR]] [SHADOW] [FOR key]``."""
+    """``RL.POLICY SET name <ALGORITHM params> [BAN d [CLEAR]] [SHADOW] [FOR key]``. The
+    yes/no options are checked before anything is sent: a ``SET`` replaces the policy whole."""
+    flag(clear, "clear")
+    flag(shadow, "shadow")
     if clear and ban is None:
         raise ValueError("clear needs ban (BAN d CLEAR)")
     args: List[Arg] = ["RL.POLICY", "SET", name, _keyword(limit), *limit.params(1)]

@@ -44,6 +44,24 @@ def duration_ms(value: Duration) -> Optional[int]:
     return int(text) if text.isdigit() else None
 
 
+def flag(value: object, name: str) -> bool:
+    """A yes/no option: ``True`` or ``False`` only. ``"yes"``, ``1`` or ``"false"`` are a
+    ``TypeError``, never a truthy guess (``shadow="no"`` must not turn a live policy into a
+    shadow one)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _bucket_window_ms(capacity: int, rate: int, period: Duration) -> Optional[int]:
+    """The time a full bucket of ``capacity`` takes to refill (drain) at ``rate`` per
+    ``period``, in ms, rounded up: the ``w`` of a bucket's ``RateLimit-Policy``."""
+    period_ms = duration_ms(period)
+    if period_ms is None or not isinstance(rate, int) or rate <= 0 or not isinstance(capacity, int):
+        return None
+    return -(-capacity * period_ms // rate)
+
+
 def _cost(cost: int) -> List[Arg]:
     return [] if cost == 1 else ["COST", cost]
 
@@ -58,6 +76,9 @@ class Token:
     period: Duration
     step: bool = False
 
+    def __post_init__(self) -> None:
+        flag(self.step, "step")
+
     def command(self) -> str:
         return "RL.TOKEN"
 
@@ -66,7 +87,8 @@ class Token:
         return args + (["STEP"] if self.step else [])
 
     def window_ms(self) -> Optional[int]:
-        return None
+        """The time a full bucket takes to refill: ``capacity × period / rate``."""
+        return _bucket_window_ms(self.capacity, self.rate, self.period)
 
 
 @dataclass(frozen=True)
@@ -126,6 +148,9 @@ class Leaky:
     nodelay: bool = False
     delay: Optional[int] = None
 
+    def __post_init__(self) -> None:
+        flag(self.nodelay, "nodelay")
+
     def command(self) -> str:
         return "RL.LEAKY"
 
@@ -138,7 +163,8 @@ class Leaky:
         return args
 
     def window_ms(self) -> Optional[int]:
-        return None
+        """The time a full bucket takes to drain: ``capacity × period / rate``."""
+        return _bucket_window_ms(self.capacity, self.rate, self.period)
 
 
 #: Any limit that ``RL.ALL`` can combine.
