@@ -16,7 +16,7 @@ use ratelimit_core::algorithms::leaky::{LeakMode, LeakyParams};
 use ratelimit_core::algorithms::period::PeriodParams;
 use ratelimit_core::algorithms::slide::SlideParams;
 use ratelimit_core::algorithms::token::TokenParams;
-use ratelimit_core::features::policy::{Definition, PolicyTable};
+use ratelimit_core::features::policy::{Definition, PolicyTable, SetTarget, Target};
 use ratelimit_core::grammar::args::{
     parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT,
 };
@@ -103,9 +103,9 @@ fuzz_target!(|data: &[u8]| {
             run(&request);
         }
         let mut table = PolicyTable::new();
-        let key = key.as_deref();
-        if table.set(b"p", None, definition.clone(), 10).is_ok()
-            && (key.is_none() || table.set(b"p", key, definition, 10).is_ok())
+        let target = SetTarget::target(&key);
+        if table.set(b"p", Target::Policy, definition.clone(), 10).is_ok()
+            && (target == Target::Policy || table.set(b"p", target, definition, 10).is_ok())
         {
             assert_eq!(PolicyTable::decode(&table.encode()).as_ref(), Ok(&table));
         }
@@ -122,8 +122,7 @@ fn run_all(all: &AllRequest) {
     let now = all.at_ms.unwrap_or(NOW_MS);
     let mut slots: Vec<Option<PackedLimiter>> = (0..all.key_count).map(|_| None).collect();
     for _ in 0..2 {
-        let mut held: Vec<Option<&mut PackedLimiter>> =
-            slots.iter_mut().map(Option::as_mut).collect();
+        let held: Vec<Option<&mut PackedLimiter>> = slots.iter_mut().map(Option::as_mut).collect();
         let verdict = judge_all(held, all, now).expect("every key holds its own limit");
         assert!((1..=all.key_count as i64).contains(&verdict.head[5]), "{verdict:?}");
         assert_eq!(verdict.details.len(), all.key_count);

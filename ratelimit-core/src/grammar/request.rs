@@ -68,8 +68,11 @@ pub struct Request {
     /// `FRESH`: judged against a fresh limiter with these parameters, as if the key were
     /// missing; admitted, it replaces whatever the key holds for this algorithm.
     pub fresh: bool,
+    /// `DEADLINE unix-ms`: past this instant on the server's clock the call changes nothing
+    /// (checked by the shell with [`crate::grammar::args::check_deadline`] before judging).
+    pub deadline_ms: Option<i64>,
     /// `ATMOST n` (direct commands only): `cost` is the most the request takes; it takes what
-    /// is left up to that, resolved against the key by [`crate::at_most::resolve_at_most`].
+    /// is left up to that, resolved against the key by [`crate::steps::at_most::resolve_at_most`].
     pub at_most: bool,
 }
 
@@ -83,6 +86,7 @@ const TOKEN_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::Deadline,
     Keyword::AtMost,
 ];
 const PERIOD_OPTIONS: &[Keyword] = &[
@@ -95,6 +99,7 @@ const PERIOD_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::Deadline,
     Keyword::AtMost,
 ];
 const SLIDE_OPTIONS: &[Keyword] = &[
@@ -108,6 +113,7 @@ const SLIDE_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::Deadline,
     Keyword::AtMost,
 ];
 const LEAKY_OPTIONS: &[Keyword] = &[
@@ -120,6 +126,7 @@ const LEAKY_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::Deadline,
     Keyword::AtMost,
 ];
 
@@ -218,6 +225,7 @@ impl Request {
                     clear: false,
                     wait_ms: None,
                     fresh: false,
+                    deadline_ms: parsed.options.deadline_ms,
                     at_most: false,
                 })
             }
@@ -234,6 +242,7 @@ impl Request {
             clear: options.clear,
             wait_ms: options.wait_ms,
             fresh: options.fresh,
+            deadline_ms: options.deadline_ms,
             at_most: options.at_most,
         }
     }
@@ -274,6 +283,10 @@ pub type PerKey<T> = Bounded<T, { MAX_ALL_KEYS as usize }>;
 ///        | LEAKY capacity rate period [NODELAY | DELAY d] [COST n]
 /// ```
 ///
+/// Any group may also say `SHADOW`: it is judged and answered like the others but never
+/// refuses the call; it takes its cost when it admits and the call is admitted, and is left
+/// unchanged when it refuses.
+///
 /// A group runs from its keyword to the next group keyword; its options come in any order,
 /// each at most once. `DRYRUN` and `AT` belong to the whole call: they may follow any group,
 /// once per call.
@@ -285,9 +298,33 @@ pub struct AllRequest {
     pub limits: PerKey<Request>,
     pub dry_run: bool,
     pub at_ms: Option<i64>,
+    /// `DEADLINE unix-ms` (once per call, after any group): see [`Request::deadline_ms`].
+    pub deadline_ms: Option<i64>,
     /// A group is `POLICY name`: the call's arguments alone do not say what was judged, so it
     /// must reach replicas and the AOF as the states it left, never as itself.
     pub by_policy: bool,
+    /// Bit `i` set: the `i`-th group said `SHADOW` (see [`AllRequest::is_shadow`]).
+    pub shadow: u32,
+}
+
+/// `SHADOW`, a group option of `RL.ALL` only (no single command takes it).
+const SHADOW: &[u8] = b"SHADOW";
+
+/// A group's arguments, borrowed, or copied without a `SHADOW` word.
+type GroupArgs<'a, 'b> = std::borrow::Cow<'a, [&'b [u8]]>;
+
+/// A group's arguments without its `SHADOW` word, and whether it had one (twice is an error).
+/// Borrows the group as it is unless it says `SHADOW` (the common case allocates nothing).
+fn take_shadow<'a, 'b>(group: &'a [&'b [u8]]) -> Result<(GroupArgs<'a, 'b>, bool), ArgError> {
+    let is_shadow = |t: &&[u8]| t.eq_ignore_ascii_case(SHADOW);
+    match group.iter().filter(|t| is_shadow(t)).count() {
+        0 => Ok((std::borrow::Cow::Borrowed(group), false)),
+        1 => Ok((
+            std::borrow::Cow::Owned(group.iter().copied().filter(|t| !is_shadow(t)).collect()),
+            true,
+        )),
+        _ => Err(ArgError::RepeatedOption("SHADOW")),
+    }
 }
 
 /// What starts an `RL.ALL` group: a limit's keyword, or `POLICY`.
@@ -403,8 +440,15 @@ impl AllRequest {
             limits: PerKey::new(),
             dry_run: false,
             at_ms: None,
+            deadline_ms: None,
             by_policy: false,
+            shadow: 0,
         }
+    }
+
+    /// Whether the `index`-th group (0-based) said `SHADOW`: judged, never refusing the call.
+    pub fn is_shadow(&self, index: usize) -> bool {
+        index < 32 && self.shadow & (1 << index) != 0
     }
 
     /// [`AllRequest::parse_with_policies`] into `self` (new from [`AllRequest::new`]): the
@@ -439,6 +483,8 @@ impl AllRequest {
                 let (name, options) = tail.split_first().ok_or(ArgError::MissingValue("POLICY"))?;
                 let end = options.iter().position(starts_group).unwrap_or(options.len());
                 let (group, next) = options.split_at(end);
+                let (group, shadow) = take_shadow(group)?;
+                all.mark_shadow(index, shadow);
                 let key = keys.get(index).copied().unwrap_or(&[]);
                 let (limit, shadow) = policy(name, key).ok_or_else(|| {
                     ArgError::Invalid(format!(
@@ -446,7 +492,10 @@ impl AllRequest {
                         crate::grammar::error::escape(name)
                     ))
                 })?;
-                let options = parse_options(group, &[Keyword::Cost, Keyword::DryRun, Keyword::At])?;
+                let options = parse_options(
+                    &group,
+                    &[Keyword::Cost, Keyword::DryRun, Keyword::At, Keyword::Deadline],
+                )?;
                 all.by_policy = true;
                 all.push_group(Request {
                     limit,
@@ -457,6 +506,7 @@ impl AllRequest {
                     clear: false,
                     wait_ms: None,
                     fresh: false,
+                    deadline_ms: options.deadline_ms,
                     at_most: false,
                 })?;
                 rest = next;
@@ -467,7 +517,9 @@ impl AllRequest {
             };
             let end = tail.iter().position(starts_group).unwrap_or(tail.len());
             let (group, next) = tail.split_at(end);
-            let limit = Request::parse_limit(command, group, slide_log_max)?;
+            let (group, shadow) = take_shadow(group)?;
+            all.mark_shadow(index, shadow);
+            let limit = Request::parse_limit(command, &group, slide_log_max)?;
             all.push_group(limit)?;
             rest = next;
         }
@@ -483,8 +535,16 @@ impl AllRequest {
         Ok(())
     }
 
-    /// Adds one group's request: options only a direct command takes are refused; `DRYRUN`
-    /// and `AT` move to the call (once per call).
+    /// Records that the `index`-th group said `SHADOW` (groups past the 16th are refused by
+    /// the group count anyway).
+    fn mark_shadow(&mut self, index: usize, shadow: bool) {
+        if shadow && index < 32 {
+            self.shadow |= 1 << index;
+        }
+    }
+
+    /// Adds one group's request: options only a direct command takes are refused; `DRYRUN`,
+    /// `AT` and `DEADLINE` move to the call (once per call).
     fn push_group(&mut self, mut limit: Request) -> Result<(), ArgError> {
         for (given, keyword) in [
             (limit.ban_ms.is_some(), Keyword::Ban),
@@ -508,6 +568,12 @@ impl AllRequest {
                 return Err(ArgError::RepeatedOption(Keyword::At.name()));
             }
             self.at_ms = Some(at);
+        }
+        if let Some(deadline) = limit.deadline_ms.take() {
+            if self.deadline_ms.is_some() {
+                return Err(ArgError::RepeatedOption(Keyword::Deadline.name()));
+            }
+            self.deadline_ms = Some(deadline);
         }
         limit.dry_run = false;
         // Full only past 16 groups, which the group count refuses.
@@ -537,11 +603,13 @@ pub struct AcquireRequest {
     pub dry_run: bool,
     /// `AT unix-ms`: the instant to evaluate at instead of the server clock.
     pub at_ms: Option<i64>,
+    /// `DEADLINE unix-ms`: see [`Request::deadline_ms`].
+    pub deadline_ms: Option<i64>,
 }
 
 /// The options `RL.ACQUIRE` takes after `limit lease` (its own, so [`Keyword`] stays shared
 /// by the limiting commands).
-const ACQUIRE_OPTIONS: [&str; 4] = ["ID", "WAIT", "DRYRUN", "AT"];
+const ACQUIRE_OPTIONS: [&str; 5] = ["ID", "WAIT", "DRYRUN", "AT", "DEADLINE"];
 
 /// A lease id argument: 1 … 64 bytes.
 fn parse_lease_id(bytes: &[u8]) -> Result<crate::algorithms::lease::LeaseId, ArgError> {
@@ -573,8 +641,14 @@ impl AcquireRequest {
         let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
         let lease_ms = parse_duration("lease", lease)?;
         let params = crate::algorithms::lease::LeaseParams::new(limit, lease_ms, lease_max)?;
-        let mut request =
-            AcquireRequest { params, id: None, wait_ms: None, dry_run: false, at_ms: None };
+        let mut request = AcquireRequest {
+            params,
+            id: None,
+            wait_ms: None,
+            dry_run: false,
+            at_ms: None,
+            deadline_ms: None,
+        };
         let mut seen = [false; ACQUIRE_OPTIONS.len()];
         let mut rest = rest.iter();
         while let Some(token) = rest.next() {
@@ -593,7 +667,11 @@ impl AcquireRequest {
                 0 => request.id = Some(parse_lease_id(value()?)?),
                 1 => request.wait_ms = Some(parse_wait(value()?)?),
                 2 => request.dry_run = true,
-                _ => request.at_ms = Some(crate::grammar::args::parse_instant("AT", value()?)?),
+                3 => request.at_ms = Some(crate::grammar::args::parse_instant("AT", value()?)?),
+                _ => {
+                    request.deadline_ms =
+                        Some(crate::grammar::args::parse_instant("DEADLINE", value()?)?)
+                }
             }
         }
         if request.wait_ms.is_some() && (request.dry_run || request.at_ms.is_some()) {
@@ -807,6 +885,27 @@ mod tests {
     /// `n` distinct key names.
     fn abc(n: usize) -> String {
         (0..n).map(|i| format!("k{i}")).collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn all_groups_may_say_shadow() {
+        let all =
+            parse_all("3 a b c TOKEN 10 1 1s shadow COST 2 PERIOD 5 1d SHADOW ALIGN SLIDE 4 1m")
+                .unwrap();
+        assert_eq!(all.shadow, 0b011);
+        assert!(all.is_shadow(0) && all.is_shadow(1) && !all.is_shadow(2));
+        assert_eq!(all.limits.get(0).map(|l| l.cost), Some(2));
+        assert!(matches!(all.limits.get(1).map(|l| &l.limit), Some(Limit::Period(_))));
+        assert_eq!(parse_all("1 a TOKEN 1 1 1").unwrap().shadow, 0);
+        assert_eq!(
+            parse_all("1 a TOKEN 1 1 1 SHADOW SHADOW"),
+            Err(ArgError::RepeatedOption("SHADOW"))
+        );
+        // Not an option of the single commands.
+        assert_eq!(
+            parse(Command::Token, &["1", "1", "1", "SHADOW"]),
+            Err(ArgError::UnknownOption(b"SHADOW".to_vec()))
+        );
     }
 
     #[test]

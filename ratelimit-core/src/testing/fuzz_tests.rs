@@ -182,7 +182,7 @@ proptest! {
                 exercise(&limiter, now);
             }
             let mut table = crate::features::policy::PolicyTable::new();
-            table.set(b"p", None, definition, 1).unwrap();
+            table.set(b"p", crate::features::policy::Target::Policy, definition, 1).unwrap();
             prop_assert_eq!(crate::features::policy::PolicyTable::decode(&table.encode()), Ok(table));
         }
         if let Ok(all) = AllRequest::parse(&refs, 100_000) {
