@@ -437,7 +437,9 @@ fn atomic_slot_migration_moves_every_form_and_counts_traffic_once() {
 
     // The module heard the migration (the server event): the source's log says so.
     let log = source.log();
-    assert!(log.contains("ratelimit: atomic slot migration export completed"), "{log}");
+    let completed =
+        format!("ratelimit: atomic slot migration export completed: slots {slot}-{slot}");
+    assert!(log.contains(&completed), "{log}");
     assert!(target.log().contains("ratelimit: atomic slot migration import completed"));
 
     // The waiter: the redirect its client would get, to the new owner.
