@@ -36,6 +36,17 @@ class AsyncRateLimitCommands:
                 raise missing from error
             raise
 
+    async def _send_to_primaries(self, *args: Arg) -> List[Any]:
+        """One reply per node: every primary of a cluster client (each holds its own policy
+        table), or the one server."""
+        if isinstance(self, redis.asyncio.cluster.RedisCluster):
+            await cast(Any, self).initialize()  # discovers the nodes on first use
+            return [await self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
+        return [await self._send(*args)]
+
+    # -- begin commands: generated from client.py's RateLimitCommands by gen_aio.py (make the
+    # change there and run `python gen_aio.py`); tests/test_async_generated.py checks it --
+
     async def apply(
         self,
         key: Key,
@@ -160,8 +171,9 @@ class AsyncRateLimitCommands:
         return cmd.optional_decision(await self._send(*cmd.with_at(["RL.REFUND", key, count], at)))
 
     async def charge(self, key: Key, count: int, *, at: Optional[int] = None) -> Optional[Decision]:
-        """``RL.CHARGE``: take ``count`` permits whatever the limit (a debt); ``None`` if the key
-        holds nothing live."""
+        """``RL.CHARGE``: take ``count`` permits whatever the limit — past it, a debt later
+        requests wait out (token bucket, GCRA, leaky bucket and fixed window keys; sliding windows raise
+        ``redis.ResponseError``); ``None`` if the key holds nothing live (nothing created)."""
         return cmd.optional_decision(await self._send(*cmd.with_at(["RL.CHARGE", key, count], at)))
 
     async def acquire(
@@ -193,14 +205,6 @@ class AsyncRateLimitCommands:
         return cmd.info(await self._send("RL.INFO", key))
 
     # -- policies: limits the server holds (RL.POLICY, RL.HIT; docs/policies.md) -----------
-
-    async def _send_to_primaries(self, *args: Arg) -> List[Any]:
-        """One reply per node: every primary of a cluster client (each holds its own policy
-        table), or the one server."""
-        if isinstance(self, redis.asyncio.cluster.RedisCluster):
-            await cast(Any, self).initialize()  # discovers the nodes on first use
-            return [await self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
-        return [await self._send(*args)]
 
     async def hit(
         self,
@@ -257,6 +261,8 @@ class AsyncRateLimitCommands:
         """``RL.POLICY STATS``: the policy's counters (``calls``, ``admitted``, ``limited``,
         ``shadow_limited``, ``near_limit``); on a cluster client summed over the primaries."""
         return cmd.policy_stats(await self._send_to_primaries("RL.POLICY", "STATS", name))
+
+    # -- end commands --
 
 
 # redis-py's asyncio classes inherit two disagreeing `command_info` stubs (its own typing issue).

@@ -39,6 +39,15 @@ class RateLimitCommands:
                 raise missing from error
             raise
 
+    def _send_to_primaries(self, *args: Arg) -> List[Any]:
+        """One reply per node: every primary of a cluster client (each holds its own policy
+        table), or the one server."""
+        if isinstance(self, redis.cluster.RedisCluster):
+            return [self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
+        return [self._send(*args)]
+
+    # -- begin commands: aio.py's AsyncRateLimitCommands has these, generated (gen_aio.py) --
+
     def apply(
         self,
         key: Key,
@@ -194,13 +203,6 @@ class RateLimitCommands:
 
     # -- policies: limits the server holds (RL.POLICY, RL.HIT; docs/policies.md) -----------
 
-    def _send_to_primaries(self, *args: Arg) -> List[Any]:
-        """One reply per node: every primary of a cluster client (each holds its own policy
-        table), or the one server."""
-        if isinstance(self, redis.cluster.RedisCluster):
-            return [self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
-        return [self._send(*args)]
-
     def hit(
         self,
         name: Union[str, bytes],
@@ -256,6 +258,8 @@ class RateLimitCommands:
         """``RL.POLICY STATS``: the policy's counters (``calls``, ``admitted``, ``limited``,
         ``shadow_limited``, ``near_limit``); on a cluster client summed over the primaries."""
         return cmd.policy_stats(self._send_to_primaries("RL.POLICY", "STATS", name))
+
+    # -- end commands --
 
 
 class RateLimit(RateLimitCommands, redis.Redis):
