@@ -213,7 +213,7 @@ fn info_and_command_metadata() {
     line(&mut c, "RL.HIT free a");
     let text: String = redis::cmd("INFO").arg("ratelimit_policies").query(&mut c).unwrap();
     assert!(text.contains("ratelimit_policies:1"), "{text}");
-    let line_ = text.lines().find(|l| l.starts_with("ratelimit_policy_free:")).expect(&text);
+    let line_ = text.lines().find(|l| l.starts_with("ratelimit_policy_stats_free:")).expect(&text);
     assert!(line_.contains("calls=1") && line_.contains("admitted=1"), "{line_}");
     assert_eq!(info_field(&mut c, "ratelimit", "ratelimit_hit_calls"), "1");
     // The key is argument 2, the only one.

@@ -295,6 +295,8 @@ fn every_argument_error() {
                 b"1",
                 b"1",
                 b"1",
+                b"1",
+                b"1",
             ],
             "ERR syntax error: too many arguments".into(),
         ),

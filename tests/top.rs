@@ -139,8 +139,9 @@ fn policy_filters() {
         [(b"u1".to_vec(), 2), (b"u2".to_vec(), 1)]
     );
     assert_eq!(keys(&top(&mut c, &[b"POLICY", b"login"])), [(b"u1".to_vec(), 3)]);
-    // Shadow refusals are answered allowed = 1: no refusal.
-    assert!(top(&mut c, &[b"POLICY", b"dark"]).is_empty());
+    // Shadow refusals are answered allowed = 1, and read under their policy only (issue 31:
+    // "which tenants would the new limit refuse?").
+    assert_eq!(keys(&top(&mut c, &[b"POLICY", b"dark"])), [(b"u3".to_vec(), 2)]);
     assert!(top(&mut c, &[b"POLICY", b"none", b"COUNT", b"5"]).is_empty());
     // Without POLICY, a key's refusals under every policy (or none) add up.
     assert_eq!(

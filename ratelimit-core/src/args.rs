@@ -136,6 +136,52 @@ pub fn parse_instant(name: &'static str, bytes: &[u8]) -> Result<i64, ArgError> 
     i64::try_from(value).ok().filter(|v| (0..=MAX_AT_MS).contains(v)).ok_or_else(error)
 }
 
+/// A call whose `DEADLINE` had passed when the server ran it: it changed nothing. Rendered as
+/// the error `DEADLINE the caller gave up <n> ms ago; nothing was counted`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadlinePassed {
+    /// How long before the server ran the call its deadline passed, in ms (at least 1).
+    pub late_ms: i64,
+}
+
+impl std::fmt::Display for DeadlinePassed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DEADLINE the caller gave up {} ms ago; nothing was counted", self.late_ms)
+    }
+}
+
+/// Judges a call's `DEADLINE` against the server's clock `server_now_ms` (never `AT`: the
+/// deadline is about when the call runs, not the instant it is evaluated at). A call runs
+/// while the clock is at or before its deadline; past it, it must change nothing.
+#[inline]
+pub fn check_deadline(deadline_ms: Option<i64>, server_now_ms: i64) -> Result<(), DeadlinePassed> {
+    match deadline_ms {
+        Some(deadline) if server_now_ms > deadline => {
+            Err(DeadlinePassed { late_ms: server_now_ms.saturating_sub(deadline) })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// How long a call that may wait (`WAIT timeout`, ms, 0 = no limit) may wait at most given its
+/// deadline, at `server_now_ms` (the deadline not yet passed): a waiter never outlives its
+/// caller. `None`: it may not wait at all (the deadline is now).
+pub fn wait_within_deadline(
+    wait_ms: u64,
+    deadline_ms: Option<i64>,
+    server_now_ms: i64,
+) -> Option<u64> {
+    let Some(deadline) = deadline_ms else {
+        return Some(wait_ms);
+    };
+    let left = u64::try_from(deadline.saturating_sub(server_now_ms)).unwrap_or(0);
+    match (wait_ms, left) {
+        (_, 0) => None,
+        (0, left) => Some(left),
+        (wait, left) => Some(wait.min(left)),
+    }
+}
+
 /// The option keywords a command may accept after its positional arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Keyword {
@@ -173,6 +219,10 @@ pub enum Keyword {
     /// `CLEAR` (with `BAN d`): the request that starts a ban also clears the limiter, which is
     /// fresh when the ban ends.
     Clear,
+    /// `DEADLINE unix-ms`: the instant (the caller's clock) after which the caller no longer
+    /// waits for the answer; a call the server runs later changes nothing and is refused
+    /// ([`check_deadline`]).
+    Deadline,
     /// `ATMOST n` (instead of `COST n`): take what is left, up to `n` permits — admitted when
     /// at least one permit is left (redis_rate's `AllowAtMost`).
     AtMost,
@@ -180,7 +230,7 @@ pub enum Keyword {
 
 impl Keyword {
     /// Every keyword, in a fixed order.
-    pub const ALL: [Keyword; 16] = [
+    pub const ALL: [Keyword; 17] = [
         Keyword::Cost,
         Keyword::DryRun,
         Keyword::At,
@@ -196,6 +246,7 @@ impl Keyword {
         Keyword::Floor,
         Keyword::KeepPeriod,
         Keyword::Clear,
+        Keyword::Deadline,
         Keyword::AtMost,
     ];
 
@@ -217,6 +268,7 @@ impl Keyword {
             Keyword::Floor => "FLOOR",
             Keyword::KeepPeriod => "KEEPPERIOD",
             Keyword::Clear => "CLEAR",
+            Keyword::Deadline => "DEADLINE",
             Keyword::AtMost => "ATMOST",
         }
     }
@@ -254,6 +306,8 @@ pub struct Options {
     /// `CLEAR`: a ban this request starts also clears the limiter (needs `BAN`; checked by the
     /// command's parser, so that `RL.ALL` can refuse it as an unknown option).
     pub clear: bool,
+    /// `DEADLINE unix-ms`: the caller gives up on the answer after this instant.
+    pub deadline_ms: Option<i64>,
     /// `ATMOST n`: `cost` holds `n`, the most the request takes; it takes what is left up to
     /// that (see `judge::resolve_at_most`).
     pub at_most: bool,
@@ -277,6 +331,7 @@ impl Default for Options {
             floor: false,
             keep_period: false,
             clear: false,
+            deadline_ms: None,
             at_most: false,
         }
     }
@@ -300,13 +355,13 @@ pub fn parse_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, Arg
 fn parse_given_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, ArgError> {
     let mut options = Options::default();
     // Keywords seen so far, one bit each (no allocation on the hot path).
-    let mut seen: u16 = 0;
+    let mut seen: u32 = 0;
     let mut rest = args.iter();
     while let Some(token) = rest.next() {
         let keyword = Keyword::recognize(token)
             .filter(|k| allowed.contains(k))
             .ok_or_else(|| ArgError::UnknownOption(token.to_vec()))?;
-        let bit = 1u16 << (keyword as u16);
+        let bit = 1u32 << (keyword as u32);
         if seen & bit != 0 {
             return Err(ArgError::RepeatedOption(keyword.name()));
         }
@@ -329,6 +384,7 @@ fn parse_given_options(args: &[&[u8]], allowed: &[Keyword]) -> Result<Options, A
             Keyword::Floor => options.floor = true,
             Keyword::KeepPeriod => options.keep_period = true,
             Keyword::Clear => options.clear = true,
+            Keyword::Deadline => options.deadline_ms = Some(parse_instant("DEADLINE", value()?)?),
             Keyword::AtMost => {
                 options.cost = parse_count("ATMOST", value()?, 0, MAX_COUNT)?;
                 options.at_most = true;
@@ -463,6 +519,39 @@ mod tests {
             );
         }
         assert_eq!(parse_duration("period", b"0"), Err(range));
+    }
+
+    #[test]
+    fn deadline_is_an_instant_judged_on_the_server_clock() {
+        let o = opts(&["DEADLINE", "1000", "at", "5"]).unwrap();
+        assert_eq!((o.deadline_ms, o.at_ms), (Some(1000), Some(5)));
+        assert_eq!(opts(&["DEADLINE"]), Err(ArgError::MissingValue("DEADLINE")));
+        assert_eq!(
+            opts(&["deadline", "1", "DEADLINE", "2"]),
+            Err(ArgError::RepeatedOption("DEADLINE"))
+        );
+        for bad in ["-1", "x", "1.5", "253402300800000", ""] {
+            assert_eq!(
+                opts(&["DEADLINE", bad]),
+                Err(ArgError::Integer { name: "DEADLINE", min: 0, max: i128::from(MAX_AT_MS) }),
+                "{bad}"
+            );
+        }
+        assert_eq!(check_deadline(None, 5), Ok(()));
+        assert_eq!(check_deadline(Some(1000), 999), Ok(()));
+        assert_eq!(check_deadline(Some(1000), 1000), Ok(()));
+        assert_eq!(check_deadline(Some(1000), 1001), Err(DeadlinePassed { late_ms: 1 }));
+        let late = check_deadline(Some(1000), 11_000).unwrap_err();
+        assert_eq!(
+            late.to_string(),
+            "DEADLINE the caller gave up 10000 ms ago; nothing was counted"
+        );
+        assert_eq!(wait_within_deadline(500, None, 0), Some(500));
+        assert_eq!(wait_within_deadline(0, None, 0), Some(0));
+        assert_eq!(wait_within_deadline(500, Some(1200), 1000), Some(200));
+        assert_eq!(wait_within_deadline(100, Some(1200), 1000), Some(100));
+        assert_eq!(wait_within_deadline(0, Some(1200), 1000), Some(200));
+        assert_eq!(wait_within_deadline(100, Some(1000), 1000), None);
     }
 
     #[test]

@@ -177,7 +177,7 @@ proptest! {
                 exercise(&limiter, now);
             }
             let mut table = crate::policy::PolicyTable::new();
-            table.set(b"p", None, definition, 1).unwrap();
+            table.set(b"p", crate::policy::Target::Policy, definition, 1).unwrap();
             prop_assert_eq!(crate::policy::PolicyTable::decode(&table.encode()), Ok(table));
         }
         if let Ok(all) = AllRequest::parse(&refs, 100_000) {

@@ -393,7 +393,7 @@ pub fn parse_throttle_args(args: &[&[u8]]) -> Result<ThrottleArgs, ArgError> {
         }
         _ => (1, rest),
     };
-    let options = parse_options(rest, &[Keyword::DryRun, Keyword::At])?;
+    let options = parse_options(rest, &[Keyword::DryRun, Keyword::At, Keyword::Deadline])?;
     let params = GcraParams::new(max_burst, count, period_s)?;
     Ok(ThrottleArgs { params, quantity, options })
 }

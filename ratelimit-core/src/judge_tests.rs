@@ -180,6 +180,7 @@ fn all_of(limits: Vec<Request>, dry_run: bool) -> AllRequest {
         limits: limits.into_iter().collect(),
         dry_run,
         at_ms: None,
+        deadline_ms: None,
         by_policy: false,
     }
 }

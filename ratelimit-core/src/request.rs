@@ -66,6 +66,9 @@ pub struct Request {
     /// `FRESH`: judged against a fresh limiter with these parameters, as if the key were
     /// missing; admitted, it replaces whatever the key holds for this algorithm.
     pub fresh: bool,
+    /// `DEADLINE unix-ms`: past this instant on the server's clock the call changes nothing
+    /// (checked by the shell with [`crate::args::check_deadline`] before judging).
+    pub deadline_ms: Option<i64>,
     /// `ATMOST n` (direct commands only): `cost` is the most the request takes; it takes what
     /// is left up to that, resolved against the key by [`crate::at_most::resolve_at_most`].
     pub at_most: bool,
@@ -81,6 +84,7 @@ const TOKEN_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::Deadline,
     Keyword::AtMost,
 ];
 const PERIOD_OPTIONS: &[Keyword] = &[
@@ -93,6 +97,7 @@ const PERIOD_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::Deadline,
     Keyword::AtMost,
 ];
 const SLIDE_OPTIONS: &[Keyword] = &[
@@ -106,6 +111,7 @@ const SLIDE_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::Deadline,
     Keyword::AtMost,
 ];
 const LEAKY_OPTIONS: &[Keyword] = &[
@@ -118,6 +124,7 @@ const LEAKY_OPTIONS: &[Keyword] = &[
     Keyword::DryRun,
     Keyword::At,
     Keyword::Fresh,
+    Keyword::Deadline,
     Keyword::AtMost,
 ];
 
@@ -216,6 +223,7 @@ impl Request {
                     clear: false,
                     wait_ms: None,
                     fresh: false,
+                    deadline_ms: parsed.options.deadline_ms,
                     at_most: false,
                 })
             }
@@ -232,6 +240,7 @@ impl Request {
             clear: options.clear,
             wait_ms: options.wait_ms,
             fresh: options.fresh,
+            deadline_ms: options.deadline_ms,
             at_most: options.at_most,
         }
     }
@@ -283,6 +292,8 @@ pub struct AllRequest {
     pub limits: PerKey<Request>,
     pub dry_run: bool,
     pub at_ms: Option<i64>,
+    /// `DEADLINE unix-ms` (once per call, after any group): see [`Request::deadline_ms`].
+    pub deadline_ms: Option<i64>,
     /// A group is `POLICY name`: the call's arguments alone do not say what was judged, so it
     /// must reach replicas and the AOF as the states it left, never as itself.
     pub by_policy: bool,
@@ -401,6 +412,7 @@ impl AllRequest {
             limits: PerKey::new(),
             dry_run: false,
             at_ms: None,
+            deadline_ms: None,
             by_policy: false,
         }
     }
@@ -441,7 +453,10 @@ impl AllRequest {
                 let (limit, shadow) = policy(name, key).ok_or_else(|| {
                     ArgError::Invalid(format!("no such policy '{}'", super::error::escape(name)))
                 })?;
-                let options = parse_options(group, &[Keyword::Cost, Keyword::DryRun, Keyword::At])?;
+                let options = parse_options(
+                    group,
+                    &[Keyword::Cost, Keyword::DryRun, Keyword::At, Keyword::Deadline],
+                )?;
                 all.by_policy = true;
                 all.push_group(Request {
                     limit,
@@ -452,6 +467,7 @@ impl AllRequest {
                     clear: false,
                     wait_ms: None,
                     fresh: false,
+                    deadline_ms: options.deadline_ms,
                     at_most: false,
                 })?;
                 rest = next;
@@ -478,8 +494,8 @@ impl AllRequest {
         Ok(())
     }
 
-    /// Adds one group's request: options only a direct command takes are refused; `DRYRUN`
-    /// and `AT` move to the call (once per call).
+    /// Adds one group's request: options only a direct command takes are refused; `DRYRUN`,
+    /// `AT` and `DEADLINE` move to the call (once per call).
     fn push_group(&mut self, mut limit: Request) -> Result<(), ArgError> {
         for (given, keyword) in [
             (limit.ban_ms.is_some(), Keyword::Ban),
@@ -503,6 +519,12 @@ impl AllRequest {
                 return Err(ArgError::RepeatedOption(Keyword::At.name()));
             }
             self.at_ms = Some(at);
+        }
+        if let Some(deadline) = limit.deadline_ms.take() {
+            if self.deadline_ms.is_some() {
+                return Err(ArgError::RepeatedOption(Keyword::Deadline.name()));
+            }
+            self.deadline_ms = Some(deadline);
         }
         limit.dry_run = false;
         // Full only past 16 groups, which the group count refuses.
@@ -532,11 +554,13 @@ pub struct AcquireRequest {
     pub dry_run: bool,
     /// `AT unix-ms`: the instant to evaluate at instead of the server clock.
     pub at_ms: Option<i64>,
+    /// `DEADLINE unix-ms`: see [`Request::deadline_ms`].
+    pub deadline_ms: Option<i64>,
 }
 
 /// The options `RL.ACQUIRE` takes after `limit lease` (its own, so [`Keyword`] stays shared
 /// by the limiting commands).
-const ACQUIRE_OPTIONS: [&str; 4] = ["ID", "WAIT", "DRYRUN", "AT"];
+const ACQUIRE_OPTIONS: [&str; 5] = ["ID", "WAIT", "DRYRUN", "AT", "DEADLINE"];
 
 /// A lease id argument: 1 … 64 bytes.
 fn parse_lease_id(bytes: &[u8]) -> Result<crate::lease::LeaseId, ArgError> {
@@ -568,8 +592,14 @@ impl AcquireRequest {
         let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
         let lease_ms = parse_duration("lease", lease)?;
         let params = crate::lease::LeaseParams::new(limit, lease_ms, lease_max)?;
-        let mut request =
-            AcquireRequest { params, id: None, wait_ms: None, dry_run: false, at_ms: None };
+        let mut request = AcquireRequest {
+            params,
+            id: None,
+            wait_ms: None,
+            dry_run: false,
+            at_ms: None,
+            deadline_ms: None,
+        };
         let mut seen = [false; ACQUIRE_OPTIONS.len()];
         let mut rest = rest.iter();
         while let Some(token) = rest.next() {
@@ -588,7 +618,8 @@ impl AcquireRequest {
                 0 => request.id = Some(parse_lease_id(value()?)?),
                 1 => request.wait_ms = Some(parse_wait(value()?)?),
                 2 => request.dry_run = true,
-                _ => request.at_ms = Some(super::args::parse_instant("AT", value()?)?),
+                3 => request.at_ms = Some(super::args::parse_instant("AT", value()?)?),
+                _ => request.deadline_ms = Some(super::args::parse_instant("DEADLINE", value()?)?),
             }
         }
         if request.wait_ms.is_some() && (request.dry_run || request.at_ms.is_some()) {

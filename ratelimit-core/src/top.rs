@@ -515,11 +515,14 @@ impl TopKeys {
     /// refused, then by key bytes). With `policy`, only refusals under that policy; without,
     /// a key's refusals under every policy (or none) add up.
     pub fn top(&self, now_ms: i64, count: usize, policy: Option<&[u8]>) -> Vec<TopEntry> {
-        let policy = policy.map(|p| p.get(..TAG_CAP).unwrap_or(p));
+        let selected = |tag: &[u8]| match policy {
+            Some(p) => tag_matches(p, tag),
+            None => !is_shadow_tag(tag),
+        };
         let mut rows: HashMap<&[u8], TopEntry> = HashMap::new();
         for summary in self.visible(now_ms).into_iter().flatten() {
             for c in &summary.counters {
-                if policy.is_some_and(|p| p != c.tag()) {
+                if !selected(c.tag()) {
                     continue;
                 }
                 let row = rows.entry(c.key()).or_insert_with(|| TopEntry {
@@ -558,13 +561,52 @@ pub fn row_order(a: &TopEntry, b: &TopEntry) -> Ordering {
         .then_with(|| a.key.cmp(&b.key))
 }
 
+/// The tag of a would-be refusal a `SHADOW` policy answered allowed: `~name`. Policy names
+/// never start with `~` or `+`, so no policy's own tag is a shadow tag.
+pub fn shadow_tag(name: &[u8]) -> Vec<u8> {
+    prefixed(b'~', name)
+}
+
+/// The tag of a would-be refusal of a policy's candidate: `+name`.
+pub fn candidate_tag(name: &[u8]) -> Vec<u8> {
+    prefixed(b'+', name)
+}
+
+fn prefixed(prefix: u8, name: &[u8]) -> Vec<u8> {
+    let mut tag = Vec::with_capacity(name.len() + 1);
+    tag.push(prefix);
+    tag.extend_from_slice(name);
+    tag.truncate(TAG_CAP);
+    tag
+}
+
+/// Whether `tag` counts refusals that were answered allowed (shadow or candidate): a read of
+/// every key leaves them out.
+fn is_shadow_tag(tag: &[u8]) -> bool {
+    matches!(tag.first(), Some(b'~' | b'+'))
+}
+
+/// Whether a counter tagged `tag` belongs to the read of `selector`: `RL.TOP POLICY name`
+/// (the tag `name`, and `~name` for a `SHADOW` policy's would-be refusals) or, for `RL.TOP
+/// POLICY name CANDIDATE`, the selector `+name` (the candidate's would-be refusals).
+fn tag_matches(selector: &[u8], tag: &[u8]) -> bool {
+    let cap = |t: &[u8]| t.get(..TAG_CAP).unwrap_or(t).to_vec();
+    if selector.first() == Some(&b'+') {
+        return cap(selector) == tag;
+    }
+    cap(selector) == tag || shadow_tag(selector) == tag
+}
+
 /// Rows `RL.TOP` answers without `COUNT`.
 pub const DEFAULT_COUNT: u64 = 10;
 
 /// A parsed `RL.TOP` call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TopRequest {
-    /// `RL.TOP [COUNT n] [POLICY name]`: the `count` most refused keys, of one policy or all.
+    /// `RL.TOP [COUNT n] [POLICY name [CANDIDATE]]`: the `count` most refused keys, of one
+    /// policy (its refusals and its `SHADOW` would-be refusals; with `CANDIDATE`, its
+    /// candidate's would-be refusals: `policy` is then [`candidate_tag`]) or of all (real
+    /// refusals only).
     Read { count: usize, policy: Option<Vec<u8>> },
     /// `RL.TOP RESET`: forget every refusal.
     Reset,
@@ -580,7 +622,7 @@ impl TopRequest {
                 return Ok(TopRequest::Reset);
             }
         }
-        let (mut count, mut policy) = (None, None);
+        let (mut count, mut policy, mut candidate) = (None, None, false);
         let mut rest = args.iter();
         while let Some(word) = rest.next() {
             if word.eq_ignore_ascii_case(b"COUNT") {
@@ -594,11 +636,22 @@ impl TopRequest {
                     return Err(ArgError::RepeatedOption("POLICY"));
                 }
                 policy = Some(rest.next().ok_or(ArgError::MissingValue("POLICY"))?.to_vec());
+            } else if word.eq_ignore_ascii_case(b"CANDIDATE") {
+                if candidate {
+                    return Err(ArgError::RepeatedOption("CANDIDATE"));
+                }
+                candidate = true;
             } else {
                 return Err(ArgError::UnknownOption(word.to_vec()));
             }
         }
         let count = usize::try_from(count.unwrap_or(DEFAULT_COUNT)).unwrap_or(usize::MAX);
+        if candidate {
+            let name = policy.ok_or_else(|| {
+                ArgError::Invalid("syntax error: CANDIDATE needs POLICY name".into())
+            })?;
+            return Ok(TopRequest::Read { count, policy: Some(candidate_tag(&name)) });
+        }
         Ok(TopRequest::Read { count, policy })
     }
 }

@@ -297,3 +297,23 @@ fn the_grammar() {
         assert!(parse(bad).is_err(), "{bad:?}");
     }
 }
+
+#[test]
+fn shadow_and_candidate_refusals_are_read_under_their_policy_only() {
+    let mut top = TopKeys::new(16, 60_000);
+    top.record(b"free", b"a", 1);
+    top.record(&shadow_tag(b"free"), b"b", 1);
+    top.record(&candidate_tag(b"free"), b"c", 1);
+    top.record(&candidate_tag(b"free"), b"c", 2);
+    let keys = |rows: Vec<TopEntry>| rows.into_iter().map(|r| r.key).collect::<Vec<_>>();
+    assert_eq!(keys(top.top(3, 10, None)), [b"a".to_vec()], "every key: real refusals only");
+    assert_eq!(keys(top.top(3, 10, Some(b"free"))), [b"a".to_vec(), b"b".to_vec()]);
+    let parsed = TopRequest::parse(&[b"POLICY", b"free", b"candidate"]).unwrap();
+    let TopRequest::Read { policy, .. } = parsed else { panic!("a read") };
+    assert_eq!(keys(top.top(3, 10, policy.as_deref())), [b"c".to_vec()]);
+    assert!(TopRequest::parse(&[b"CANDIDATE"]).is_err(), "CANDIDATE needs POLICY");
+    assert!(TopRequest::parse(&[b"POLICY", b"p", b"CANDIDATE", b"CANDIDATE"]).is_err());
+    let long = [b'x'; 64];
+    top.record(&shadow_tag(&long), b"d", 3);
+    assert_eq!(keys(top.top(3, 10, Some(&long))), [b"d".to_vec()], "a 64-byte name's shadow tag");
+}

@@ -19,13 +19,13 @@ use super::datatype::RESTORE_COMMAND;
 use super::key::{Contents, Key, Mode};
 use super::propagation;
 use super::values::Slot;
-use ratelimit_core::args::MAX_AT_MS;
+use ratelimit_core::args::{check_deadline, wait_within_deadline, MAX_AT_MS};
 use ratelimit_core::error::ArgError;
 use ratelimit_core::judge::{Change, KeyError};
 
 /// Most arguments any valid call can have (each option at most once); more is refused
 /// before any parsing, so arguments fit a stack array.
-pub const MAX_ARGS: usize = 16;
+pub const MAX_ARGS: usize = 18;
 /// A judged call: its verdict (reply values), the instant used, and whether it changed its
 /// key (then waiters on the key may have gained room).
 pub struct Judged<V> {
@@ -118,6 +118,36 @@ impl Call<'_> {
         unsafe { (self.api.notify_keyspace_event)(self.ctx, class, self.name.as_ptr(), key) };
     }
 
+    /// Refuses a call whose `DEADLINE` passed on the server's clock before it ran (it then
+    /// changes nothing). Only a client's own call is judged: a replica applying its master's
+    /// stream or a server loading its AOF runs what the master already judged.
+    #[inline]
+    pub fn check_deadline(&self, deadline_ms: Option<i64>) -> Result<(), CommandError> {
+        if deadline_ms.is_none() {
+            return Ok(());
+        }
+        let flags = unsafe { (self.api.get_context_flags)(self.ctx) } as u32;
+        if flags & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
+        {
+            return Ok(());
+        }
+        check_deadline(deadline_ms, self.clock_ms())
+            .map_err(|passed| CommandError::Text(passed.to_string()))
+    }
+
+    /// A call's `WAIT` bounded by its `DEADLINE` (see [`wait_within_deadline`]): `None` when it
+    /// may not wait.
+    pub fn wait_within_deadline(
+        &self,
+        wait_ms: Option<u64>,
+        deadline_ms: Option<i64>,
+    ) -> Option<u64> {
+        match (wait_ms, deadline_ms) {
+            (Some(wait), Some(_)) => wait_within_deadline(wait, deadline_ms, self.clock_ms()),
+            (wait, _) => wait,
+        }
+    }
+
     /// Whether propagating this call verbatim is exact: the caller gave `AT` (which excludes
     /// `WAIT`), or propagation goes nowhere (`propagation.rs`; a client's own call only: a
     /// timer judging a waiter has no arguments of its own).
@@ -166,18 +196,20 @@ impl Call<'_> {
             unsafe { (self.api.replicate_verbatim)(self.ctx) };
             return;
         }
-        // One vector: the call's arguments after its name (less `WAIT timeout`), then `AT`.
+        // One vector: the call's arguments after its name (less `WAIT timeout` and `DEADLINE
+        // unix-ms`: a replica neither waits nor judges its master's deadline), then `AT`.
         let mut vector: [*mut RedisModuleString; N] = [std::ptr::null_mut(); N];
         let rest = self.argv.get(1..).unwrap_or(&[]);
-        // `WAIT` is never a positional argument; the key (index 0 here) may be named so.
-        let wait = rest
-            .iter()
-            .skip(1)
-            .position(|s| unsafe { bytes(self.api, *s) }.eq_ignore_ascii_case(b"WAIT"));
-        let kept = rest
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| wait.is_none_or(|w| *i != w + 1 && *i != w + 2));
+        // Neither is ever a positional argument; the key (index 0 here) may be named so.
+        let position = |keyword: &[u8]| {
+            rest.iter()
+                .skip(1)
+                .position(|s| unsafe { bytes(self.api, *s) }.eq_ignore_ascii_case(keyword))
+        };
+        let (wait, deadline) = (position(b"WAIT"), position(b"DEADLINE"));
+        let dropped = |i: usize, at: Option<usize>| at.is_some_and(|w| i == w + 1 || i == w + 2);
+        let kept =
+            rest.iter().enumerate().filter(|(i, _)| !dropped(*i, wait) && !dropped(*i, deadline));
         let now = at_string(self.api, now_ms);
         let mut len = 0;
         for (slot, s) in

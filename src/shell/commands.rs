@@ -68,7 +68,9 @@ fn dispatch<const N: usize>(
 /// the key's waiters if it changed → reply. With `WAIT`, a client that can block goes to the
 /// waiting room instead.
 fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
-    let request = Request::parse(command, call.args.get(2..).unwrap_or(&[]), slide_log_max())?;
+    let mut request = Request::parse(command, call.args.get(2..).unwrap_or(&[]), slide_log_max())?;
+    call.check_deadline(request.deadline_ms)?;
+    request.wait_ms = call.wait_within_deadline(request.wait_ms, request.deadline_ms);
     if request.wait_ms.is_some() && wait::can_block(call) {
         return wait::limit_or_block(call, request);
     }
@@ -120,7 +122,16 @@ fn limit_at_most(call: &Call, request: &Request) -> Result<Outcome, CommandError
 fn all(call: &Call) -> Result<Outcome, CommandError> {
     let args = call.args.get(1..).unwrap_or(&[]);
     let mut all = AllRequest::new();
-    all.parse_into(args, slide_log_max(), &mut policies::limit_for)?;
+    // The groups judged under a policy, by key (counted in the policy's counters).
+    let mut by_policy: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    all.parse_into(args, slide_log_max(), &mut |name, key| {
+        let found = policies::limit_for(name, key);
+        if found.is_some() {
+            by_policy.push((name.to_vec(), key.to_vec()));
+        }
+        found
+    })?;
+    call.check_deadline(all.deadline_ms)?;
     let mut verdict = AllVerdict::new();
     let touched = limiting::judge_all_and_apply(call, &all, &mut verdict)?;
     let names = call.argv.get(2..).unwrap_or(&[]);
@@ -130,6 +141,9 @@ fn all(call: &Call) -> Result<Outcome, CommandError> {
         }
     }
     reply::all(call.api, call.ctx, &verdict.head, &verdict.details);
+    if !by_policy.is_empty() {
+        record_policy_groups(call, &all, &verdict, &by_policy);
+    }
     if verdict.allowed {
         return Ok(Outcome::Admitted);
     }
@@ -137,6 +151,25 @@ fn all(call: &Call) -> Result<Outcome, CommandError> {
         all_refused(call, &all, &verdict.details);
     }
     Ok(Outcome::Limited)
+}
+
+/// Counts each `RL.ALL` group judged under a policy in the policy's counters, by its key's
+/// answer and the call's.
+#[cold]
+#[inline(never)]
+fn record_policy_groups(
+    call: &Call,
+    all: &AllRequest,
+    verdict: &AllVerdict,
+    by_policy: &[(Vec<u8>, Vec<u8>)],
+) {
+    let keys = call.args.get(2..).unwrap_or(&[]);
+    for (name, key) in by_policy {
+        let index = keys.iter().take(all.key_count).position(|k| *k == key.as_slice());
+        if let Some(detail) = index.and_then(|i| verdict.details.get(i)) {
+            policies::record_all_group(name, key, detail, verdict.allowed);
+        }
+    }
 }
 
 /// Counts a refused `RL.ALL` in `RL.TOP`: each key whose own limit refused, once.
@@ -218,7 +251,9 @@ fn charge(call: &Call) -> Result<Outcome, CommandError> {
 /// `RL.ACQUIRE key limit lease [ID id] [WAIT timeout] [DRYRUN] [AT ms]` (`leases.rs`; with
 /// `WAIT`, the waiting room).
 fn acquire(call: &Call) -> Result<Outcome, CommandError> {
-    let request = AcquireRequest::parse(call.args.get(2..).unwrap_or(&[]), lease_max())?;
+    let mut request = AcquireRequest::parse(call.args.get(2..).unwrap_or(&[]), lease_max())?;
+    call.check_deadline(request.deadline_ms)?;
+    request.wait_ms = call.wait_within_deadline(request.wait_ms, request.deadline_ms);
     if request.wait_ms.is_some() && wait::can_block(call) {
         return wait::acquire_or_block(call, request);
     }
@@ -374,7 +409,7 @@ command!(rl_top, c"rl.top", Tally::Top, top::command);
 command!(rl_hit, c"rl.hit", Tally::Hit, policies::hit);
 
 /// Most arguments a valid `RL.POLICY SET` can have: `RL.POLICY SET name`, a group of at most
-/// 9, `BAN d CLEAR`, `SHADOW`, `FOR key`.
+/// 9, `BAN d CLEAR`, `SHADOW`, `FOR key` (or `CANDIDATE`).
 const MAX_POLICY_ARGS: usize = 3 + 9 + 3 + 1 + 2;
 
 macro_rules! subcommand {
@@ -395,3 +430,5 @@ subcommand!(rl_policy_del, policies::delete);
 subcommand!(rl_policy_list, policies::list);
 subcommand!(rl_policy_stats, policies::stats);
 subcommand!(rl_policy_resetstat, policies::reset_stats);
+subcommand!(rl_policy_promote, policies::promote);
+subcommand!(rl_policy_help, policies::help);

@@ -21,8 +21,8 @@ use ratelimit_core::refund::{try_refund_key, RefundChange};
 use ratelimit_core::request::{AllRequest, PerKey, RefundRequest, Request};
 
 /// Most arguments a valid `RL.ALL` can have: name, `numkeys`, 16 keys, 16 groups of at most 9
-/// (`SLIDE l w COST n BUCKETS b ANCHOR FLOOR`), `DRYRUN`, `AT ms`.
-pub const MAX_ALL_ARGS: usize = 2 + 16 + 16 * 9 + 3;
+/// (`SLIDE l w COST n BUCKETS b ANCHOR FLOOR`), `DRYRUN`, `AT ms`, `DEADLINE unix-ms`.
+pub const MAX_ALL_ARGS: usize = 2 + 16 + 16 * 9 + 3 + 2;
 
 /// Opens the call's key, judges the request (core) at its `AT` or the server clock, applies
 /// the change and propagates it.

@@ -63,6 +63,8 @@ pub fn ok(api: &Api, ctx: *mut RedisModuleCtx) {
 pub enum FieldValue<'a> {
     Int(i64),
     Text(&'a str),
+    /// Binary-safe bytes (a key).
+    Bytes(&'a [u8]),
     /// A flat array `id expires_ms id expires_ms …` (a lease key's `leases`).
     Leases(&'a [(Vec<u8>, i64)]),
     /// An array of counts (a bucketed sliding window's `window_counts`).
@@ -82,6 +84,9 @@ pub fn fields(api: &Api, ctx: *mut RedisModuleCtx, pairs: &[(&str, FieldValue<'_
                 (api.reply_with_long_long)(ctx, *v);
             },
             FieldValue::Text(s) => text(s),
+            FieldValue::Bytes(b) => unsafe {
+                (api.reply_with_string_buffer)(ctx, b.as_ptr().cast::<c_char>(), b.len());
+            },
             FieldValue::Counts(counts) => {
                 unsafe { (api.reply_with_array)(ctx, counts.len() as c_long) };
                 for count in counts.iter() {

@@ -6,8 +6,9 @@ use std::ffi::CStr;
 
 use super::commands::{
     cl_throttle, rl_acquire, rl_all, rl_charge, rl_hit, rl_info, rl_leaky, rl_peek, rl_period,
-    rl_policy_del, rl_policy_get, rl_policy_list, rl_policy_resetstat, rl_policy_set,
-    rl_policy_stats, rl_refund, rl_release, rl_restore, rl_slide, rl_token, rl_top,
+    rl_policy_del, rl_policy_get, rl_policy_help, rl_policy_list, rl_policy_promote,
+    rl_policy_resetstat, rl_policy_set, rl_policy_stats, rl_refund, rl_release, rl_restore,
+    rl_slide, rl_token, rl_top,
 };
 use super::registry::{ArgKind, ArgSpec, CommandSpec, Container, KeyLayout, Subcommand};
 
@@ -18,6 +19,9 @@ const DRYRUN: ArgSpec = ArgSpec::option(c"DRYRUN", c"dryrun", ArgKind::PureToken
     .doc(c"evaluate and reply exactly as if made, change nothing");
 const AT: ArgSpec = ArgSpec::option(c"AT", c"unix-ms", ArgKind::UnixTime)
     .doc(c"evaluate at this unix time in ms instead of the server clock");
+const DEADLINE: ArgSpec = ArgSpec::option(c"DEADLINE", c"unix-ms", ArgKind::UnixTime).doc(
+    c"the caller gives up at this unix time in ms: a call the server runs later changes nothing and is refused",
+);
 const BAN_ARGS: &[ArgSpec] = &[
     ArgSpec::new(c"duration", ArgKind::String).doc(c"how long the ban lasts (1ms to 10 years)"),
     ArgSpec::option(c"CLEAR", c"clear", ArgKind::PureToken)
@@ -63,13 +67,13 @@ const MODE: ArgSpec = ArgSpec::new(c"mode", ArgKind::OneOf(LEAK_MODE))
     .doc(c"delay mode by default: each admitted request is told how long to wait");
 
 const TOKEN_ARGS: &[ArgSpec] =
-    &[KEY, CAPACITY, RATE, PERIOD, COST, STEP, BAN, WAIT, DRYRUN, AT, FRESH];
+    &[KEY, CAPACITY, RATE, PERIOD, COST, STEP, BAN, WAIT, DRYRUN, AT, FRESH, DEADLINE];
 const PERIOD_ARGS: &[ArgSpec] =
-    &[KEY, LIMIT, PERIOD, COST, ALIGN, KEEPPERIOD, BAN, WAIT, DRYRUN, AT, FRESH];
+    &[KEY, LIMIT, PERIOD, COST, ALIGN, KEEPPERIOD, BAN, WAIT, DRYRUN, AT, FRESH, DEADLINE];
 const SLIDE_ARGS: &[ArgSpec] =
-    &[KEY, LIMIT, WINDOW, COST, BUCKETS, ANCHOR, FLOOR, BAN, WAIT, DRYRUN, AT, FRESH];
+    &[KEY, LIMIT, WINDOW, COST, BUCKETS, ANCHOR, FLOOR, BAN, WAIT, DRYRUN, AT, FRESH, DEADLINE];
 const LEAKY_ARGS: &[ArgSpec] =
-    &[KEY, CAPACITY, RATE, PERIOD, COST, MODE, BAN, WAIT, DRYRUN, AT, FRESH];
+    &[KEY, CAPACITY, RATE, PERIOD, COST, MODE, BAN, WAIT, DRYRUN, AT, FRESH, DEADLINE];
 const THROTTLE_ARGS: &[ArgSpec] = &[
     KEY,
     ArgSpec::new(c"max_burst", ArgKind::Integer).doc(c"burst tolerance: max_burst + 1 at once"),
@@ -80,6 +84,7 @@ const THROTTLE_ARGS: &[ArgSpec] = &[
         .doc(c"requests this call takes (default 1; 0 peeks)"),
     DRYRUN,
     AT,
+    DEADLINE,
 ];
 const ALL_LIMITS: &[ArgSpec] = &[
     ArgSpec::keyword(c"TOKEN", c"token", ArgKind::Block(&[CAPACITY, RATE, PERIOD, STEP, COST]))
@@ -109,6 +114,7 @@ const ALL_ARGS: &[ArgSpec] = &[
         .doc(c"one limit per key, in the keys' order"),
     DRYRUN,
     AT,
+    DEADLINE,
 ];
 const REFUND_ARGS: &[ArgSpec] =
     &[KEY, ArgSpec::new(c"count", ArgKind::Integer).doc(c"permits to give back, 1 to 10^12"), AT];
@@ -131,6 +137,7 @@ const ACQUIRE_ARGS: &[ArgSpec] = &[
     WAIT,
     DRYRUN,
     AT,
+    DEADLINE,
 ];
 const RELEASE_ARGS: &[ArgSpec] =
     &[KEY, ArgSpec::new(c"id", ArgKind::String).doc(c"the lease to give back"), AT];
@@ -143,7 +150,9 @@ const TOP_READ: &[ArgSpec] = &[
     ArgSpec::option(c"COUNT", c"n", ArgKind::Integer)
         .doc(c"how many keys to answer, 1 to 20000 (default 10)"),
     ArgSpec::option(c"POLICY", c"name", ArgKind::String)
-        .doc(c"only refusals made through this policy (RL.HIT)"),
+        .doc(c"only refusals made through this policy (RL.HIT), a SHADOW policy's would-be refusals included"),
+    ArgSpec::option(c"CANDIDATE", c"candidate", ArgKind::PureToken)
+        .doc(c"with POLICY: the would-be refusals of the policy's candidate instead"),
 ];
 const TOP_FORMS: &[ArgSpec] = &[
     ArgSpec::keyword(c"RESET", c"reset", ArgKind::PureToken)
@@ -154,8 +163,15 @@ const TOP_ARGS: &[ArgSpec] = &[ArgSpec::new(c"form", ArgKind::OneOf(TOP_FORMS)).
 
 const POLICY_NAME: ArgSpec =
     ArgSpec::new(c"name", ArgKind::String).doc(c"the policy's name: 1 to 64 of A-Z a-z 0-9 _ - .");
-const FOR_KEY: ArgSpec = ArgSpec::option(c"FOR", c"key", ArgKind::String)
-    .doc(c"one key's override of the policy (a key name, not accessed)");
+const FOR_OR_CANDIDATE: &[ArgSpec] = &[
+    ArgSpec::keyword(c"FOR", c"key", ArgKind::String)
+        .doc(c"one key's override of the policy (a key name, not accessed)"),
+    ArgSpec::keyword(c"CANDIDATE", c"candidate", ArgKind::PureToken)
+        .doc(c"the policy's candidate: a second limit judged in shadow beside the enforced one"),
+];
+const TARGET: ArgSpec = ArgSpec::new(c"target", ArgKind::OneOf(FOR_OR_CANDIDATE))
+    .optional()
+    .doc(c"what within the policy (default: the policy itself)");
 const POLICY_LIMITS: &[ArgSpec] = &[
     ArgSpec::keyword(c"TOKEN", c"token", ArgKind::Block(&[CAPACITY, RATE, PERIOD, STEP]))
         .doc(c"a token bucket, as RL.TOKEN"),
@@ -182,11 +198,14 @@ const POLICY_SET_ARGS: &[ArgSpec] = &[
     ArgSpec::option(c"SHADOW", c"shadow", ArgKind::PureToken).doc(
         c"answer would-be refusals allowed, change nothing for them, count them as shadow_limited",
     ),
-    FOR_KEY,
+    TARGET,
 ];
-const POLICY_NAME_FOR: &[ArgSpec] = &[POLICY_NAME, FOR_KEY];
+const POLICY_NAME_FOR: &[ArgSpec] = &[POLICY_NAME, TARGET];
+const POLICY_NAME_OPTIONAL: &[ArgSpec] = &[ArgSpec::new(c"name", ArgKind::String)
+    .optional()
+    .doc(c"a policy: list its overrides (key, definition, counters) instead of the names")];
 const POLICY_NAME_ONLY: &[ArgSpec] = &[POLICY_NAME];
-const HIT_ARGS: &[ArgSpec] = &[POLICY_NAME, KEY, COST, DRYRUN, AT, WAIT];
+const HIT_ARGS: &[ArgSpec] = &[POLICY_NAME, KEY, COST, DRYRUN, AT, WAIT, DEADLINE];
 
 const LIMITING: &CStr = c"write deny-oom fast";
 const READING: &CStr = c"readonly fast";
@@ -403,7 +422,7 @@ pub const CONTAINERS: &[Container] = &[Container {
             POLICY_WRITE,
             -4,
             true,
-            c"Define or replace (whole) a policy, or one key's override (FOR key)",
+            c"Define or replace (whole) a policy, one key's override (FOR key), or its candidate (CANDIDATE)",
             POLICY_SET_ARGS,
         ),
         policy_subcommand(
@@ -412,7 +431,7 @@ pub const CONTAINERS: &[Container] = &[Container {
             READING,
             -3,
             false,
-            c"A policy's (or override's) algorithm, parameters, ban_ms and shadow; nil if none",
+            c"A policy's (or override's, or candidate's) algorithm, parameters, ban_ms, shadow and definition; nil if none",
             POLICY_NAME_FOR,
         ),
         policy_subcommand(
@@ -421,16 +440,34 @@ pub const CONTAINERS: &[Container] = &[Container {
             c"write",
             -3,
             true,
-            c"Remove a policy with all its overrides, or one override (FOR key): 1, or 0 if none",
+            c"Remove a policy with all its overrides, or one override (FOR key), or its candidate: 1, or 0 if none",
             POLICY_NAME_FOR,
         ),
         policy_subcommand(
             c"list",
             rl_policy_list,
             READING,
+            -2,
+            false,
+            c"The policy names, sorted; with a name, its overrides: key, definition, counters",
+            POLICY_NAME_OPTIONAL,
+        ),
+        policy_subcommand(
+            c"promote",
+            rl_policy_promote,
+            POLICY_WRITE,
+            3,
+            true,
+            c"The policy's candidate becomes its definition: 1, or 0 when it has none",
+            POLICY_NAME_ONLY,
+        ),
+        policy_subcommand(
+            c"help",
+            rl_policy_help,
+            c"readonly allow-loading allow-stale",
             2,
             false,
-            c"The policy names, sorted",
+            c"The subcommands of RL.POLICY",
             &[],
         ),
         policy_subcommand(
@@ -439,7 +476,7 @@ pub const CONTAINERS: &[Container] = &[Container {
             READING,
             3,
             false,
-            c"A policy's counters: calls, admitted, limited, shadow_limited, near_limit",
+            c"A policy's counters: calls, admitted, limited, shadow_limited, near_limit (and its candidate's)",
             POLICY_NAME_ONLY,
         ),
         policy_subcommand(

@@ -605,8 +605,9 @@ fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) 
     stats::record_late(blocked.tally, outcome);
     if blocked.tally == Tally::Hit {
         // `RL.HIT`'s held arguments start at the policy's name.
-        if let Some(name) = blocked.argv.first() {
-            super::policies::record_late(unsafe { bytes(api, *name) }, outcome);
+        if let (Some(name), Some(key)) = (blocked.argv.first(), blocked.argv.get(1)) {
+            let (name, key) = unsafe { (bytes(api, *name), bytes(api, *key)) };
+            super::policies::record_late(name, key, outcome);
         }
     }
     let data = Box::into_raw(Box::new(answer)).cast::<c_void>();
