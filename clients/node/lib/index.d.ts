@@ -40,6 +40,11 @@ export interface CallOptions {
   at?: number;
   /** judge against a fresh limiter: the key then holds exactly this request (COST 0: deleted) */
   fresh?: boolean;
+  /**
+   * unix ms (this machine's clock) after which the caller no longer waits: a call the server
+   * runs later counts nothing and is refused with a DEADLINE error (`code` 'DEADLINE')
+   */
+  deadline?: number;
 }
 
 export interface TokenOptions extends CallOptions {
@@ -84,6 +89,8 @@ export interface ThrottleOptions {
   quantity?: number;
   dryRun?: boolean;
   at?: number;
+  /** unix ms after which the call counts nothing (DEADLINE) */
+  deadline?: number;
 }
 
 export type Algorithm = 'token' | 'period' | 'slide' | 'leaky';
@@ -151,6 +158,8 @@ export interface AcquireOptions {
   wait?: Duration;
   dryRun?: boolean;
   at?: number;
+  /** unix ms after which the call counts nothing (DEADLINE) */
+  deadline?: number;
 }
 
 export interface Lease extends Decision {
@@ -266,7 +275,7 @@ export class RateLimit {
   leaky(key: string | Buffer, opts: LeakyOptions): Promise<Decision>;
   limit(key: string | Buffer, opts: LimitSpec): Promise<Decision>;
   throttle(key: string | Buffer, opts: ThrottleOptions): Promise<Decision>;
-  all(limits: AllLimit[], opts?: { dryRun?: boolean; at?: number }): Promise<AllDecision>;
+  all(limits: AllLimit[], opts?: { dryRun?: boolean; at?: number; deadline?: number }): Promise<AllDecision>;
   refund(key: string | Buffer, count: number, opts?: { at?: number }): Promise<Decision | null>;
   /** RL.CHARGE: takes `count` permits past the limit (a debt); not sliding windows; null when nothing live */
   charge(key: string | Buffer, count: number, opts?: { at?: number }): Promise<Decision | null>;
@@ -296,6 +305,8 @@ export interface HitOptions {
   wait?: Duration;
   dryRun?: boolean;
   at?: number;
+  /** unix ms after which the call counts nothing (DEADLINE) */
+  deadline?: number;
 }
 
 /** A policy's limit: RL.ALL's grammar as an object (no cost: that is per call). */

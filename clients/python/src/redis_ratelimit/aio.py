@@ -57,14 +57,16 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """One request of ``cost`` against ``limit`` (a :class:`Token`, :class:`Period`,
         :class:`Slide` or :class:`Leaky`) on ``key``. ``ban``: refused requests start a ban of
         that long; ``wait``: block in the server until admitted, at most that long (the
         client's socket timeout must exceed it); ``dryrun``: change nothing; ``at``: unix ms to
-        judge at instead of the server clock."""
+        judge at instead of the server clock; ``deadline``: unix ms (this machine's clock)
+        after which the call counts nothing (a ``ResponseError`` starting ``DEADLINE``)."""
         cmd.check_wait(self, wait)
-        return cmd.decision(await self._send(*cmd.limiting(key, limit, cost, ban, wait, dryrun, at)))
+        return cmd.decision(await self._send(*cmd.limiting(key, limit, cost, ban, wait, dryrun, at, deadline)))
 
     async def token(
         self,
@@ -79,10 +81,18 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.TOKEN``: token bucket of ``capacity``, ``rate`` tokens per ``period``."""
         return await self.apply(
-            key, Token(capacity, rate, period, step), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at
+            key,
+            Token(capacity, rate, period, step),
+            cost=cost,
+            ban=ban,
+            wait=wait,
+            dryrun=dryrun,
+            at=at,
+            deadline=deadline,
         )
 
     async def period(
@@ -97,9 +107,12 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.PERIOD``: fixed window of ``limit`` per ``period`` (``align``: calendar windows)."""
-        return await self.apply(key, Period(limit, period, align), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at)
+        return await self.apply(
+            key, Period(limit, period, align), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at, deadline=deadline
+        )
 
     async def slide(
         self,
@@ -113,9 +126,12 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.SLIDE``: at most ``limit`` in any ``window`` (exact log, or ``buckets`` counters)."""
-        return await self.apply(key, Slide(limit, window, buckets), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at)
+        return await self.apply(
+            key, Slide(limit, window, buckets), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at, deadline=deadline
+        )
 
     async def leaky(
         self,
@@ -131,10 +147,11 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.LEAKY``: leaky bucket of ``capacity`` draining ``rate`` per ``period``."""
         spec = Leaky(capacity, rate, period, nodelay, delay)
-        return await self.apply(key, spec, cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at)
+        return await self.apply(key, spec, cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at, deadline=deadline)
 
     async def throttle(
         self,
@@ -215,12 +232,13 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.HIT``: ``key`` judged by the server's policy ``name`` (or the key's override),
         exactly as the direct command with the policy's parameters; an unknown policy is a
-        ``ResponseError`` naming it."""
+        ``ResponseError`` naming it. ``deadline``: as :meth:`apply`'s."""
         cmd.check_wait(self, wait)
-        return cmd.decision(await self._send(*cmd.hit(name, key, cost, wait, dryrun, at)))
+        return cmd.decision(await self._send(*cmd.hit(name, key, cost, wait, dryrun, at, deadline)))
 
     async def set_policy(
         self,
