@@ -437,7 +437,9 @@ fn atomic_slot_migration_moves_every_form_and_counts_traffic_once() {
 
     // The module heard the migration (the server event): the source's log says so.
     let log = source.log();
-    assert!(log.contains("ratelimit: atomic slot migration export completed"), "{log}");
+    let completed =
+        format!("ratelimit: atomic slot migration export completed: slots {slot}-{slot}");
+    assert!(log.contains(&completed), "{log}");
     assert!(target.log().contains("ratelimit: atomic slot migration import completed"));
 
     // The waiter: the redirect its client would get, to the new owner.
@@ -541,9 +543,22 @@ fn a_cancelled_migration_leaves_the_source_intact_and_the_target_clean() {
     let dbsize: i64 = redis::cmd("DBSIZE").query(&mut target.conn()).unwrap();
     assert_eq!(dbsize, 0, "importing keys are hidden from DBSIZE");
 
-    // Calls while the slot streams are served by the source.
+    // Calls while the slot streams are served by the source — also through a policy the
+    // target does not have (`RL.HIT` propagates the state it left, never itself).
     for _ in 0..5 {
         let r = run(&mut source.conn(), &["RL.PERIOD", &counter, "100", "1d"]);
+        assert!(is_admitted(&r), "{r:?}");
+    }
+    let set = ["RL.POLICY", "SET", "api", "TOKEN", "10", "1", "1m"];
+    assert_eq!(run(&mut source.conn(), &set).unwrap(), Value::Okay);
+    let hit = format!("{tag}:hit");
+    for at in ["", "AT"] {
+        let mut args = vec!["RL.HIT", "api", hit.as_str()];
+        let t = T.to_string();
+        if !at.is_empty() {
+            args.extend([at, t.as_str()]);
+        }
+        let r = run(&mut source.conn(), &args);
         assert!(is_admitted(&r), "{r:?}");
     }
     // A waiter on a key of the exported slot is held: its bucket refills after 1 s, but no
@@ -575,6 +590,7 @@ fn a_cancelled_migration_leaves_the_source_intact_and_the_target_clean() {
     assert_eq!(inline_entries(&target_replica), 0);
     // The source still owns the slot and every form as it was.
     assert_eq!(snapshots(source, &keys), before);
+    let hit_before = snapshot(&mut source.conn(), &hit);
     let r = run(&mut source.conn(), &["RL.PERIOD", &counter, "100", "1d", "DRYRUN"]).unwrap();
     assert!(matches!(&r, Value::Array(v) if v.get(2) == Some(&Value::Int(100 - 5 - 1))), "{r:?}");
 
@@ -584,6 +600,7 @@ fn a_cancelled_migration_leaves_the_source_intact_and_the_target_clean() {
     assert_eq!(finished(source), "success", "{:?}", migrations(source));
     assert_eq!(snapshots(target, &keys), before);
     let mut tc = target.conn();
+    assert_eq!(snapshot(&mut tc, &hit), hit_before, "a policy's key moves without the policy");
     assert_eq!(run(&mut tc, &["EXISTS", &short]).unwrap(), Value::Int(0));
     let r = run(&mut tc, &["RL.PERIOD", &counter, "100", "1d", "DRYRUN"]).unwrap();
     assert!(matches!(&r, Value::Array(v) if v.get(2) == Some(&Value::Int(100 - 5 - 1))), "{r:?}");

@@ -134,6 +134,15 @@ impl Drop for Process {
     }
 }
 
+/// Waits until `ok()`, or panics after the deadline.
+pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + DEADLINE;
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what} did not happen within {DEADLINE:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Waits until `ok()` or panics after the deadline with `what` and the process's log.
 fn wait_until(process: &mut Process, what: &str, mut ok: impl FnMut() -> bool) {
     let deadline = Instant::now() + DEADLINE;
@@ -180,6 +189,14 @@ pub fn start_service(
     config: &str,
     extra: &[(&str, &str)],
 ) -> Service {
+    let sock = redis_sock.display().to_string();
+    let mut vars = vec![("REDIS_SOCKET_TYPE", "unix"), ("REDIS_URL", sock.as_str())];
+    vars.extend_from_slice(extra);
+    start_service_with(dir, config, &vars)
+}
+
+/// Starts the service with `config` and these variables (Redis's among them).
+pub fn start_service_with(dir: &Path, config: &str, extra: &[(&str, &str)]) -> Service {
     let runtime = dir.join("runtime");
     let config_dir = runtime.join("ratelimit").join("config");
     std::fs::create_dir_all(&config_dir).expect("config dir");
@@ -190,8 +207,6 @@ pub fn start_service(
         ("GRPC_PORT", grpc_port.to_string()),
         ("HOST", "127.0.0.1".to_string()),
         ("PORT", http_port.to_string()),
-        ("REDIS_SOCKET_TYPE", "unix".to_string()),
-        ("REDIS_URL", redis_sock.display().to_string()),
         ("REDIS_TIMEOUT", "1s".to_string()),
         ("RUNTIME_ROOT", runtime.display().to_string()),
         ("RUNTIME_SUBDIRECTORY", "ratelimit".to_string()),
@@ -254,6 +269,8 @@ const ACTIONS: &str = r#"
                     - request_headers: {header_name: x-free, descriptor_key: free}
                   - actions:
                     - request_headers: {header_name: x-alg, descriptor_key: alg}
+                  - actions:
+                    - request_headers: {header_name: x-bulk, descriptor_key: bulk}
 "#;
 
 /// Envoy: a listener whose one route goes to the service's own `/healthcheck` (an upstream
@@ -311,6 +328,15 @@ static_resources:
                   prefix_rewrite: "/healthcheck"
                   rate_limits:{ACTIONS}
           http_filters:
+          - name: envoy.filters.http.set_filter_state
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.set_filter_state.v3.Config
+              on_request_headers:
+              - object_key: envoy.ratelimit.hits_addend
+                skip_if_empty: true
+                format_string:
+                  omit_empty_values: true
+                  text_format_source: {{inline_string: "%REQ(x-cost)%"}}
           - name: envoy.filters.http.ratelimit
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit

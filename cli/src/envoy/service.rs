@@ -127,6 +127,7 @@ impl RateLimitService for Service {
         request: Request<RateLimitRequest>,
     ) -> Result<Response<RateLimitResponse>, Status> {
         let request = request.into_inner();
+        tracing::debug!(?request, "ShouldRateLimit");
         let state = &self.state;
         let config = state.config();
         let plan = decide::plan(&request, config.as_deref(), &state.options).map_err(|e| {

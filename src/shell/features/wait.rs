@@ -308,12 +308,7 @@ fn arm(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, at: i64, now: i64) {
         return;
     };
     if let Some((timer, _)) = previous {
-        let mut data: *mut c_void = ptr::null_mut();
-        if unsafe { (api.stop_timer)(ctx, timer, &mut data) } == raw::REDISMODULE_OK as c_int
-            && !data.is_null()
-        {
-            drop(unsafe { Box::from_raw(data.cast::<KeyId>()) });
-        }
+        stop_timer(api, ctx, timer);
     }
     let delay = at.saturating_sub(now).max(0);
     let data = Box::into_raw(Box::new(id.clone())).cast::<c_void>();
@@ -323,6 +318,18 @@ fn arm(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, at: i64, now: i64) {
             key.timer = Some((timer, now.saturating_add(delay)));
         }
     });
+}
+
+/// Stops a key's timer before it fires, and frees the key id it carried.
+fn stop_timer(api: &Api, ctx: *mut RedisModuleCtx, timer: raw::RedisModuleTimerID) {
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: `timer` was created by `arm` with a boxed `KeyId` as its data; a stopped timer
+    // hands that data back exactly once, and it is freed here (a fired one freed its own).
+    if unsafe { (api.stop_timer)(ctx, timer, &mut data) } == raw::REDISMODULE_OK as c_int
+        && !data.is_null()
+    {
+        drop(unsafe { Box::from_raw(data.cast::<KeyId>()) });
+    }
 }
 
 /// The call's key may have gained room: judge its head waiter at once.
@@ -487,6 +494,7 @@ fn where_served(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) -> Serv
         return Served::Here;
     };
     slots::served_here(api, ctx, &id.name, || {
+        // SAFETY: a live context; selecting the waiter's database before opening its key.
         unsafe { (api.select_db)(ctx, id.db) };
         let mut open = Key::open(api, ctx, key, Mode::Read);
         !matches!(open.contents(), Contents::Empty)
@@ -523,12 +531,7 @@ fn redirect_all(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, error: &str) {
         None => (Vec::new(), None),
     });
     if let Some((timer, _)) = timer {
-        let mut data: *mut c_void = ptr::null_mut();
-        if unsafe { (api.stop_timer)(ctx, timer, &mut data) } == raw::REDISMODULE_OK as c_int
-            && !data.is_null()
-        {
-            drop(unsafe { Box::from_raw(data.cast::<KeyId>()) });
-        }
+        stop_timer(api, ctx, timer);
     }
     for waiter in waiters {
         finish(api, waiter, Answer::Error(error.to_string()), Outcome::Error);
@@ -563,6 +566,7 @@ pub fn slots_left(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
         return;
     }
     let nodes = slots::cluster_nodes(api, ctx).unwrap_or_default();
+    // SAFETY: reads the server clock.
     let now = unsafe { (api.milliseconds)() };
     for id in ids {
         match slots::redirect(&nodes, slots::key_slot(&id.name)) {
@@ -579,6 +583,7 @@ pub fn slots_stayed(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
     let Some(api) = api() else {
         return;
     };
+    // SAFETY: reads the server clock.
     let now = unsafe { (api.milliseconds)() };
     for id in keys_in(ranges) {
         arm(api, ctx, &id, now, now);
