@@ -9,6 +9,7 @@
 pub mod api;
 pub mod config;
 pub mod datatype;
+pub mod events;
 pub mod key;
 pub mod propagation;
 pub mod registry;

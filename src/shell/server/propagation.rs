@@ -30,7 +30,7 @@
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use redis_module::raw::{self, RedisModuleCtx, RedisModuleEvent};
+use redis_module::raw::{self, RedisModuleCtx};
 
 use crate::shell::server::api::Api;
 
@@ -78,13 +78,13 @@ pub fn verbatim_now() -> bool {
 }
 
 /// Puts the flag down (the next check waits a second from now).
-fn doubt(api: &Api) {
+pub fn doubt(api: &Api) {
     ALONE.store(false, Ordering::Relaxed);
-    let now = unsafe { (api.milliseconds)() };
+    let now = api.now_ms();
     LAST_DOUBT_MS.store(now, Ordering::Relaxed);
 }
 
-/// Puts the flag down now (an atomic slot migration's export started: `server::slots`).
+/// Puts the flag down now (an atomic slot migration's export started: `server::events`).
 pub fn doubt_now() {
     if let Some(api) = crate::shell::server::api::api() {
         doubt(api);
@@ -108,55 +108,4 @@ fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
     let alone = is_master && zero(c"connected_slaves") && zero(c"repl_backlog_active");
     unsafe { (api.free_server_info)(ctx, info) };
     alone
-}
-
-/// The server events this module hears (a module has one callback per event): every event
-/// that can give propagation a consumer is a doubt; loads, saves and `swapdb` syncs also go to
-/// the policy table's storage (`features::persist`).
-unsafe extern "C" fn on_server_event(
-    ctx: *mut RedisModuleCtx,
-    event: RedisModuleEvent,
-    subevent: u64,
-    _data: *mut std::ffi::c_void,
-) {
-    match event.id {
-        raw::REDISMODULE_EVENT_PERSISTENCE => {
-            crate::shell::features::persist::on_persistence(ctx, subevent)
-        }
-        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD => {
-            crate::shell::features::persist::on_async_load(ctx, subevent)
-        }
-        id => {
-            if let Some(api) = crate::shell::server::api::api() {
-                doubt(api);
-            }
-            if id == raw::REDISMODULE_EVENT_LOADING {
-                crate::shell::features::persist::on_loading(ctx, subevent);
-            }
-        }
-    }
-}
-
-/// Subscribes to the events that can give propagation a consumer; puts the flag down. Fails
-/// (so the module refuses to load) if the server refuses a subscription: without the events
-/// verbatim propagation would not be provably safe.
-pub fn init(api: &Api, ctx: *mut RedisModuleCtx) -> Result<(), String> {
-    doubt(api);
-    let events = [
-        raw::REDISMODULE_EVENT_FORK_CHILD,
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
-        raw::REDISMODULE_EVENT_REPLICA_CHANGE,
-        raw::REDISMODULE_EVENT_LOADING,
-        raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
-        raw::REDISMODULE_EVENT_PERSISTENCE,
-        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
-    ];
-    for id in events {
-        let event = RedisModuleEvent { id, dataver: 1 };
-        let status = unsafe { (api.subscribe_to_server_event)(ctx, event, Some(on_server_event)) };
-        if status != raw::REDISMODULE_OK as c_int {
-            return Err(format!("could not subscribe to server event {id}"));
-        }
-    }
-    Ok(())
 }

@@ -40,7 +40,7 @@ use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use redis_module::raw::{self, RedisModuleCtx, RedisModuleEvent};
+use redis_module::raw::{self, RedisModuleCtx};
 
 use crate::shell::server::api::Api;
 
@@ -51,13 +51,13 @@ pub const SLOTS: usize = 16384;
 pub const OPTION_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 
 /// Valkey's server event for atomic slot migration, and its subevents.
-const EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
-const IMPORT_STARTED: u64 = 0;
-const EXPORT_STARTED: u64 = 1;
-const IMPORT_ABORTED: u64 = 2;
-const EXPORT_ABORTED: u64 = 3;
-const IMPORT_COMPLETED: u64 = 4;
-const EXPORT_COMPLETED: u64 = 5;
+pub const EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
+pub const IMPORT_STARTED: u64 = 0;
+pub const EXPORT_STARTED: u64 = 1;
+pub const IMPORT_ABORTED: u64 = 2;
+pub const EXPORT_ABORTED: u64 = 3;
+pub const IMPORT_COMPLETED: u64 = 4;
+pub const EXPORT_COMPLETED: u64 = 5;
 
 /// One range of slots, both ends included, as the event's data gives it.
 #[repr(C)]
@@ -109,7 +109,8 @@ pub fn exporting(slot: u16) -> bool {
             .is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (slot % 64)) != 0)
 }
 
-fn mark_exporting(ranges: &[(u16, u16)], on: bool) {
+/// Marks the slots of `ranges` as being exported (`on`) or not.
+pub fn mark_exporting(ranges: &[(u16, u16)], on: bool) {
     for &(start, end) in ranges {
         for slot in start..=end {
             let Some(word) = EXPORTING.get(usize::from(slot) / 64) else {
@@ -133,7 +134,7 @@ fn mark_exporting(ranges: &[(u16, u16)], on: bool) {
 
 /// Which atomic slot migration the server has, from `INFO server`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AtomicMigration {
+pub enum AtomicMigration {
     /// None (Redis < 8.4, Valkey < 9).
     None,
     /// Valkey ≥ 9: `CLUSTER MIGRATESLOTS`, pushed by the source; modules opt in.
@@ -150,7 +151,7 @@ fn major_minor(version: &str) -> (u32, u32) {
 
 /// The server's atomic slot migration (`INFO server`: `server_name:valkey` and
 /// `valkey_version` on Valkey, `redis_version` on Redis).
-fn atomic_migration(api: &Api, ctx: *mut RedisModuleCtx) -> AtomicMigration {
+pub fn atomic_migration(api: &Api, ctx: *mut RedisModuleCtx) -> AtomicMigration {
     // SAFETY: `ctx` is the module's load context; the info data is freed below.
     let info = unsafe { (api.get_server_info)(ctx, c"server".as_ptr()) };
     if info.is_null() {
@@ -173,45 +174,11 @@ fn atomic_migration(api: &Api, ctx: *mut RedisModuleCtx) -> AtomicMigration {
     }
 }
 
-/// The module options to add for atomic slot migration, and the migration events heard:
-/// - Valkey ≥ 9: the option flag, and its event (19); a server that refuses the subscription
-///   gets no flag (a migration would then go unheard);
-/// - Redis ≥ 8.4: no flag exists (its migration needs no opt-in); its event
-///   (`REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION`, 18) is heard the same way. **Untested**: no
-///   Redis 8.4+ binary was reachable when this was written (`docs/operations.md`).
-///
-/// Elsewhere nothing: Redis stores whatever option bits it is given, and the two servers
-/// number these events differently (Redis' 19 is its trim event).
-pub fn declares_atomic_slot_migration(api: &Api, ctx: *mut RedisModuleCtx) -> c_int {
-    let (id, callback, option): (u64, raw::RedisModuleEventCallback, c_int) =
-        match atomic_migration(api, ctx) {
-            AtomicMigration::None => return 0,
-            AtomicMigration::Valkey => (
-                EVENT_ATOMIC_SLOT_MIGRATION,
-                Some(on_atomic_slot_migration),
-                OPTION_HANDLE_ATOMIC_SLOT_MIGRATION,
-            ),
-            AtomicMigration::Redis => {
-                (raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION, Some(on_redis_slot_migration), 0)
-            }
-        };
-    let event = RedisModuleEvent { id, dataver: 1 };
-    // SAFETY: the load context; the callback lives as long as the module.
-    let status = unsafe { (api.subscribe_to_server_event)(ctx, event, callback) };
-    if status != raw::REDISMODULE_OK as c_int {
-        redis_module::logging::log_warning(
-            "ratelimit: the server refused its slot migration event; not declaring support",
-        );
-        return 0;
-    }
-    option
-}
-
 /// The slot ranges of a migration event's data (empty if there is none).
 ///
 /// # Safety
 /// `data` is NULL or the event's `ValkeyModuleAtomicSlotMigrationInfo`, live for the call.
-unsafe fn ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
+pub unsafe fn ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
     // SAFETY: per the contract, a non-NULL `data` is the event's info structure.
     let Some(info) = (unsafe { data.cast::<MigrationInfo>().as_ref() }) else {
         return Vec::new();
@@ -230,58 +197,11 @@ unsafe fn ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
         .collect()
 }
 
-/// The atomic slot migration event (Valkey ≥ 9).
-unsafe extern "C" fn on_atomic_slot_migration(
-    ctx: *mut RedisModuleCtx,
-    event: RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    // SAFETY: the server passes this event's data.
-    let ranges = unsafe { ranges_of(data) };
-    migration_event(ctx, event, subevent, &ranges);
-}
-
-/// A migration's step (Valkey's subevent numbers), on the slots it moves.
-fn migration_event(
-    ctx: *mut RedisModuleCtx,
-    _event: RedisModuleEvent,
-    subevent: u64,
-    ranges: &[(u16, u16)],
-) {
-    let what = match subevent {
-        EXPORT_STARTED => {
-            mark_exporting(ranges, true);
-            crate::shell::server::propagation::doubt_now();
-            "export started"
-        }
-        EXPORT_COMPLETED => {
-            mark_exporting(ranges, false);
-            crate::shell::features::wait::slots_left(ctx, ranges);
-            "export completed"
-        }
-        EXPORT_ABORTED => {
-            mark_exporting(ranges, false);
-            crate::shell::features::wait::slots_stayed(ctx, ranges);
-            "export aborted"
-        }
-        IMPORT_STARTED => "import started",
-        IMPORT_COMPLETED => "import completed",
-        IMPORT_ABORTED => "import aborted",
-        _ => return,
-    };
-    let listed: Vec<String> = ranges.iter().map(|(s, e)| format!("{s}-{e}")).collect();
-    redis_module::logging::log_notice(format!(
-        "ratelimit: atomic slot migration {what}: slots {}",
-        listed.join(" ")
-    ));
-}
-
 /// The slot ranges of Redis' migration event data (empty if there is none).
 ///
 /// # Safety
 /// `data` is NULL or the event's `RedisModuleClusterSlotMigrationInfo`, live for the call.
-unsafe fn redis_ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
+pub unsafe fn redis_ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
     // SAFETY: per the contract; the layout is the crate's binding of Redis' header.
     let Some(info) = (unsafe { data.cast::<raw::RedisModuleClusterSlotMigrationInfo>().as_ref() })
     else {
@@ -299,28 +219,6 @@ unsafe fn redis_ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
         .filter(|r| r.start <= r.end && usize::from(r.end) < SLOTS)
         .map(|r| (r.start, r.end))
         .collect()
-}
-
-/// Redis ≥ 8.4's slot migration event: the source's `MIGRATE_*` subevents are what Valkey's
-/// `EXPORT_*` are (untested, see [`declares_atomic_slot_migration`]).
-unsafe extern "C" fn on_redis_slot_migration(
-    ctx: *mut RedisModuleCtx,
-    event: RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    let as_valkey = match subevent {
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_STARTED => EXPORT_STARTED,
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_FAILED => EXPORT_ABORTED,
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_COMPLETED => EXPORT_COMPLETED,
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_STARTED => IMPORT_STARTED,
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_FAILED => IMPORT_ABORTED,
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_COMPLETED => IMPORT_COMPLETED,
-        _ => return,
-    };
-    // SAFETY: the server passes this event's data.
-    let ranges = unsafe { redis_ranges_of(data) };
-    migration_event(ctx, event, as_valkey, &ranges);
 }
 
 /// Where a key is served, for a waiter on it.
