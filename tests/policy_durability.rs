@@ -56,6 +56,13 @@ fn rewrite_aof(con: &mut Connection) {
     assert_eq!(info_field(con, "persistence", "aof_last_bgrewrite_status"), "ok");
 }
 
+/// `pro`'s candidate (`RL.POLICY SET pro TOKEN 3 1 1s CANDIDATE`) came back.
+fn assert_candidate(con: &mut Connection) {
+    let candidate: Value =
+        redis::cmd("RL.POLICY").arg(&["GET", "pro", "CANDIDATE"]).query(con).unwrap();
+    assert!(format!("{candidate:?}").contains("token"), "{candidate:?}");
+}
+
 /// The key that carries the table in Redis 7.0's snapshots exists in none once loaded.
 fn assert_no_carrier(con: &mut Connection) {
     let exists: i64 =
@@ -77,6 +84,7 @@ fn policies_survive_a_restart_from_rdb_and_debug_reload() {
     let _: () = redis::cmd("DEBUG").arg("RELOAD").query(&mut c).unwrap();
     defined(&mut c);
     ok(&mut c, "RL.POLICY SET gone TOKEN 1 1 1s");
+    ok(&mut c, "RL.POLICY SET pro TOKEN 3 1 1s CANDIDATE");
     save(&mut c);
     del(&mut c, "RL.POLICY DEL gone");
     server.restart();
@@ -87,9 +95,24 @@ fn policies_survive_a_restart_from_rdb_and_debug_reload() {
         "the RDB's table replaces the one in memory"
     );
     assert_logged(&server, "loaded the policy table from the RDB file: 3 policies, 1 overrides");
+    assert_candidate(&mut c);
     // The keyspace is what it was: the keys `defined` hit, no carrier key.
     assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 2);
     assert_no_carrier(&mut c);
+    // A BGSAVE (a fork child's snapshot) carries them too.
+    ok(&mut c, "RL.POLICY SET forked LEAKY 3 1 1s");
+    let _: String = redis::cmd("BGSAVE").query(&mut c).expect("BGSAVE");
+    wait_for("the BGSAVE", || {
+        info_field(&mut c, "persistence", "rdb_bgsave_in_progress") == "0"
+            && info_field(&mut c, "persistence", "rdb_last_bgsave_status") == "ok"
+            && info_field(&mut c, "persistence", "rdb_changes_since_last_save") == "0"
+    });
+    del(&mut c, "RL.POLICY DEL forked");
+    server.restart();
+    let mut c = server.conn();
+    assert_eq!(names(&mut c), ["forked", "free", "gone", "pro"]);
+    assert_no_carrier(&mut c);
+    del(&mut c, "RL.POLICY DEL forked");
     // FLUSHALL keeps policies, as it keeps functions.
     let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
     assert_eq!(names(&mut c).len(), 3);
@@ -128,6 +151,7 @@ fn policies_survive_aof_restarts_and_rewrites() {
             Server::start_with(&["--appendonly", "yes", "--aof-use-rdb-preamble", preamble]);
         let mut c = server.conn();
         define(&mut c);
+        ok(&mut c, "RL.POLICY SET pro TOKEN 3 1 1s CANDIDATE");
         server.restart();
         let mut c = server.conn();
         defined(&mut c);
@@ -138,6 +162,7 @@ fn policies_survive_aof_restarts_and_rewrites() {
         let mut c = server.conn();
         let expected = vec!["free", "late", "pro"];
         assert_eq!(names(&mut c), expected, "preamble {preamble}");
+        assert_candidate(&mut c);
         assert_eq!(line(&mut c, "RL.HIT free fresh-user")[..3], [1, 5, 4]);
         // The keys `defined` and this call hit, no carrier key.
         assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 3);
@@ -146,6 +171,7 @@ fn policies_survive_aof_restarts_and_rewrites() {
         rewrite_aof(&mut c);
         server.restart();
         assert_eq!(names(&mut server.conn()), expected, "preamble {preamble}, twice");
+        assert_candidate(&mut server.conn());
     }
 }
 
@@ -375,24 +401,78 @@ fn an_rdb_without_policies_carries_no_record() {
 /// 0.2.0's module, built by `scripts/old-module.sh` (shared with `tests/upgrade.rs`); `None`
 /// when this clone lacks the release's commit.
 fn module_0_2_0() -> Option<std::path::PathBuf> {
+    module_at("0.2.0", "5377d08618e8ccd3af2a66d54e4592bd056fcae2", "upgrade-0.2.0")
+}
+
+/// The unreleased 0.3.0 as main held it before policies were durable everywhere (policies as
+/// aux data only where `aux_save2` exists; on Redis 7.0 only with `policies-in-rdb yes`).
+fn module_0_3_0_earlier() -> Option<std::path::PathBuf> {
+    module_at("0.3.0 (earlier)", "956678dd18065b79ee85b4c4c6f1d39ce1abaf96", "upgrade-0.3.0-pre")
+}
+
+/// A module built from `commit` into `target/<dir>` once per clone; `None` when this clone
+/// lacks the commit.
+fn module_at(version: &str, commit: &str, dir: &str) -> Option<std::path::PathBuf> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = std::process::Command::new("bash")
         .arg(root.join("scripts/old-module.sh"))
-        .arg("5377d08618e8ccd3af2a66d54e4592bd056fcae2")
-        .arg(root.join("target/upgrade-0.2.0"))
+        .arg(commit)
+        .arg(root.join("target").join(dir))
         .output()
         .expect("run scripts/old-module.sh");
     match out.status.code() {
         Some(0) => Some(String::from_utf8_lossy(&out.stdout).trim().into()),
         Some(3) => {
-            eprintln!("SKIPPED: needs 0.2.0's commit");
+            eprintln!("SKIPPED: needs {version}'s commit");
             None
         }
-        _ => panic!("building 0.2.0 failed: {}", String::from_utf8_lossy(&out.stderr)),
+        _ => panic!("building {version} failed: {}", String::from_utf8_lossy(&out.stderr)),
     }
 }
 
-/// 0.2.0 started on the RDB file `from` saved (`Err`: it exited while loading).
+/// Whether the server has `aux_save2` (Redis 7.2+, every Valkey, which reports 7.2.4 or
+/// later).
+fn has_aux_save2(c: &mut Connection) -> bool {
+    let version = info_field(c, "server", "redis_version");
+    let parts: Vec<u32> = version.split('.').filter_map(|p| p.parse().ok()).collect();
+    parts.get(..2).is_some_and(|v| (v[0], v[1]) >= (7, 2))
+}
+
+/// What the earlier 0.3.0 build saved (aux data; on Redis 7.0 with its opt-in) loads here,
+/// and what it reads back of ours: on 7.2+ and Valkey every RDB (the same aux data); on Redis
+/// 7.0 an RDB with policies stops it (it has no loader for the carrier key), one without
+/// loads.
+#[test]
+fn an_earlier_0_3_0_build_and_this_one_read_each_others_rdb_files() {
+    let Some(earlier) = module_0_3_0_earlier() else { return };
+    let saver = Server::start_module(&earlier, &[], &["policies-in-rdb", "yes"]);
+    let mut c = saver.conn();
+    define(&mut c);
+    save(&mut c);
+    let (mut here, loaded) = load_with(&module_path(), &saver);
+    loaded.expect("this build loads the earlier build's RDB");
+    defined(&mut here.conn());
+    // And back.
+    let mut hc = here.conn();
+    save(&mut hc);
+    let (back, loaded) = load_with(&earlier, &here);
+    if has_aux_save2(&mut hc) {
+        loaded.expect("the earlier build loads this build's aux data");
+        defined_read_only(&mut back.conn(), "read back by the earlier build");
+    } else {
+        assert!(loaded.is_err(), "Redis 7.0: the earlier build cannot load the carrier key");
+    }
+    for name in ["free", "pro"] {
+        del(&mut hc, &format!("RL.POLICY DEL {name}"));
+    }
+    save(&mut hc);
+    let (_back, loaded) = load_with(&earlier, &here);
+    loaded.expect("the earlier build loads an RDB without policies");
+    here.stop();
+}
+
+/// A server loading `module` started on the RDB file `from` saved (`Err`: it exited while
+/// loading).
 fn load_with(module: &std::path::Path, from: &Server) -> (Server, Result<(), String>) {
     let mut s = Server::start_module(module, &[], &[]);
     s.stop();
@@ -454,4 +534,30 @@ fn load_aof_with(module: &std::path::Path, from: &Server) -> (Server, Result<(),
     }
     let loaded = s.try_restart();
     (s, loaded)
+}
+
+/// A cluster node restarts with its policies, and the snapshot's carrier key (Redis 7.0) is
+/// gone before the node checks its keys against its slots: a node that owns no slot claims
+/// none.
+#[test]
+fn a_cluster_node_restarts_with_its_policies_and_claims_no_slot() {
+    let mut node = cluster_node();
+    let mut c = node.conn();
+    ok(&mut c, "RL.POLICY SET free TOKEN 5 1 1s");
+    save(&mut c);
+    node.restart();
+    let mut c = node.conn();
+    assert_eq!(names(&mut c), ["free"]);
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 0, "no carrier key");
+    assert_eq!(info_field_of(&mut c, "CLUSTER", "INFO", "cluster_slots_assigned"), "0");
+}
+
+/// One `field:value` line of a command's text reply (`CLUSTER INFO`).
+fn info_field_of(con: &mut Connection, command: &str, arg: &str, field: &str) -> String {
+    let text: String = redis::cmd(command).arg(arg).query(con).expect(command);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }

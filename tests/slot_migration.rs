@@ -437,7 +437,9 @@ fn atomic_slot_migration_moves_every_form_and_counts_traffic_once() {
 
     // The module heard the migration (the server event): the source's log says so.
     let log = source.log();
-    assert!(log.contains("ratelimit: atomic slot migration export completed"), "{log}");
+    let completed =
+        format!("ratelimit: atomic slot migration export completed: slots {slot}-{slot}");
+    assert!(log.contains(&completed), "{log}");
     assert!(target.log().contains("ratelimit: atomic slot migration import completed"));
 
     // The waiter: the redirect its client would get, to the new owner.
@@ -445,6 +447,10 @@ fn atomic_slot_migration_moves_every_form_and_counts_traffic_once() {
     assert_eq!(e.code(), Some("MOVED"), "{e}");
     assert!(e.to_string().contains(&format!("127.0.0.1:{}", target.port)), "{e}");
     assert_eq!(waiting(source), 0);
+    // Granted nowhere: the bucket it waited on is still empty on the target.
+    let dry = ["RL.TOKEN", &full, "1", "1", "1h", "DRYRUN"];
+    let reply = run(&mut target.conn(), &dry).unwrap();
+    assert!(matches!(&reply, Value::Array(v) if v.first() == Some(&Value::Int(0))), "{reply:?}");
 
     // Every form, on the target and its replica, exactly as it was.
     assert_eq!(snapshots(target, &keys), before);

@@ -509,7 +509,7 @@ pub fn judge_all_into<'h, H: Held + 'h>(
 ) -> Result<(), KeyError> {
     let mut staged: PerKey<Option<Staged<'h, H>>> = PerKey::new();
     let mut allowed = true;
-    for (slot, limit) in held.into_iter().zip(&all.limits) {
+    for (index, (slot, limit)) in held.into_iter().zip(&all.limits).enumerate() {
         let how = How {
             cost: limit.cost,
             commit: !all.dry_run,
@@ -528,10 +528,18 @@ pub fn judge_all_into<'h, H: Held + 'h>(
                 (judge_limit(stage.as_mut(), &limit.limit, how, now_ms)?, stage)
             }
         };
-        allowed &= judged.allowed;
+        // A `SHADOW` group never refuses the call: refusing, it is left as it is.
+        let (change, stage) = if !all.is_shadow(index) {
+            allowed &= judged.allowed;
+            (judged.change, stage)
+        } else if judged.allowed {
+            (judged.change, stage)
+        } else {
+            (Change::Unchanged, None)
+        };
         // At most 16 of each (one per limit, and a call has at most 16).
         let _ = verdict.details.push(judged.reply);
-        let _ = verdict.changes.push(judged.change);
+        let _ = verdict.changes.push(change);
         let _ = staged.push(stage);
     }
     if !allowed || all.dry_run {
@@ -546,7 +554,7 @@ pub fn judge_all_into<'h, H: Held + 'h>(
             }
         }
     }
-    let (index, retry_after_ms) = binding(&verdict.details, allowed);
+    let (index, retry_after_ms) = binding(&verdict.details, allowed, |i| all.is_shadow(i));
     let bound = verdict.details.get(index).copied().unwrap_or_default();
     verdict.allowed = allowed;
     verdict.head = [
@@ -567,10 +575,19 @@ pub fn judge_all_into<'h, H: Held + 'h>(
 /// largest; ties: lowest index), whose wait is the exact wait until every limit admits
 /// (waiting never removes permits). Admitted: the limit with the fewest `remaining` (ties:
 /// lowest index); the retry is the largest admitted `retry_after` (a leaky bucket's delay).
-fn binding(details: &PerKey<[i64; 5]>, allowed: bool) -> (usize, i64) {
+/// `SHADOW` groups are never binding, unless every group is one.
+fn binding(
+    details: &PerKey<[i64; 5]>,
+    allowed: bool,
+    shadow: impl Fn(usize) -> bool,
+) -> (usize, i64) {
     let wait = |d: &[i64; 5]| if d[3] < 0 { i64::MAX } else { d[3] };
+    let all_shadow = (0..details.len()).all(&shadow);
     let mut best: Option<(usize, &[i64; 5])> = None;
     for (i, d) in details.iter().enumerate() {
+        if shadow(i) && !all_shadow {
+            continue;
+        }
         let better = match best {
             None => allowed || d[0] == 0,
             Some((_, b)) if allowed => d[2] < b[2],
@@ -582,7 +599,8 @@ fn binding(details: &PerKey<[i64; 5]>, allowed: bool) -> (usize, i64) {
     }
     let index = best.map_or(0, |(i, _)| i);
     let retry = if allowed {
-        details.iter().map(|d| d[3]).max().unwrap_or(0)
+        let counted = |(i, _): &(usize, &[i64; 5])| all_shadow || !shadow(*i);
+        details.iter().enumerate().filter(counted).map(|(_, d)| d[3]).max().unwrap_or(0)
     } else {
         best.map_or(0, |(_, d)| d[3])
     };

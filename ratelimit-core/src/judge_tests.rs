@@ -182,6 +182,7 @@ fn all_of(limits: Vec<Request>, dry_run: bool) -> AllRequest {
         at_ms: None,
         deadline_ms: None,
         by_policy: false,
+        shadow: 0,
     }
 }
 
@@ -1066,4 +1067,48 @@ proptest! {
             prop_assert_eq!(state(&staged), state(&detached));
         }
     }
+}
+
+#[test]
+fn a_shadow_group_never_refuses_and_takes_only_when_it_admits() {
+    // Key 0: 2 per second (enforced). Key 1: 1 per second, SHADOW.
+    let limits = vec![request(Command::Period, "2 1s"), request(Command::Period, "1 1s")];
+    let shadow = AllRequest { shadow: 0b10, ..all_of(limits, false) };
+    for detached in [false, true] {
+        let mut slots = vec![None, None];
+        let go = |slots: &mut Vec<Option<PackedLimiter>>| {
+            if detached {
+                run_all_detached(slots, &shadow, T0).unwrap()
+            } else {
+                run_all(slots, &shadow, T0).unwrap()
+            }
+        };
+        // First call: both admit and both take.
+        let v = go(&mut slots);
+        assert_eq!(v.details.to_vec(), vec![[1, 2, 1, 0, 1000], [1, 1, 0, 0, 1000]]);
+        assert_eq!(v.head[0], 1);
+        // Second: the shadow key refuses, the call is admitted, the shadow key unchanged and
+        // never binding (index 1 is the enforced key).
+        let v = go(&mut slots);
+        assert_eq!(v.head, [1, 2, 0, 0, 1000, 1]);
+        assert_eq!(v.details.get(1).copied(), Some([0, 1, 0, 1000, 1000]));
+        assert!(matches!(v.changes.get(1), Some(Change::Unchanged)));
+        let used = describe_key(slots[1].as_ref(), T0).unwrap().fields;
+        assert!(used.contains(&("used", 1)), "{used:?}");
+        // Third: the enforced key refuses; nothing changes.
+        let v = go(&mut slots);
+        assert_eq!(v.head, [0, 2, 0, 1000, 1000, 1]);
+        assert!(!v.changed());
+    }
+}
+
+#[test]
+fn every_group_shadow_is_always_admitted() {
+    let limits = vec![request(Command::Token, "1 1 1s")];
+    let all = AllRequest { shadow: 1, ..all_of(limits, false) };
+    let mut slots = vec![None];
+    assert_eq!(run_all(&mut slots, &all, T0).unwrap().head[0], 1);
+    let v = run_all(&mut slots, &all, T0).unwrap();
+    assert_eq!(v.head[0], 1);
+    assert_eq!(v.details.get(0).map(|d| d[0]), Some(0));
 }

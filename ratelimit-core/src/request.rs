@@ -281,6 +281,10 @@ pub type PerKey<T> = Bounded<T, { MAX_ALL_KEYS as usize }>;
 ///        | LEAKY capacity rate period [NODELAY | DELAY d] [COST n]
 /// ```
 ///
+/// Any group may also say `SHADOW`: it is judged and answered like the others but never
+/// refuses the call; it takes its cost when it admits and the call is admitted, and is left
+/// unchanged when it refuses.
+///
 /// A group runs from its keyword to the next group keyword; its options come in any order,
 /// each at most once. `DRYRUN` and `AT` belong to the whole call: they may follow any group,
 /// once per call.
@@ -297,6 +301,28 @@ pub struct AllRequest {
     /// A group is `POLICY name`: the call's arguments alone do not say what was judged, so it
     /// must reach replicas and the AOF as the states it left, never as itself.
     pub by_policy: bool,
+    /// Bit `i` set: the `i`-th group said `SHADOW` (see [`AllRequest::is_shadow`]).
+    pub shadow: u32,
+}
+
+/// `SHADOW`, a group option of `RL.ALL` only (no single command takes it).
+const SHADOW: &[u8] = b"SHADOW";
+
+/// A group's arguments, borrowed, or copied without a `SHADOW` word.
+type GroupArgs<'a, 'b> = std::borrow::Cow<'a, [&'b [u8]]>;
+
+/// A group's arguments without its `SHADOW` word, and whether it had one (twice is an error).
+/// Borrows the group as it is unless it says `SHADOW` (the common case allocates nothing).
+fn take_shadow<'a, 'b>(group: &'a [&'b [u8]]) -> Result<(GroupArgs<'a, 'b>, bool), ArgError> {
+    let is_shadow = |t: &&[u8]| t.eq_ignore_ascii_case(SHADOW);
+    match group.iter().filter(|t| is_shadow(t)).count() {
+        0 => Ok((std::borrow::Cow::Borrowed(group), false)),
+        1 => Ok((
+            std::borrow::Cow::Owned(group.iter().copied().filter(|t| !is_shadow(t)).collect()),
+            true,
+        )),
+        _ => Err(ArgError::RepeatedOption("SHADOW")),
+    }
 }
 
 /// What starts an `RL.ALL` group: a limit's keyword, or `POLICY`.
@@ -414,7 +440,13 @@ impl AllRequest {
             at_ms: None,
             deadline_ms: None,
             by_policy: false,
+            shadow: 0,
         }
+    }
+
+    /// Whether the `index`-th group (0-based) said `SHADOW`: judged, never refusing the call.
+    pub fn is_shadow(&self, index: usize) -> bool {
+        index < 32 && self.shadow & (1 << index) != 0
     }
 
     /// [`AllRequest::parse_with_policies`] into `self` (new from [`AllRequest::new`]): the
@@ -449,12 +481,14 @@ impl AllRequest {
                 let (name, options) = tail.split_first().ok_or(ArgError::MissingValue("POLICY"))?;
                 let end = options.iter().position(starts_group).unwrap_or(options.len());
                 let (group, next) = options.split_at(end);
+                let (group, shadow) = take_shadow(group)?;
+                all.mark_shadow(index, shadow);
                 let key = keys.get(index).copied().unwrap_or(&[]);
                 let (limit, shadow) = policy(name, key).ok_or_else(|| {
                     ArgError::Invalid(format!("no such policy '{}'", super::error::escape(name)))
                 })?;
                 let options = parse_options(
-                    group,
+                    &group,
                     &[Keyword::Cost, Keyword::DryRun, Keyword::At, Keyword::Deadline],
                 )?;
                 all.by_policy = true;
@@ -478,7 +512,9 @@ impl AllRequest {
             };
             let end = tail.iter().position(starts_group).unwrap_or(tail.len());
             let (group, next) = tail.split_at(end);
-            let limit = Request::parse_limit(command, group, slide_log_max)?;
+            let (group, shadow) = take_shadow(group)?;
+            all.mark_shadow(index, shadow);
+            let limit = Request::parse_limit(command, &group, slide_log_max)?;
             all.push_group(limit)?;
             rest = next;
         }
@@ -492,6 +528,14 @@ impl AllRequest {
             limit.at_ms = all.at_ms;
         }
         Ok(())
+    }
+
+    /// Records that the `index`-th group said `SHADOW` (groups past the 16th are refused by
+    /// the group count anyway).
+    fn mark_shadow(&mut self, index: usize, shadow: bool) {
+        if shadow && index < 32 {
+            self.shadow |= 1 << index;
+        }
     }
 
     /// Adds one group's request: options only a direct command takes are refused; `DRYRUN`,
@@ -833,6 +877,27 @@ mod tests {
     /// `n` distinct key names.
     fn abc(n: usize) -> String {
         (0..n).map(|i| format!("k{i}")).collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn all_groups_may_say_shadow() {
+        let all =
+            parse_all("3 a b c TOKEN 10 1 1s shadow COST 2 PERIOD 5 1d SHADOW ALIGN SLIDE 4 1m")
+                .unwrap();
+        assert_eq!(all.shadow, 0b011);
+        assert!(all.is_shadow(0) && all.is_shadow(1) && !all.is_shadow(2));
+        assert_eq!(all.limits.get(0).map(|l| l.cost), Some(2));
+        assert!(matches!(all.limits.get(1).map(|l| &l.limit), Some(Limit::Period(_))));
+        assert_eq!(parse_all("1 a TOKEN 1 1 1").unwrap().shadow, 0);
+        assert_eq!(
+            parse_all("1 a TOKEN 1 1 1 SHADOW SHADOW"),
+            Err(ArgError::RepeatedOption("SHADOW"))
+        );
+        // Not an option of the single commands.
+        assert_eq!(
+            parse(Command::Token, &["1", "1", "1", "SHADOW"]),
+            Err(ArgError::UnknownOption(b"SHADOW".to_vec()))
+        );
     }
 
     #[test]

@@ -1,0 +1,328 @@
+//! `redis-ratelimit envoy`: the rate-limit service Envoy calls
+//! (`envoy.service.ratelimit.v3.RateLimitService`), a drop-in for envoyproxy/ratelimit
+//! configured by the same environment variables ([`settings`]) and the same YAML files
+//! ([`config`]), deciding every descriptor of a request with one module call ([`service`],
+//! [`decide`]). Also: `/healthcheck` and `/json` on `PORT`, gRPC health, Prometheus metrics
+//! ([`metrics`]), config reload on change keeping the last good config, graceful shutdown.
+//! docs/envoy.md is the user's guide.
+
+mod backend;
+mod config;
+mod decide;
+mod metrics;
+mod service;
+mod settings;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::extract::State as AxumState;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
+use tokio::sync::watch;
+
+use config::Config;
+use settings::{LogFormat, Settings};
+
+/// Arguments of `redis-ratelimit envoy` (its settings come from envoyproxy/ratelimit's
+/// environment variables; see docs/envoy.md).
+#[derive(clap::Args)]
+pub struct Args {}
+
+/// What the HTTP port answers from.
+#[derive(Clone)]
+struct Http {
+    state: Arc<service::State>,
+    healthy: Arc<AtomicBool>,
+    settings: Arc<Settings>,
+}
+
+/// Serves until SIGTERM / SIGINT; exit code 2 for a bad setting or config at start.
+pub fn run(_args: Args) -> ExitCode {
+    let settings = match Settings::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("redis-ratelimit envoy: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(&settings);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("redis-ratelimit envoy: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(serve(settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("redis-ratelimit envoy: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(settings: &Settings) {
+    let builder =
+        tracing_subscriber::fmt().with_max_level(settings.log_level).with_writer(std::io::stderr);
+    match settings.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn bind(what: &str, addr: &str) -> Result<tokio::net::TcpListener, String> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("{what}: cannot listen on {addr}: {e}"))
+}
+
+async fn serve(settings: Settings) -> Result<(), String> {
+    let settings = Arc::new(settings);
+    let config_dir = settings.config_dir();
+    let initial = Config::load_dir(
+        &config_dir,
+        settings.runtime_ignore_dot_files,
+        settings.merge_domain_config,
+    )
+    .map_err(|e| format!("error loading the initial config: {e}"))?;
+    let backend = backend::Backend::new(&settings).map_err(|e| e.0)?;
+    let options = decide::Options {
+        cache_key_prefix: settings.cache_key_prefix.clone(),
+        near_limit_ratio: settings.near_limit_ratio,
+        global_shadow_mode: settings.global_shadow_mode,
+        headers: settings.response_headers_enabled.then(|| {
+            (
+                settings.header_limit.clone(),
+                settings.header_remaining.clone(),
+                settings.header_reset.clone(),
+            )
+        }),
+    };
+    let state = Arc::new(service::State {
+        config: RwLock::new(None),
+        backend,
+        options,
+        metrics: metrics::Metrics::new(),
+    });
+    tracing::info!(dir = %config_dir.display(), files = initial.files.len(), "config loaded");
+    state.set_config(initial);
+    state.metrics.config_load_success.inc();
+
+    let healthy = Arc::new(AtomicBool::new(true));
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    let set_health = {
+        let healthy = healthy.clone();
+        let state = state.clone();
+        let settings = settings.clone();
+        let reporter = health_reporter.clone();
+        move |up: bool| {
+            let up = up
+                && !(settings.healthy_with_config && state.config().is_none_or(|c| c.is_empty()));
+            healthy.store(up, Ordering::SeqCst);
+            let reporter = reporter.clone();
+            tokio::spawn(async move {
+                let status = if up {
+                    tonic_health::ServingStatus::Serving
+                } else {
+                    tonic_health::ServingStatus::NotServing
+                };
+                reporter.set_service_status("", status).await;
+                reporter.set_service_status("ratelimit", status).await;
+            });
+        }
+    };
+    set_health(true);
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let grpc_addr: SocketAddr = settings::listen_addr(&settings.grpc_host, settings.grpc_port)
+        .parse()
+        .map_err(|e| format!("GRPC_HOST/GRPC_PORT: {e}"))?;
+    let grpc_listener = bind("GRPC_PORT", &grpc_addr.to_string()).await?;
+    let http_listener = bind("PORT", &settings::listen_addr(&settings.host, settings.port)).await?;
+    let prometheus_listener = if settings.use_prometheus {
+        let addr = settings::prometheus_listen_addr(&settings.prometheus_addr).map_err(|e| e.0)?;
+        Some(bind("PROMETHEUS_ADDR", &addr).await?)
+    } else {
+        None
+    };
+
+    {
+        let state = state.clone();
+        tokio::spawn(async move { state.backend.warm_up().await });
+    }
+    let reload = spawn_reload(settings.clone(), state.clone(), set_health.clone());
+
+    let http = Http { state: state.clone(), healthy: healthy.clone(), settings: settings.clone() };
+    let router = axum::Router::new()
+        .route("/healthcheck", get(healthcheck))
+        .route("/json", get(json))
+        .with_state(http.clone());
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut rx = stop_rx.clone();
+    tasks.spawn(async move {
+        axum::serve(http_listener, router)
+            .with_graceful_shutdown(async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+            .await
+            .map_err(|e| format!("PORT: {e}"))
+    });
+    if let Some(listener) = prometheus_listener {
+        let path = settings.prometheus_path.clone();
+        let router = axum::Router::new().route(&path, get(prometheus)).with_state(http.clone());
+        let mut rx = stop_rx.clone();
+        tasks.spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.wait_for(|s| *s).await;
+                })
+                .await
+                .map_err(|e| format!("PROMETHEUS_ADDR: {e}"))
+        });
+    }
+    let mut rx = stop_rx.clone();
+    let grpc_state = state.clone();
+    tasks.spawn(async move {
+        let incoming = tonic::transport::server::TcpIncoming::from(grpc_listener);
+        tonic::transport::Server::builder()
+            .add_service(health_service)
+            .add_service(RateLimitServiceServer::new(service::Service { state: grpc_state }))
+            .serve_with_incoming_shutdown(incoming, async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+            .await
+            .map_err(|e| format!("GRPC_PORT: {e}"))
+    });
+    tracing::warn!(grpc = %grpc_addr, http = settings.port, "redis-ratelimit envoy serving");
+
+    shutdown_signal().await;
+    tracing::warn!("stopping: draining requests in flight");
+    set_health(false);
+    let _ = stop_tx.send(true);
+    drop(reload);
+    let drained = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(result) = tasks.join_next().await {
+            if let Ok(Err(e)) = result {
+                tracing::error!("{e}");
+            }
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::error!("requests still in flight after 20 s; exiting");
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = interrupt.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}
+
+async fn healthcheck(AxumState(http): AxumState<Http>) -> impl IntoResponse {
+    if http.healthy.load(Ordering::SeqCst) {
+        (StatusCode::OK, "OK")
+    } else {
+        (StatusCode::INTERNAL_SERVER_ERROR, "NOT OK")
+    }
+}
+
+async fn json(AxumState(http): AxumState<Http>) -> impl IntoResponse {
+    let files: Vec<serde_json::Value> = http
+        .state
+        .config()
+        .map(|c| {
+            c.files
+                .iter()
+                .map(|(name, config)| serde_json::json!({"file": name, "config": config}))
+                .collect()
+        })
+        .unwrap_or_default();
+    let body = serde_json::json!({
+        "config_dir": http.settings.config_dir().display().to_string(),
+        "files": files,
+    });
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string())
+}
+
+async fn prometheus(AxumState(http): AxumState<Http>) -> impl IntoResponse {
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], http.state.metrics.render())
+}
+
+/// Watches the runtime directory; on a change, reloads every config file: a good set replaces
+/// the config in force, a bad one is logged and counted, and the last good config stays.
+fn spawn_reload(
+    settings: Arc<Settings>,
+    state: Arc<service::State>,
+    set_health: impl Fn(bool) + Send + 'static,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let mut watcher =
+        match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if event.is_ok() {
+                let _ = tx.send(());
+            }
+        }) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::error!("config reload disabled: {e}");
+                return None;
+            }
+        };
+    let dir = settings.watch_dir();
+    if let Err(e) = watcher.watch(&dir, notify::RecursiveMode::Recursive) {
+        tracing::error!(dir = %dir.display(), "config reload disabled: cannot watch: {e}");
+        return None;
+    }
+    tokio::spawn(async move {
+        while rx.recv().await.is_some() {
+            // Let a burst of events (an editor's save, a symlink swap) settle.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            while rx.try_recv().is_ok() {}
+            match Config::load_dir(
+                &settings.config_dir(),
+                settings.runtime_ignore_dot_files,
+                settings.merge_domain_config,
+            ) {
+                Ok(config) => {
+                    tracing::info!(files = config.files.len(), "config reloaded");
+                    state.set_config(config);
+                    state.metrics.config_load_success.inc();
+                    set_health(true);
+                }
+                Err(e) => {
+                    tracing::error!(
+                        "error loading new configuration, the last good one stays: {e}"
+                    );
+                    state.metrics.config_load_error.inc();
+                }
+            }
+        }
+    });
+    Some(watcher)
+}

@@ -1,0 +1,332 @@
+//! `redis-ratelimit envoy` behind a real Envoy 1.40 (`envoy.filters.http.ratelimit`), configured
+//! only through envoyproxy/ratelimit's environment variables and config files: 200/429 counts,
+//! the response headers, every descriptor of a request decided at once (a refused request
+//! takes nothing), shadow, unlimited, replaces, wildcards, algorithms, live policies, config
+//! reload, Redis down. The harness is tests/envoy/harness.rs.
+
+mod common;
+#[path = "envoy/harness.rs"]
+mod harness;
+
+use common::ints;
+use harness::Stack;
+
+const EDGE: &str = r#"
+domain: edge
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: tenant
+    value: acme
+    descriptors:
+      - key: plan
+        value: gold
+        rate_limit: {unit: hour, requests_per_unit: 2}
+"#;
+
+#[test]
+fn a_fixed_window_admits_its_limit_per_user_then_429() {
+    let stack = Stack::start(EDGE, &[("LIMIT_RESPONSE_HEADERS_ENABLED", "true")]);
+    let alice = [("x-user", "alice")];
+    let first = stack.get(&alice);
+    assert_eq!(first.status, 200, "{first:?}\n{}", stack.logs());
+    assert_eq!(first.headers.get("ratelimit-limit").map(String::as_str), Some("3"));
+    assert_eq!(first.headers.get("ratelimit-remaining").map(String::as_str), Some("2"));
+    let reset: u64 = first.headers["ratelimit-reset"].parse().unwrap();
+    assert!((1..=3600).contains(&reset), "{reset}");
+    assert_eq!(stack.statuses(3, &alice), vec![200, 200, 429]);
+    let refused = stack.get(&alice);
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.headers.get("x-envoy-ratelimited").map(String::as_str), Some("true"));
+    assert_eq!(refused.headers.get("ratelimit-remaining").map(String::as_str), Some("0"));
+    // Another user has a window of their own.
+    assert_eq!(stack.statuses(1, &[("x-user", "bob")]), vec![200]);
+    // envoyproxy's key, without its window suffix (the module keeps the window).
+    let mut con = stack.redis.conn();
+    let peek = ints(&mut con, &["RL.PEEK", "edge_user_alice_"]);
+    assert_eq!(peek[1..3], [3, 0]);
+    // The stats, as labelled counters.
+    let series = r#"ratelimit_service_rate_limit_over_limit{domain="edge",key1="user",key2=""}"#;
+    assert_eq!(stack.service.metric(series), 2);
+    let series = r#"ratelimit_service_rate_limit_total_hits{domain="edge",key1="user",key2=""}"#;
+    assert_eq!(stack.service.metric(series), 6);
+}
+
+#[test]
+fn a_request_refused_by_one_descriptor_takes_nothing_from_the_others() {
+    let stack = Stack::start(EDGE, &[]);
+    let both = [("x-user", "carol"), ("x-tenant", "acme"), ("x-plan", "gold")];
+    // The tenant's nested limit (2) refuses the third request: carol's own limit (3) keeps
+    // the permit the refused request would have taken.
+    assert_eq!(stack.statuses(4, &both), vec![200, 200, 429, 429]);
+    let mut con = stack.redis.conn();
+    // RL.PEEK answers as one more request would: admitted, leaving 0.
+    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_user_carol_"])[..3], [1, 3, 0]);
+    assert_eq!(stack.statuses(2, &[("x-user", "carol")]), vec![200, 429]);
+}
+
+/// The module's side of shadow descriptors: an `RL.ALL` group marked `SHADOW` never refuses
+/// the call; it takes its cost only when it admits.
+#[test]
+fn rl_all_shadow_groups_never_refuse() {
+    let redis = common::Server::start();
+    let mut con = redis.conn();
+    let call = |con: &mut common::Connection| {
+        let reply = common::run(
+            con,
+            &[
+                "RL.ALL", "2", "shadowed", "enforced", "PERIOD", "2", "1m", "SHADOW", "PERIOD",
+                "1", "1m",
+            ],
+        );
+        reply.unwrap_or_else(|e| panic!("{e}"))
+    };
+    // Both admit: both take.
+    let _ = call(&mut con);
+    assert_eq!(ints(&mut con, &["RL.PEEK", "shadowed"])[..3], [1, 2, 0]);
+    // The enforced key (1 per minute) refuses now: the shadow key is untouched.
+    let refused = call(&mut con);
+    let common::Value::Array(items) = refused else { panic!("{refused:?}") };
+    assert_eq!(items.first(), Some(&common::Value::Int(0)));
+    assert_eq!(ints(&mut con, &["RL.PEEK", "shadowed"])[..3], [1, 2, 0]);
+    // Shadow refusing, enforced admitting: admitted, and the shadow key stays at its limit.
+    let reply = common::run(
+        &mut con,
+        &["RL.ALL", "2", "full", "open", "PERIOD", "1", "1m", "SHADOW", "PERIOD", "5", "1m"],
+    )
+    .unwrap();
+    let common::Value::Array(items) = reply else { panic!() };
+    assert_eq!(items.first(), Some(&common::Value::Int(1)));
+    let reply = common::run(
+        &mut con,
+        &["RL.ALL", "2", "full", "open", "PERIOD", "1", "1m", "SHADOW", "PERIOD", "5", "1m"],
+    )
+    .unwrap();
+    let common::Value::Array(items) = reply else { panic!() };
+    assert_eq!(
+        items.first(),
+        Some(&common::Value::Int(1)),
+        "a refusing shadow limit never refuses"
+    );
+    assert_eq!(ints(&mut con, &["RL.PEEK", "open"])[..3], [1, 5, 2]);
+    let error = common::error_text(
+        &mut con,
+        &[b"RL.ALL", b"1", b"k", b"TOKEN", b"1", b"1", b"1", b"SHADOW", b"shadow"],
+    );
+    assert_eq!(error, "ERR syntax error: option SHADOW given more than once");
+}
+
+const FEATURES: &str = r#"
+domain: edge
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 3, name: per_user}
+  - key: vip
+    rate_limit: {unit: hour, requests_per_unit: 5, replaces: [{name: per_user}]}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: free
+    rate_limit: {unlimited: true}
+  - key: path
+    value: /api/*
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: path
+    value: /shared/*
+    share_threshold: true
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: alg
+    value: sliding
+    rate_limit: {unit: minute, requests_per_unit: 2, algorithm: sliding}
+  - key: alg
+    value: token
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: token, burst: 3}
+  - key: alg
+    value: leaky
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: leaky, burst: 2}
+  - key: alg
+    value: gcra
+    rate_limit: {unit: minute, requests_per_unit: 1, algorithm: gcra, burst: 2}
+  - key: alg
+    value: tier
+    rate_limit: {policy: tier, unit: minute}
+  - key: bulk
+    rate_limit: {unit: hour, requests_per_unit: 10}
+"#;
+
+/// The `algorithm` field of a key's `RL.INFO`.
+fn algorithm_of(con: &mut common::Connection, key: &str) -> String {
+    let info: Vec<redis::Value> = redis::cmd("RL.INFO").arg(key).query(con).unwrap();
+    let words: Vec<String> = info
+        .iter()
+        .map(|v| match v {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            redis::Value::SimpleString(s) => s.clone(),
+            redis::Value::Int(i) => i.to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    let at = words.iter().position(|w| w == "algorithm").expect("algorithm field");
+    words[at + 1].clone()
+}
+
+#[test]
+fn every_algorithm_per_descriptor() {
+    let stack = Stack::start(FEATURES, &[]);
+    let mut con = stack.redis.conn();
+    for (alg, admitted, key, stored) in [
+        ("sliding", 2, "edge_alg_sliding_sliding", "slide"),
+        ("token", 3, "edge_alg_token_token", "token"),
+        ("leaky", 2, "edge_alg_leaky_leaky", "leaky"),
+        // GCRA is judged as its equivalent token bucket (same admits).
+        ("gcra", 2, "edge_alg_gcra_gcra", "token"),
+    ] {
+        let mut expected = vec![200; admitted];
+        expected.extend([429, 429]);
+        assert_eq!(
+            stack.statuses(admitted + 2, &[("x-alg", alg)]),
+            expected,
+            "{alg}\n{}",
+            stack.logs()
+        );
+        assert_eq!(algorithm_of(&mut con, key), stored, "{alg}");
+    }
+}
+
+#[test]
+fn shadow_unlimited_replaces_wildcards_and_hits_addend() {
+    let stack = Stack::start(FEATURES, &[]);
+    let mut con = stack.redis.conn();
+    // shadow_mode: over its limit, still 200; counted as shadow_mode.
+    assert_eq!(stack.statuses(3, &[("x-shadow", "s")]), vec![200, 200, 200]);
+    let series = r#"ratelimit_service_rate_limit_shadow_mode{domain="edge",key1="shadow",key2=""}"#;
+    assert_eq!(stack.service.metric(series), 2);
+    // A shadow descriptor never refuses a request the others admit, nor rescues one they
+    // refuse: user (3) decides.
+    let both = [("x-shadow", "s2"), ("x-user", "u1")];
+    assert_eq!(stack.statuses(4, &both), vec![200, 200, 200, 429]);
+    // unlimited: never limited, no key.
+    assert_eq!(stack.statuses(6, &[("x-free", "f")]), vec![200; 6]);
+    let keys: Vec<String> = redis::cmd("KEYS").arg("edge_free*").query(&mut con).unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    // replaces: the vip limit (5) replaces per_user (3) when both are sent.
+    let vip = [("x-user", "u2"), ("x-vip", "v")];
+    assert_eq!(stack.statuses(6, &vip), vec![200, 200, 200, 200, 200, 429]);
+    // wildcards: each value its own counter; share_threshold: one counter for the pattern.
+    assert_eq!(stack.statuses(3, &[("x-path", "/api/a")]), vec![200, 200, 429]);
+    assert_eq!(stack.statuses(1, &[("x-path", "/api/b")]), vec![200]);
+    assert_eq!(stack.statuses(1, &[("x-path", "/shared/a")]), vec![200]);
+    assert_eq!(stack.statuses(2, &[("x-path", "/shared/b")]), vec![200, 429]);
+    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_path_/shared/*_"])[0], 0);
+    // hits_addend 4 (the request's, from Envoy's filter state): 10 per hour admits two requests (8); the third (12) is
+    // refused and takes nothing: 2 remain.
+    let bulk = [("x-bulk", "b"), ("x-cost", "4")];
+    assert_eq!(stack.statuses(3, &bulk), vec![200, 200, 429], "{}", stack.logs());
+    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_bulk_b_"])[..3], [1, 10, 1]);
+}
+
+#[test]
+fn a_policy_changes_live_without_a_reload() {
+    let stack = Stack::start(FEATURES, &[]);
+    let mut con = stack.redis.conn();
+    let tier = [("x-alg", "tier")];
+    // No such policy yet: the module refuses the call, the service answers an error and
+    // Envoy (failure_mode_deny) a 500.
+    assert_eq!(stack.statuses(1, &tier), vec![500]);
+    common::run(&mut con, &["RL.POLICY", "SET", "tier", "PERIOD", "2", "1h", "ALIGN"]).unwrap();
+    assert_eq!(stack.statuses(3, &tier), vec![200, 200, 429]);
+    // The quota raised: in force at once, in the same window (envoyproxy/ratelimit#185).
+    common::run(&mut con, &["RL.POLICY", "SET", "tier", "PERIOD", "4", "1h", "ALIGN"]).unwrap();
+    let raised = stack.get(&tier);
+    assert_eq!(raised.status, 200);
+    assert_eq!(
+        raised.headers.get("x-ratelimit-limit").map(|l| l.starts_with('4')),
+        Some(true),
+        "{raised:?}"
+    );
+    assert_eq!(stack.statuses(2, &tier), vec![200, 429]);
+}
+
+#[test]
+fn config_reload_keeps_the_last_good_config() {
+    let stack = Stack::start(EDGE, &[]);
+    let alice = [("x-user", "alice")];
+    assert_eq!(stack.statuses(4, &alice), vec![200, 200, 200, 429]);
+    // Raised to 5: reloaded on change (watching the config directory).
+    let raised = EDGE.replace("requests_per_unit: 3", "requests_per_unit: 5");
+    std::fs::write(stack.service.config_dir.join("config.yaml"), &raised).unwrap();
+    harness::wait_for("the reload", || {
+        harness::get(stack.service.http_port, "/json", &[]).body.contains("\"requests_per_unit\":5")
+    });
+    assert_eq!(stack.statuses(3, &alice), vec![200, 200, 429]);
+    // An invalid file is refused, counted, and the last good config stays.
+    std::fs::write(stack.service.config_dir.join("config.yaml"), "domain: edge\nbogus: 1\n")
+        .unwrap();
+    harness::wait_for("the refused reload", || {
+        stack.service.metric("ratelimit_service_config_load_error") == 1
+    });
+    assert!(stack.service.process.log_text().contains("unknown field `bogus`"));
+    assert_eq!(stack.statuses(1, &[("x-user", "bob")]), vec![200]);
+    assert_eq!(stack.statuses(1, &alice), vec![429]);
+}
+
+#[test]
+fn redis_down_answers_an_error_fast_then_recovers() {
+    let mut stack = Stack::start(EDGE, &[]);
+    assert_eq!(stack.statuses(1, &[("x-user", "dave")]), vec![200]);
+    stack.redis.stop();
+    let started = std::time::Instant::now();
+    // failure_mode_deny: Envoy answers 500 when the service answers an error.
+    assert_eq!(stack.statuses(1, &[("x-user", "dave")]), vec![500]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(stack.service.metric("ratelimit_service_should_rate_limit_redis_error") >= 1);
+    // Health stays up: the service is fine, Redis is not.
+    assert_eq!(harness::get(stack.service.http_port, "/healthcheck", &[]).status, 200);
+    stack.redis.restart();
+    harness::wait_for("the service to reconnect", || {
+        stack.get(&[("x-user", "erin")]).status == 200
+    });
+    // Graceful shutdown: SIGTERM, drained, exit 0.
+    assert_eq!(stack.service.process.terminate(std::time::Duration::from_secs(10)), Some(0));
+}
+
+/// Redis Cluster (3 masters): the descriptors of a request live in different slots, so they
+/// are decided by one `RL.ALL` per slot, in order; when a later slot refuses, what the
+/// earlier ones took is given back — a refused request still keeps no permit.
+#[test]
+fn on_a_cluster_a_refused_request_keeps_no_permit_across_slots() {
+    let masters: Vec<common::Server> = (0..3).map(|_| common::cluster_node()).collect();
+    let addrs: Vec<String> = masters.iter().map(common::Server::addr).collect();
+    let mut create = vec!["--cluster".to_string(), "create".to_string()];
+    create.extend(addrs.iter().cloned());
+    create.extend(["--cluster-replicas", "0", "--cluster-yes"].map(String::from));
+    let out = std::process::Command::new(common::cli_bin()).args(&create).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    harness::wait_for("cluster_state:ok on every node", || {
+        masters.iter().all(|m| {
+            let info: String =
+                redis::cmd("CLUSTER").arg("INFO").query(&mut m.conn()).unwrap_or_default();
+            info.contains("cluster_state:ok")
+        })
+    });
+    let slot = |key: &str| -> i64 {
+        redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).query(&mut masters[0].conn()).unwrap()
+    };
+    assert_ne!(slot("edge_user_carol_"), slot("edge_tenant_acme_plan_gold_"));
+    let dir = &masters[0].dir;
+    let service = harness::start_service_with(
+        dir,
+        EDGE,
+        &[("REDIS_TYPE", "CLUSTER"), ("REDIS_SOCKET_TYPE", "tcp"), ("REDIS_URL", &addrs.join(","))],
+    );
+    let envoy = harness::start_envoy(dir, &service, true);
+    let statuses = |n: usize, headers: &[(&str, &str)]| -> Vec<u16> {
+        (0..n).map(|_| harness::get(envoy.port, "/", headers).status).collect()
+    };
+    let both = [("x-user", "carol"), ("x-tenant", "acme"), ("x-plan", "gold")];
+    assert_eq!(statuses(4, &both), vec![200, 200, 429, 429], "{}", service.process.log_text());
+    // carol's own limit (3) lost nothing to the two refused requests.
+    assert_eq!(statuses(2, &[("x-user", "carol")]), vec![200, 429]);
+    // A hash tag in the descriptor value keeps keys together: still exact.
+    assert_eq!(statuses(4, &[("x-user", "{t}a")]), vec![200, 200, 200, 429]);
+}
