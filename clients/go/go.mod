@@ -5,6 +5,7 @@ go 1.22
 require (
 	github.com/redis/go-redis/v9 v9.17.3
 	github.com/ulule/limiter/v3 v3.11.2
+	golang.org/x/time v0.5.0
 )
 
 require (
