@@ -451,7 +451,11 @@ unsafe extern "C" fn carrier_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mu
     let Some(api) = api() else {
         return ptr::null_mut();
     };
-    if encver != ENCODING_VERSION || LOADING.get().is_none() {
+    if encver != ENCODING_VERSION {
+        return ptr::null_mut();
+    }
+    if LOADING.get().is_none() {
+        log_warning("ratelimit: refusing a policy table outside a load (a RESTORE payload)");
         return ptr::null_mut();
     }
     let Some(encoded) = load_bytes(api, rdb) else {
