@@ -30,7 +30,7 @@
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use redis_module::raw::{self, RedisModuleCtx, RedisModuleEvent};
+use redis_module::raw::{self, RedisModuleCtx};
 
 use crate::shell::server::api::Api;
 
@@ -103,30 +103,10 @@ fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
     alone
 }
 
-/// The server events this module hears (a module has one callback per event): every event
-/// that can give propagation a consumer is a doubt; loads, saves and `swapdb` syncs also go to
-/// the policy table's storage (`features::persist`).
-unsafe extern "C" fn on_server_event(
-    ctx: *mut RedisModuleCtx,
-    event: RedisModuleEvent,
-    subevent: u64,
-    _data: *mut std::ffi::c_void,
-) {
-    match event.id {
-        raw::REDISMODULE_EVENT_PERSISTENCE => {
-            crate::shell::features::persist::on_persistence(ctx, subevent)
-        }
-        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD => {
-            crate::shell::features::persist::on_async_load(ctx, subevent)
-        }
-        id => {
-            if let Some(api) = crate::shell::server::api::api() {
-                doubt(api);
-            }
-            if id == raw::REDISMODULE_EVENT_LOADING {
-                crate::shell::features::persist::on_loading(ctx, subevent);
-            }
-        }
+/// Any of those events is a doubt.
+fn on_server_event(_ctx: *mut RedisModuleCtx, _subevent: u64) {
+    if let Some(api) = super::api::api() {
+        doubt(api);
     }
 }
 
@@ -141,15 +121,9 @@ pub fn init(api: &Api, ctx: *mut RedisModuleCtx) -> Result<(), String> {
         raw::REDISMODULE_EVENT_REPLICA_CHANGE,
         raw::REDISMODULE_EVENT_LOADING,
         raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
-        raw::REDISMODULE_EVENT_PERSISTENCE,
-        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
     ];
     for id in events {
-        let event = RedisModuleEvent { id, dataver: 1 };
-        let status = unsafe { (api.subscribe_to_server_event)(ctx, event, Some(on_server_event)) };
-        if status != raw::REDISMODULE_OK as c_int {
-            return Err(format!("could not subscribe to server event {id}"));
-        }
+        super::events::on(api, ctx, id, on_server_event)?;
     }
     Ok(())
 }
