@@ -20,13 +20,6 @@ const LAYERS: [&str; 4] = ["server", "execution", "features", "commands"];
 /// Edges that break the rule today (an import upward, or an edge that closes a circle), as
 /// `(from, to)` modules. Empty when the shell reads one way.
 const ALLOWED: &[(&str, &str)] = &[
-    // Server events (loading, fork) are handled in propagation.rs and call the policy table's
-    // RDB storage: one events file in the server layer that features subscribe to removes it.
-    ("server::propagation", "features::persist"),
-    // Valkey 9's slot-migration event is handled in slots.rs, which tells the waiting room and
-    // propagation: the one events file fans it out instead.
-    ("server::slots", "features::wait"),
-    ("server::slots", "server::propagation"),
     // `RL.HIT` (in policies.rs) queues on the waiting room: it moves to the command layer.
     ("features::policies", "features::wait"),
     // `INFO` is assembled in stats.rs from the other features: it moves to the top.

@@ -18,9 +18,9 @@
 //!   from then on the stream after the fork is what it replays), a replication role change,
 //!   a replica change and loading.
 //!
-//! While an atomic slot migration exports a slot (Valkey ≥ 9, `server::slots`), the target replays
-//! what is propagated: the flag is put down when the export starts and no call is verbatim
-//! until it ends.
+//! While an atomic slot migration exports a slot (`server::slots`), the target replays what is
+//! propagated: no call is verbatim until the export ends, whatever the flag says. (The export's
+//! snapshot is a fork, which puts the flag down, and no call rechecks it while the export runs.)
 //!
 //! A replica that connects while the flag is up first gets a backlog (verbatim calls go into
 //! it) and then a snapshot taken by a fork; the fork puts the flag down before any call after
@@ -30,7 +30,7 @@
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use redis_module::raw::{self, RedisModuleCtx, RedisModuleEvent};
+use redis_module::raw::{self, RedisModuleCtx};
 
 use crate::shell::server::api::Api;
 
@@ -84,13 +84,6 @@ fn doubt(api: &Api) {
     LAST_DOUBT_MS.store(now, Ordering::Relaxed);
 }
 
-/// Puts the flag down now (an atomic slot migration's export started: `server::slots`).
-pub fn doubt_now() {
-    if let Some(api) = crate::shell::server::api::api() {
-        doubt(api);
-    }
-}
-
 /// `INFO replication`: a master with no replica and no backlog.
 fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
     let info = unsafe { (api.get_server_info)(ctx, c"replication".as_ptr()) };
@@ -110,30 +103,10 @@ fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
     alone
 }
 
-/// The server events this module hears (a module has one callback per event): every event
-/// that can give propagation a consumer is a doubt; loads, saves and `swapdb` syncs also go to
-/// the policy table's storage (`features::persist`).
-unsafe extern "C" fn on_server_event(
-    ctx: *mut RedisModuleCtx,
-    event: RedisModuleEvent,
-    subevent: u64,
-    _data: *mut std::ffi::c_void,
-) {
-    match event.id {
-        raw::REDISMODULE_EVENT_PERSISTENCE => {
-            crate::shell::features::persist::on_persistence(ctx, subevent)
-        }
-        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD => {
-            crate::shell::features::persist::on_async_load(ctx, subevent)
-        }
-        id => {
-            if let Some(api) = crate::shell::server::api::api() {
-                doubt(api);
-            }
-            if id == raw::REDISMODULE_EVENT_LOADING {
-                crate::shell::features::persist::on_loading(ctx, subevent);
-            }
-        }
+/// Any of those events is a doubt.
+fn on_server_event(_ctx: *mut RedisModuleCtx, _subevent: u64) {
+    if let Some(api) = super::api::api() {
+        doubt(api);
     }
 }
 
@@ -148,15 +121,9 @@ pub fn init(api: &Api, ctx: *mut RedisModuleCtx) -> Result<(), String> {
         raw::REDISMODULE_EVENT_REPLICA_CHANGE,
         raw::REDISMODULE_EVENT_LOADING,
         raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
-        raw::REDISMODULE_EVENT_PERSISTENCE,
-        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
     ];
     for id in events {
-        let event = RedisModuleEvent { id, dataver: 1 };
-        let status = unsafe { (api.subscribe_to_server_event)(ctx, event, Some(on_server_event)) };
-        if status != raw::REDISMODULE_OK as c_int {
-            return Err(format!("could not subscribe to server event {id}"));
-        }
+        super::events::on(api, ctx, id, on_server_event)?;
     }
     Ok(())
 }
