@@ -39,19 +39,21 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let options = raw::REDISMODULE_OPTIONS_HANDLE_IO_ERRORS
         | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
-    // Valkey ≥ 9: atomic slot migration is declared (and its event heard): `server::events`.
-    let options = options as i32 | server::events::declares_atomic_slot_migration(api, ctx.ctx);
+    // Valkey ≥ 9: atomic slot migration is declared (and its event heard): `server::slots`.
+    server::slots::on_export_end(server::slots::ExportEnd {
+        left: features::wait::slots_left,
+        stayed: features::wait::slots_stayed,
+    });
+    let options = options as i32 | server::slots::declares_atomic_slot_migration(api, ctx.ctx);
     unsafe { (api.set_module_options)(ctx.ctx, options) };
+    // Waiters are judged again when their key may have gained room: deleted, expired, evicted.
+    let events = raw::REDISMODULE_NOTIFY_GENERIC
+        | raw::REDISMODULE_NOTIFY_EXPIRED
+        | raw::REDISMODULE_NOTIFY_EVICTED;
+    let subscribe = api.subscribe_to_keyspace_events;
+    unsafe { subscribe(ctx.ctx, events, Some(features::wait::on_keyspace_event)) };
     server::values::init();
-    let listeners = server::events::Listeners {
-        persistence: features::persist::on_persistence,
-        async_load: features::persist::on_async_load,
-        loading: features::persist::on_loading,
-        slots_left: features::wait::slots_left,
-        slots_stayed: features::wait::slots_stayed,
-        key_gone: features::wait::key_gone,
-    };
-    if let Err(e) = server::events::init(api, ctx.ctx, listeners) {
+    if let Err(e) = server::propagation::init(api, ctx.ctx) {
         ctx.log_warning(&format!("ratelimit: {e}"));
         return Status::Err;
     }

@@ -39,6 +39,7 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleIO, RedisModuleString, 
 
 use crate::shell::features::policies;
 use crate::shell::server::api::{api, Api};
+use crate::shell::server::events;
 use ratelimit_core::features::policy::PolicyTable;
 
 /// The type's name (Redis requires exactly 9 characters).
@@ -102,8 +103,13 @@ fn has_aux_save2() -> bool {
     unsafe { raw::RedisModule_SetCommandACLCategories }.is_some()
 }
 
-/// Registers the `rl-policy` type (module load), on every server.
+/// Registers the `rl-policy` type and the server events it hears (module load), on every
+/// server.
 pub fn init(ctx: *mut RedisModuleCtx) -> Result<(), String> {
+    let api = api().ok_or("the module API is not resolved")?;
+    events::on(api, ctx, raw::REDISMODULE_EVENT_PERSISTENCE, on_persistence)?;
+    events::on(api, ctx, raw::REDISMODULE_EVENT_LOADING, on_loading)?;
+    events::on(api, ctx, raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD, on_async_load)?;
     // SAFETY: copies an `Option<fn>` the crate set at load.
     let create =
         unsafe { raw::RedisModule_CreateDataType }.ok_or("RedisModule_CreateDataType missing")?;
@@ -143,7 +149,7 @@ pub fn init(ctx: *mut RedisModuleCtx) -> Result<(), String> {
 /// A `PERSISTENCE` server event. A save starts: when the snapshot needs the carrier key
 /// (Redis 7.0's RDB files, any AOF rewrite), put it in — in the fork child, or in the server
 /// for a synchronous save, then taken out as the save ends.
-pub fn on_persistence(ctx: *mut RedisModuleCtx, subevent: u64) {
+fn on_persistence(ctx: *mut RedisModuleCtx, subevent: u64) {
     let Some(api) = api() else {
         return;
     };
@@ -175,7 +181,7 @@ pub fn on_persistence(ctx: *mut RedisModuleCtx, subevent: u64) {
 /// A `LOADING` server event: a load starts (the table it brings, or none, replaces this one;
 /// a `swapdb` sync loads into its staged table), ends (the carrier key goes; the table is
 /// logged) or fails (the table is emptied with the keys, unless it is a `swapdb` sync's).
-pub fn on_loading(ctx: *mut RedisModuleCtx, subevent: u64) {
+fn on_loading(ctx: *mut RedisModuleCtx, subevent: u64) {
     let source = match subevent {
         raw::REDISMODULE_SUBEVENT_LOADING_RDB_START => Some(Source::RdbFile),
         raw::REDISMODULE_SUBEVENT_LOADING_AOF_START => Some(Source::Aof),
@@ -227,7 +233,7 @@ pub fn on_loading(ctx: *mut RedisModuleCtx, subevent: u64) {
 /// A `REPL_ASYNC_LOAD` server event (`repl-diskless-load swapdb`): the sync's table is staged
 /// while it loads; an aborted sync drops it (the replica keeps its own, as Redis keeps its
 /// keys and functions), a completed one swaps it in.
-pub fn on_async_load(ctx: *mut RedisModuleCtx, subevent: u64) {
+fn on_async_load(ctx: *mut RedisModuleCtx, subevent: u64) {
     if subevent == raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_STARTED {
         let load =
             SwapdbLoad { staged: Some(PolicyTable::new()), decided: false, load_ended: false };
@@ -445,7 +451,11 @@ unsafe extern "C" fn carrier_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mu
     let Some(api) = api() else {
         return ptr::null_mut();
     };
-    if encver != ENCODING_VERSION || LOADING.get().is_none() {
+    if encver != ENCODING_VERSION {
+        return ptr::null_mut();
+    }
+    if LOADING.get().is_none() {
+        log_warning("ratelimit: refusing a policy table outside a load (a RESTORE payload)");
         return ptr::null_mut();
     }
     let Some(encoded) = load_bytes(api, rdb) else {

@@ -18,7 +18,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CStr;
-use std::os::raw::{c_int, c_void};
+use std::os::raw::{c_char, c_int, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -355,17 +355,22 @@ pub fn key_named_changed(call: &Call, name: *mut RedisModuleString) {
     }
 }
 
-/// A key was deleted, expired or evicted (a keyspace event, `server::events`): if it has
-/// waiters, its head is judged at once.
-pub fn key_gone(ctx: *mut RedisModuleCtx, key: *mut RedisModuleString) {
+/// Keyspace events (`DEL`, expiry, eviction, …) on a key with waiters judge its head at once.
+pub unsafe extern "C" fn on_keyspace_event(
+    ctx: *mut RedisModuleCtx,
+    _type: c_int,
+    _event: *const c_char,
+    key: *mut RedisModuleString,
+) -> c_int {
     let Some(api) = api() else {
-        return;
+        return raw::REDISMODULE_OK as c_int;
     };
-    if no_waits() {
-        return;
+    if key.is_null() || no_waits() {
+        return raw::REDISMODULE_OK as c_int;
     }
     let call = Call { api, ctx, name: c"rl.wait", argv: &[], args: &[], from_client: false };
     key_named_changed(&call, key);
+    raw::REDISMODULE_OK as c_int
 }
 
 /// The key's timer: answers timed-out waiters, then judges heads until one must wait.

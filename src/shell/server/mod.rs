@@ -1,7 +1,8 @@
 //! The server layer, the lowest: everything that speaks to Redis or Valkey directly. The
 //! module API table resolved once (`api`), replies (`reply`), the RAII key (`key`), value
 //! words and the module's one table of interned parameter sets (`values`), the data type's
-//! callbacks (`datatype`), configuration (`config`), the version (`version`), which
+//! callbacks (`datatype`), the server events fanned out to each layer's handlers (`events`),
+//! configuration (`config`), the version (`version`), which
 //! propagation form is exact (`propagation`), command registration (`registry`).
 //!
 //! Imports nothing from the layers above (`execution`, `features`, `commands`).

@@ -18,9 +18,9 @@
 //!   from then on the stream after the fork is what it replays), a replication role change,
 //!   a replica change and loading.
 //!
-//! While an atomic slot migration exports a slot (Valkey ≥ 9, `server::slots`), the target replays
-//! what is propagated: the flag is put down when the export starts and no call is verbatim
-//! until it ends.
+//! While an atomic slot migration exports a slot (`server::slots`), the target replays what is
+//! propagated: no call is verbatim until the export ends, whatever the flag says. (The export's
+//! snapshot is a fork, which puts the flag down, and no call rechecks it while the export runs.)
 //!
 //! A replica that connects while the flag is up first gets a backlog (verbatim calls go into
 //! it) and then a snapshot taken by a fork; the fork puts the flag down before any call after
@@ -78,17 +78,10 @@ pub fn verbatim_now() -> bool {
 }
 
 /// Puts the flag down (the next check waits a second from now).
-pub fn doubt(api: &Api) {
+fn doubt(api: &Api) {
     ALONE.store(false, Ordering::Relaxed);
     let now = api.now_ms();
     LAST_DOUBT_MS.store(now, Ordering::Relaxed);
-}
-
-/// Puts the flag down now (an atomic slot migration's export started: `server::events`).
-pub fn doubt_now() {
-    if let Some(api) = crate::shell::server::api::api() {
-        doubt(api);
-    }
 }
 
 /// `INFO replication`: a master with no replica and no backlog.
@@ -108,4 +101,29 @@ fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
     let alone = is_master && zero(c"connected_slaves") && zero(c"repl_backlog_active");
     unsafe { (api.free_server_info)(ctx, info) };
     alone
+}
+
+/// Any of those events is a doubt.
+fn on_server_event(_ctx: *mut RedisModuleCtx, _subevent: u64) {
+    if let Some(api) = super::api::api() {
+        doubt(api);
+    }
+}
+
+/// Subscribes to the events that can give propagation a consumer; puts the flag down. Fails
+/// (so the module refuses to load) if the server refuses a subscription: without the events
+/// verbatim propagation would not be provably safe.
+pub fn init(api: &Api, ctx: *mut RedisModuleCtx) -> Result<(), String> {
+    doubt(api);
+    let events = [
+        raw::REDISMODULE_EVENT_FORK_CHILD,
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        raw::REDISMODULE_EVENT_REPLICA_CHANGE,
+        raw::REDISMODULE_EVENT_LOADING,
+        raw::REDISMODULE_EVENT_MASTER_LINK_CHANGE,
+    ];
+    for id in events {
+        super::events::on(api, ctx, id, on_server_event)?;
+    }
+    Ok(())
 }

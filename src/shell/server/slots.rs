@@ -40,7 +40,7 @@ use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use redis_module::raw::{self, RedisModuleCtx};
+use redis_module::raw::{self, RedisModuleCtx, RedisModuleEvent};
 
 use crate::shell::server::api::Api;
 
@@ -51,13 +51,13 @@ pub const SLOTS: usize = 16384;
 pub const OPTION_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
 
 /// Valkey's server event for atomic slot migration, and its subevents.
-pub const EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
-pub const IMPORT_STARTED: u64 = 0;
-pub const EXPORT_STARTED: u64 = 1;
-pub const IMPORT_ABORTED: u64 = 2;
-pub const EXPORT_ABORTED: u64 = 3;
-pub const IMPORT_COMPLETED: u64 = 4;
-pub const EXPORT_COMPLETED: u64 = 5;
+const EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
+const IMPORT_STARTED: u64 = 0;
+const EXPORT_STARTED: u64 = 1;
+const IMPORT_ABORTED: u64 = 2;
+const EXPORT_ABORTED: u64 = 3;
+const IMPORT_COMPLETED: u64 = 4;
+const EXPORT_COMPLETED: u64 = 5;
 
 /// One range of slots, both ends included, as the event's data gives it.
 #[repr(C)]
@@ -96,6 +96,22 @@ static EXPORTING: [AtomicU64; SLOTS / 64] = [const { AtomicU64::new(0) }; SLOTS 
 /// How many slots are being exported (0 in the common case: one load says so).
 static EXPORTING_COUNT: AtomicUsize = AtomicUsize::new(0);
 
+/// What a layer above does when an export ends (the waiting room: `features/wait.rs`),
+/// given once at load by the module's entry point — the server layer names no layer above it.
+pub struct ExportEnd {
+    /// The slots moved away (their waiters get `-MOVED`).
+    pub left: fn(*mut RedisModuleCtx, &[(u16, u16)]),
+    /// The slots stayed: the export was cancelled or failed (their waiters are judged again).
+    pub stayed: fn(*mut RedisModuleCtx, &[(u16, u16)]),
+}
+
+static EXPORT_END: std::sync::OnceLock<ExportEnd> = std::sync::OnceLock::new();
+
+/// Sets what happens when an export ends (once, at load).
+pub fn on_export_end(hooks: ExportEnd) {
+    let _ = EXPORT_END.set(hooks);
+}
+
 /// Whether any slot is being exported now.
 pub fn exporting_any() -> bool {
     EXPORTING_COUNT.load(Ordering::Relaxed) != 0
@@ -109,8 +125,7 @@ pub fn exporting(slot: u16) -> bool {
             .is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (slot % 64)) != 0)
 }
 
-/// Marks the slots of `ranges` as being exported (`on`) or not.
-pub fn mark_exporting(ranges: &[(u16, u16)], on: bool) {
+fn mark_exporting(ranges: &[(u16, u16)], on: bool) {
     for &(start, end) in ranges {
         for slot in start..=end {
             let Some(word) = EXPORTING.get(usize::from(slot) / 64) else {
@@ -134,7 +149,7 @@ pub fn mark_exporting(ranges: &[(u16, u16)], on: bool) {
 
 /// Which atomic slot migration the server has, from `INFO server`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AtomicMigration {
+enum AtomicMigration {
     /// None (Redis < 8.4, Valkey < 9).
     None,
     /// Valkey ≥ 9: `CLUSTER MIGRATESLOTS`, pushed by the source; modules opt in.
@@ -151,7 +166,7 @@ fn major_minor(version: &str) -> (u32, u32) {
 
 /// The server's atomic slot migration (`INFO server`: `server_name:valkey` and
 /// `valkey_version` on Valkey, `redis_version` on Redis).
-pub fn atomic_migration(api: &Api, ctx: *mut RedisModuleCtx) -> AtomicMigration {
+fn atomic_migration(api: &Api, ctx: *mut RedisModuleCtx) -> AtomicMigration {
     // SAFETY: `ctx` is the module's load context; the info data is freed below.
     let info = unsafe { (api.get_server_info)(ctx, c"server".as_ptr()) };
     if info.is_null() {
@@ -174,11 +189,45 @@ pub fn atomic_migration(api: &Api, ctx: *mut RedisModuleCtx) -> AtomicMigration 
     }
 }
 
+/// The module options to add for atomic slot migration, and the migration events heard:
+/// - Valkey ≥ 9: the option flag, and its event (19); a server that refuses the subscription
+///   gets no flag (a migration would then go unheard);
+/// - Redis ≥ 8.4: no flag exists (its migration needs no opt-in); its event
+///   (`REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION`, 18) is heard the same way. **Untested**: no
+///   Redis 8.4+ binary was reachable when this was written (`docs/operations.md`).
+///
+/// Elsewhere nothing: Redis stores whatever option bits it is given, and the two servers
+/// number these events differently (Redis' 19 is its trim event).
+pub fn declares_atomic_slot_migration(api: &Api, ctx: *mut RedisModuleCtx) -> c_int {
+    let (id, callback, option): (u64, raw::RedisModuleEventCallback, c_int) =
+        match atomic_migration(api, ctx) {
+            AtomicMigration::None => return 0,
+            AtomicMigration::Valkey => (
+                EVENT_ATOMIC_SLOT_MIGRATION,
+                Some(on_atomic_slot_migration),
+                OPTION_HANDLE_ATOMIC_SLOT_MIGRATION,
+            ),
+            AtomicMigration::Redis => {
+                (raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION, Some(on_redis_slot_migration), 0)
+            }
+        };
+    let event = RedisModuleEvent { id, dataver: 1 };
+    // SAFETY: the load context; the callback lives as long as the module.
+    let status = unsafe { (api.subscribe_to_server_event)(ctx, event, callback) };
+    if status != raw::REDISMODULE_OK as c_int {
+        redis_module::logging::log_warning(
+            "ratelimit: the server refused its slot migration event; not declaring support",
+        );
+        return 0;
+    }
+    option
+}
+
 /// The slot ranges of a migration event's data (empty if there is none).
 ///
 /// # Safety
 /// `data` is NULL or the event's `ValkeyModuleAtomicSlotMigrationInfo`, live for the call.
-pub unsafe fn ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
+unsafe fn ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
     // SAFETY: per the contract, a non-NULL `data` is the event's info structure.
     let Some(info) = (unsafe { data.cast::<MigrationInfo>().as_ref() }) else {
         return Vec::new();
@@ -197,11 +246,61 @@ pub unsafe fn ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
         .collect()
 }
 
+/// The atomic slot migration event (Valkey ≥ 9).
+unsafe extern "C" fn on_atomic_slot_migration(
+    ctx: *mut RedisModuleCtx,
+    event: RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    // SAFETY: the server passes this event's data.
+    let ranges = unsafe { ranges_of(data) };
+    migration_event(ctx, event, subevent, &ranges);
+}
+
+/// A migration's step (Valkey's subevent numbers), on the slots it moves.
+fn migration_event(
+    ctx: *mut RedisModuleCtx,
+    _event: RedisModuleEvent,
+    subevent: u64,
+    ranges: &[(u16, u16)],
+) {
+    let what = match subevent {
+        EXPORT_STARTED => {
+            mark_exporting(ranges, true);
+            "export started"
+        }
+        EXPORT_COMPLETED => {
+            mark_exporting(ranges, false);
+            if let Some(hooks) = EXPORT_END.get() {
+                (hooks.left)(ctx, ranges);
+            }
+            "export completed"
+        }
+        EXPORT_ABORTED => {
+            mark_exporting(ranges, false);
+            if let Some(hooks) = EXPORT_END.get() {
+                (hooks.stayed)(ctx, ranges);
+            }
+            "export aborted"
+        }
+        IMPORT_STARTED => "import started",
+        IMPORT_COMPLETED => "import completed",
+        IMPORT_ABORTED => "import aborted",
+        _ => return,
+    };
+    let listed: Vec<String> = ranges.iter().map(|(s, e)| format!("{s}-{e}")).collect();
+    redis_module::logging::log_notice(format!(
+        "ratelimit: atomic slot migration {what}: slots {}",
+        listed.join(" ")
+    ));
+}
+
 /// The slot ranges of Redis' migration event data (empty if there is none).
 ///
 /// # Safety
 /// `data` is NULL or the event's `RedisModuleClusterSlotMigrationInfo`, live for the call.
-pub unsafe fn redis_ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
+unsafe fn redis_ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
     // SAFETY: per the contract; the layout is the crate's binding of Redis' header.
     let Some(info) = (unsafe { data.cast::<raw::RedisModuleClusterSlotMigrationInfo>().as_ref() })
     else {
@@ -219,6 +318,28 @@ pub unsafe fn redis_ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
         .filter(|r| r.start <= r.end && usize::from(r.end) < SLOTS)
         .map(|r| (r.start, r.end))
         .collect()
+}
+
+/// Redis ≥ 8.4's slot migration event: the source's `MIGRATE_*` subevents are what Valkey's
+/// `EXPORT_*` are (untested, see [`declares_atomic_slot_migration`]).
+unsafe extern "C" fn on_redis_slot_migration(
+    ctx: *mut RedisModuleCtx,
+    event: RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
+) {
+    let as_valkey = match subevent {
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_STARTED => EXPORT_STARTED,
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_FAILED => EXPORT_ABORTED,
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_COMPLETED => EXPORT_COMPLETED,
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_STARTED => IMPORT_STARTED,
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_FAILED => IMPORT_ABORTED,
+        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_COMPLETED => IMPORT_COMPLETED,
+        _ => return,
+    };
+    // SAFETY: the server passes this event's data.
+    let ranges = unsafe { redis_ranges_of(data) };
+    migration_event(ctx, event, as_valkey, &ranges);
 }
 
 /// Where a key is served, for a waiter on it.
