@@ -295,7 +295,7 @@ def main():
         "the module loaded, one server), the same environment variables and config file; "
         f"`wrk -t1 -c{connections} -d{seconds}s` through Envoy; the `d1` descriptor is one of "
         "10 000 users, the others one value each; every limit is far from reached. "
-        f"envoyproxy/ratelimit is `{RATELIMIT_MODULE}@{args.theirs_version}` built with `go "
+        f"envoyproxy/ratelimit is `github.com/envoyproxy/ratelimit@{args.theirs_version}` built with `go "
         "install`. Everything (wrk, Envoy, the service, Redis) shares one 2-core machine with "
         "other work: compare the rows with each other, not with other machines.",
         "",
