@@ -410,17 +410,24 @@ fn atomic_slot_migration_moves_every_form_and_counts_traffic_once() {
         let (stop, admitted) = (Arc::clone(&stop), Arc::clone(&admitted));
         let mut c = client.get_connection().unwrap();
         let key = format!("{tag}:traffic");
+        let (a, b) = (format!("{tag}:all-a"), format!("{tag}:all-b"));
         std::thread::spawn(move || {
             let mut errors = Vec::new();
             while !stop.load(Ordering::Relaxed) {
+                // One RL.PERIOD and one RL.ALL on two keys per round, each admitted or not as
+                // a whole.
                 let reply: redis::RedisResult<Vec<i64>> =
                     redis::cmd("RL.PERIOD").arg(&key).arg(&["1000000", "1d"]).query(&mut c);
-                match reply {
-                    Ok(r) if r.first() == Some(&1) => {
+                let all: redis::RedisResult<Value> = redis::cmd("RL.ALL")
+                    .arg(&["2", &a, &b, "PERIOD", "1000000", "1d", "PERIOD", "1000000", "1d"])
+                    .query(&mut c);
+                match (reply, all) {
+                    (Ok(r), Ok(Value::Array(all)))
+                        if r.first() == Some(&1) && all.first() == Some(&Value::Int(1)) =>
+                    {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
-                    Ok(r) => errors.push(format!("refused {r:?}")),
-                    Err(e) => errors.push(e.to_string()),
+                    (r, all) => errors.push(format!("{r:?} {all:?}")),
                 }
             }
             errors
@@ -437,7 +444,9 @@ fn atomic_slot_migration_moves_every_form_and_counts_traffic_once() {
 
     // The module heard the migration (the server event): the source's log says so.
     let log = source.log();
-    assert!(log.contains("ratelimit: atomic slot migration export completed"), "{log}");
+    let completed =
+        format!("ratelimit: atomic slot migration export completed: slots {slot}-{slot}");
+    assert!(log.contains(&completed), "{log}");
     assert!(target.log().contains("ratelimit: atomic slot migration import completed"));
 
     // The waiter: the redirect its client would get, to the new owner.
@@ -469,6 +478,14 @@ fn atomic_slot_migration_moves_every_form_and_counts_traffic_once() {
     assert!(n > 0, "no traffic ran");
     // `remaining` after a dry run of cost 1 is what is left minus one.
     assert_eq!(info[2], 1_000_000 - n - 1, "{n} admitted calls, {info:?}");
+    for key in [format!("{tag}:all-a"), format!("{tag}:all-b")] {
+        let info: Vec<i64> = redis::cmd("RL.PERIOD")
+            .arg(&key)
+            .arg(&["1000000", "1d", "DRYRUN"])
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(info[2], 1_000_000 - n - 1, "RL.ALL on {key}: {n} admitted calls, {info:?}");
+    }
 
     // The source keeps nothing of the slot: keys, inline entries, its replica's keys.
     assert_eq!(count_in_slot(source, slot), 0);
@@ -541,9 +558,22 @@ fn a_cancelled_migration_leaves_the_source_intact_and_the_target_clean() {
     let dbsize: i64 = redis::cmd("DBSIZE").query(&mut target.conn()).unwrap();
     assert_eq!(dbsize, 0, "importing keys are hidden from DBSIZE");
 
-    // Calls while the slot streams are served by the source.
+    // Calls while the slot streams are served by the source — also through a policy the
+    // target does not have (`RL.HIT` propagates the state it left, never itself).
     for _ in 0..5 {
         let r = run(&mut source.conn(), &["RL.PERIOD", &counter, "100", "1d"]);
+        assert!(is_admitted(&r), "{r:?}");
+    }
+    let set = ["RL.POLICY", "SET", "api", "TOKEN", "10", "1", "1m"];
+    assert_eq!(run(&mut source.conn(), &set).unwrap(), Value::Okay);
+    let hit = format!("{tag}:hit");
+    for at in ["", "AT"] {
+        let mut args = vec!["RL.HIT", "api", hit.as_str()];
+        let t = T.to_string();
+        if !at.is_empty() {
+            args.extend([at, t.as_str()]);
+        }
+        let r = run(&mut source.conn(), &args);
         assert!(is_admitted(&r), "{r:?}");
     }
     // A waiter on a key of the exported slot is held: its bucket refills after 1 s, but no
@@ -575,6 +605,7 @@ fn a_cancelled_migration_leaves_the_source_intact_and_the_target_clean() {
     assert_eq!(inline_entries(&target_replica), 0);
     // The source still owns the slot and every form as it was.
     assert_eq!(snapshots(source, &keys), before);
+    let hit_before = snapshot(&mut source.conn(), &hit);
     let r = run(&mut source.conn(), &["RL.PERIOD", &counter, "100", "1d", "DRYRUN"]).unwrap();
     assert!(matches!(&r, Value::Array(v) if v.get(2) == Some(&Value::Int(100 - 5 - 1))), "{r:?}");
 
@@ -584,6 +615,7 @@ fn a_cancelled_migration_leaves_the_source_intact_and_the_target_clean() {
     assert_eq!(finished(source), "success", "{:?}", migrations(source));
     assert_eq!(snapshots(target, &keys), before);
     let mut tc = target.conn();
+    assert_eq!(snapshot(&mut tc, &hit), hit_before, "a policy's key moves without the policy");
     assert_eq!(run(&mut tc, &["EXISTS", &short]).unwrap(), Value::Int(0));
     let r = run(&mut tc, &["RL.PERIOD", &counter, "100", "1d", "DRYRUN"]).unwrap();
     assert!(matches!(&r, Value::Array(v) if v.get(2) == Some(&Value::Int(100 - 5 - 1))), "{r:?}");

@@ -1,6 +1,7 @@
 # clients/python: the Python package (redis-ratelimit, import redis_ratelimit). Included by the
 # top Makefile.
 #   make python-test           lint (ruff), types (mypy --strict) and the package's pytest suite
+#                              (tests/test_async_generated.py: aio.py is what gen_aio.py writes from client.py)
 #                              against servers it starts on free ports (single node, 3-master
 #                              cluster), with the Flask-Limiter and FastAPI/SlowAPI examples
 #   make python-dist           the wheel and sdist into dist/ (redis_ratelimit-<version>-py3-none-any.whl,
@@ -49,8 +50,8 @@ python-dist: python-deps
 	@rm -rf $(PY_PKG)/build $(PY_PKG)/src/*.egg-info
 
 python-test: python-deps build python-dist
-	cd $(PY_PKG) && $(PY_BIN)/ruff check src tests bench ../../examples/python
-	cd $(PY_PKG) && $(PY_BIN)/ruff format --check src tests bench
+	cd $(PY_PKG) && $(PY_BIN)/ruff check src tests bench gen_aio.py ../../examples/python
+	cd $(PY_PKG) && $(PY_BIN)/ruff format --check src tests bench gen_aio.py
 	cd $(PY_PKG) && $(PY_BIN)/mypy --strict src
 	cd $(PY_PKG) && RL_PY_REDIS_OLDEST=$(abspath $(PY_REDIS_OLDEST_DIR)) PYTHONPATH=src:tests \
 	  $(PY_BIN)/pytest -p no:cacheprovider tests

@@ -182,6 +182,7 @@ def test_every_panel_and_rule_returns_data_and_the_documented_ones_equal_the_tra
     admin = RateLimit(port=redis_server.port)
     admin.set_policy("free", Period(4, "1m"))
     admin.set_policy("trial", Period(2, "1m"), shadow=True)
+    admin.execute_command("RL.POLICY", "SET", "free", "PERIOD", 2, 60000, "CANDIDATE")  # a stricter candidate
 
     # The Node app (ioredis, prom-client).
     node_env = {

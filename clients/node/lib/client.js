@@ -121,7 +121,7 @@ class RateLimit {
 
   /** Gives `count` permits back: RL.REFUND. Resolves to the standing after it, or null (nothing to refund). */
   async refund(key, count, opts = {}) {
-    const args = ['RL.REFUND', this._key(key), toCount(count, 'count'), ...callOptions(opts, { ban: false, wait: false, fresh: false })];
+    const args = ['RL.REFUND', this._key(key), toCount(count, 'count'), ...callOptions(opts, { ban: false, wait: false, fresh: false, deadline: false })];
     const r = await this.transport.send(args);
     return r === null || r === undefined ? null : decision(r);
   }
@@ -132,7 +132,7 @@ class RateLimit {
    * standing after it, or null (nothing live to charge: nothing is created).
    */
   async charge(key, count, opts = {}) {
-    const args = ['RL.CHARGE', this._key(key), toCount(count, 'count'), ...callOptions(opts, { ban: false, wait: false, fresh: false })];
+    const args = ['RL.CHARGE', this._key(key), toCount(count, 'count'), ...callOptions(opts, { ban: false, wait: false, fresh: false, deadline: false })];
     const r = await this.transport.send(args);
     return r === null || r === undefined ? null : decision(r);
   }
@@ -154,7 +154,7 @@ class RateLimit {
 
   /** Gives a lease back: RL.RELEASE. Resolves to true if it was held. */
   async release(key, id, opts = {}) {
-    const args = ['RL.RELEASE', this._key(key), id, ...callOptions(opts, { ban: false, wait: false, fresh: false })];
+    const args = ['RL.RELEASE', this._key(key), id, ...callOptions(opts, { ban: false, wait: false, fresh: false, deadline: false })];
     return Number(await this.transport.send(args)) === 1;
   }
 

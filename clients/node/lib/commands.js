@@ -88,8 +88,12 @@ function limitArgs(algorithm, o) {
   return a;
 }
 
-/** BAN (and CLEAR), WAIT, DRYRUN, AT and FRESH, in that order, from an options object. */
-function callOptions(o, { ban = true, wait = true, fresh = true } = {}) {
+/**
+ * BAN (and CLEAR), WAIT, DRYRUN, AT, FRESH and DEADLINE, in that order, from an options object.
+ * `deadline` (unix ms on this machine's clock): a call the server runs after it counts nothing
+ * and is refused with a DEADLINE error (every limiting command, RL.ALL, RL.HIT).
+ */
+function callOptions(o, { ban = true, wait = true, fresh = true, deadline = true } = {}) {
   const a = [];
   if (o === undefined || o === null) return a;
   if (ban && o.ban !== undefined && o.ban !== null) {
@@ -102,6 +106,7 @@ function callOptions(o, { ban = true, wait = true, fresh = true } = {}) {
   if (flag(o.dryRun, 'dryRun')) a.push('DRYRUN');
   if (o.at !== undefined && o.at !== null) a.push('AT', toCount(o.at, 'at'));
   if (fresh && flag(o.fresh, 'fresh')) a.push('FRESH');
+  if (deadline && o.deadline !== undefined && o.deadline !== null) a.push('DEADLINE', toCount(o.deadline, 'deadline'));
   return a;
 }
 

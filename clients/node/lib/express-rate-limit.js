@@ -17,8 +17,8 @@ class RedisModuleStore {
   /**
    * @param {{sendCommand?: (...args: string[]) => Promise<unknown>, client?: object, prefix?: string}} options
    */
-  constructor(options = {}) {
-    const target = options.sendCommand || options.client;
+  constructor(options) {
+    const target = options && (options.sendCommand || options.client);
     if (!target) throw new TypeError('RedisModuleStore needs sendCommand or client');
     if (options.resetExpiryOnChange) {
       // rate-limit-redis' option restarts the window on every hit (a PEXPIRE per hit): a count

@@ -40,6 +40,11 @@ export interface CallOptions {
   at?: number;
   /** judge against a fresh limiter: the key then holds exactly this request (COST 0: deleted) */
   fresh?: boolean;
+  /**
+   * unix ms (this machine's clock) after which the caller no longer waits: a call the server
+   * runs later counts nothing and is refused with a DEADLINE error (`code` 'DEADLINE')
+   */
+  deadline?: number;
 }
 
 export interface TokenOptions extends CallOptions {
@@ -84,6 +89,8 @@ export interface ThrottleOptions {
   quantity?: number;
   dryRun?: boolean;
   at?: number;
+  /** unix ms after which the call counts nothing (DEADLINE) */
+  deadline?: number;
 }
 
 export type Algorithm = 'token' | 'period' | 'slide' | 'leaky';
@@ -151,6 +158,8 @@ export interface AcquireOptions {
   wait?: Duration;
   dryRun?: boolean;
   at?: number;
+  /** unix ms after which the call counts nothing (DEADLINE) */
+  deadline?: number;
 }
 
 export interface Lease extends Decision {
@@ -259,30 +268,30 @@ export interface RedisServerError extends Error {
 }
 
 export class RateLimit {
-  constructor(client: RedisLike, options?: { prefix?: string });
-  token(key: string | Buffer, options: TokenOptions): Promise<Decision>;
-  period(key: string | Buffer, options: PeriodOptions): Promise<Decision>;
-  slide(key: string | Buffer, options: SlideOptions): Promise<Decision>;
-  leaky(key: string | Buffer, options: LeakyOptions): Promise<Decision>;
-  limit(key: string | Buffer, options: LimitSpec): Promise<Decision>;
-  throttle(key: string | Buffer, options: ThrottleOptions): Promise<Decision>;
-  all(limits: AllLimit[], options?: { dryRun?: boolean; at?: number }): Promise<AllDecision>;
-  refund(key: string | Buffer, count: number, options?: { at?: number }): Promise<Decision | null>;
+  constructor(client: RedisLike, opts?: { prefix?: string });
+  token(key: string | Buffer, opts: TokenOptions): Promise<Decision>;
+  period(key: string | Buffer, opts: PeriodOptions): Promise<Decision>;
+  slide(key: string | Buffer, opts: SlideOptions): Promise<Decision>;
+  leaky(key: string | Buffer, opts: LeakyOptions): Promise<Decision>;
+  limit(key: string | Buffer, opts: LimitSpec): Promise<Decision>;
+  throttle(key: string | Buffer, opts: ThrottleOptions): Promise<Decision>;
+  all(limits: AllLimit[], opts?: { dryRun?: boolean; at?: number; deadline?: number }): Promise<AllDecision>;
+  refund(key: string | Buffer, count: number, opts?: { at?: number }): Promise<Decision | null>;
   /** RL.CHARGE: takes `count` permits past the limit (a debt); not sliding windows; null when nothing live */
-  charge(key: string | Buffer, count: number, options?: { at?: number }): Promise<Decision | null>;
-  acquire(key: string | Buffer, options: AcquireOptions): Promise<Lease>;
-  release(key: string | Buffer, id: string | Buffer, options?: { at?: number }): Promise<boolean>;
+  charge(key: string | Buffer, count: number, opts?: { at?: number }): Promise<Decision | null>;
+  acquire(key: string | Buffer, opts: AcquireOptions): Promise<Lease>;
+  release(key: string | Buffer, id: string | Buffer, opts?: { at?: number }): Promise<boolean>;
   peek(key: string | Buffer): Promise<Decision | null>;
   info(key: string | Buffer): Promise<LimiterInfo | null>;
 
   /** RL.HIT: judges `key` under the server's policy (or the key's override). */
-  hit(policy: string, key: string | Buffer, options?: HitOptions): Promise<Decision>;
+  hit(policy: string, key: string | Buffer, opts?: HitOptions): Promise<Decision>;
   /** RL.POLICY SET, on every primary of a cluster client. */
-  setPolicy(name: string, limit: PolicyLimit, options?: PolicyOptions): Promise<void>;
+  setPolicy(name: string, limit: PolicyLimit, opts?: PolicyOptions): Promise<void>;
   /** RL.POLICY GET: the definition, or null. */
-  getPolicy(name: string, options?: { for?: string | Buffer }): Promise<PolicyDefinition | null>;
+  getPolicy(name: string, opts?: { for?: string | Buffer }): Promise<PolicyDefinition | null>;
   /** RL.POLICY DEL (the policy and its overrides, or one override), on every primary. */
-  deletePolicy(name: string, options?: { for?: string | Buffer }): Promise<boolean>;
+  deletePolicy(name: string, opts?: { for?: string | Buffer }): Promise<boolean>;
   /** RL.POLICY LIST (every primary's, each name once), sorted. */
   policies(): Promise<string[]>;
   /** RL.POLICY STATS (summed over the primaries of a cluster client). */
@@ -296,6 +305,8 @@ export interface HitOptions {
   wait?: Duration;
   dryRun?: boolean;
   at?: number;
+  /** unix ms after which the call counts nothing (DEADLINE) */
+  deadline?: number;
 }
 
 /** A policy's limit: RL.ALL's grammar as an object (no cost: that is per call). */

@@ -161,7 +161,8 @@ function clientAddress(req) {
  * @param {string} [options.prefix]  prepended to every key (default: see defaultNamespace)
  * @param {number|false} [options.ipv6Subnet]  IPv6 prefix length of the default key (default 56)
  * @param {number|string} [options.timeout]  answer when Redis has not replied within this
- *   (default 500 ms; 0: wait for the client library)
+ *   (default 500 ms; 0: wait for the client library); each call carries `DEADLINE now+timeout`,
+ *   so a call the server runs after that (queued behind a stall) counts nothing
  * @param {string} [options.policy]  the policy name in the headers (default "default"); given
  *   without a limit of the middleware's own (no algorithm, capacity, rate, period, limit,
  *   window), the server's policy of that name is the limit: RL.HIT policy key
@@ -235,11 +236,20 @@ function rateLimit(options) {
     return Promise.race([reply, late]).finally(() => clearTimeout(timer));
   }
 
+  /** A server's DEADLINE error (the call arrived after this middleware gave up): a timeout. */
+  function deadlinePassed(err) {
+    if (err && (err.code === 'DEADLINE' || /^DEADLINE /.test(String(err.message)))) throw new RateLimitTimeoutError(timeoutMs, command);
+    throw err;
+  }
+
   function send(req, key, cost) {
     const serverKey = transport.serverKey(keyPrefix + keyOrAddress(key, req));
     const args = onServerPolicy ? [command, policyName, serverKey] : [command, serverKey, ...fixedArgs];
     if (costOf) args.push('COST', toCount(cost, 'cost'));
-    const decided = withTimeout(transport.send(args, { keyIndex: onServerPolicy ? 2 : 1 })).then(decision);
+    // The instant this request stops waiting: a call the server runs later (queued behind a
+    // stall) counts nothing (issue 31, defect 8).
+    if (timeoutMs) args.push('DEADLINE', Date.now() + timeoutMs);
+    const decided = withTimeout(transport.send(args, { keyIndex: onServerPolicy ? 2 : 1 }).catch(deadlinePassed)).then(decision);
     if (!onServerPolicy) return decided;
     // The policy's window for RateLimit-Policy: read once beside the first decision, then reused.
     const entry = policies.get(policyName);

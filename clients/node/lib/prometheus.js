@@ -22,11 +22,15 @@ const DEFAULT_SCRAPE_TIMEOUT_MS = 5000;
 /** INFO commands whose calls decide nothing (their admitted/limited stay 0). */
 const NOT_DECIDING = new Set(['peek', 'info', 'restore', 'top', 'refund', 'release', 'policy']);
 const POLICY_OUTCOMES = ['admitted', 'limited', 'shadow_limited', 'near_limit'];
+/** A candidate's outcomes (its INFO fields are `candidate_<outcome>`). */
+const CANDIDATE_OUTCOMES = ['admitted', 'limited', 'near_limit'];
+/** The INFO field of one policy's counters: `ratelimit_policy_stats_<name>:calls=…,…` (no other field starts so). */
+const POLICY_LINE = 'policy_stats_';
 const MAX_TOP_KEYS = 100;
 
 /**
  * The `ratelimit_*` fields of an INFO reply: numbers by name (prefix dropped), and the policy
- * lines (`policy_<name>:calls=…,admitted=…`) as objects by policy name.
+ * lines (`policy_stats_<name>:calls=…,admitted=…`) as objects by policy name.
  */
 function parseInfo(text) {
   const fields = new Map();
@@ -38,13 +42,13 @@ function parseInfo(text) {
     const name = line.slice('ratelimit_'.length, colon);
     const value = line.slice(colon + 1);
     if (value.includes('=')) {
-      if (!name.startsWith('policy_')) continue;
+      if (!name.startsWith(POLICY_LINE)) continue;
       const stats = {};
       for (const pair of value.split(',')) {
         const [k, v] = pair.split('=');
         stats[k] = Number(v);
       }
-      policies.set(name.slice('policy_'.length), stats);
+      policies.set(name.slice(POLICY_LINE.length), stats);
     } else if (/^-?\d+$/.test(value)) {
       fields.set(name, Number(value));
     }
@@ -194,6 +198,12 @@ function registerRateLimitMetrics(registry, client, options = {}) {
     metric(prom.Counter, 'ratelimit_policy_decisions_total', 'Decisions per server policy (RL.HIT) by outcome (admitted, limited, shadow_limited, near_limit)', ['policy', 'outcome'], (m, s) => {
       for (const [policy, stats] of s.policies) {
         for (const outcome of POLICY_OUTCOMES) m.inc({ policy, outcome }, stats[outcome] || 0);
+      }
+    }),
+    metric(prom.Counter, 'ratelimit_policy_candidate_decisions_total', "What a policy's candidate (evaluated in shadow beside it) decided, by outcome (admitted, limited, near_limit)", ['policy', 'outcome'], (m, s) => {
+      for (const [policy, stats] of s.policies) {
+        if (stats.candidate_calls === undefined) continue;
+        for (const outcome of CANDIDATE_OUTCOMES) m.inc({ policy, outcome }, stats[`candidate_${outcome}`] || 0);
       }
     }),
     metric(prom.Gauge, 'ratelimit_waiting', 'Clients blocked in WAIT now', [], field('waiting')),

@@ -202,3 +202,40 @@ test('a paused server: the scrape answers ratelimit_up 0 within the timeout, the
     await server.stop();
   }
 });
+
+// Issue 31, defect 4 (the collectors' side): a policy named like another INFO field (entries,
+// bytes, calls) is read as a policy, and the RL.POLICY command's own counters stay; a policy's
+// candidate is exposed beside it.
+test('policies named entries, bytes, calls; a candidate', async () => {
+  const server = await startServer();
+  const redis = new Redis({ port: server.port });
+  try {
+    const { RateLimit } = require('..');
+    const rl = new RateLimit(redis);
+    for (const name of ['entries', 'bytes', 'calls']) {
+      await rl.setPolicy(name, { algorithm: 'period', limit: 1, period: '1m' });
+      await rl.hit(name, `k-${name}`);
+      await rl.hit(name, `k-${name}`);
+    }
+    await rl.setPolicy('tier', { algorithm: 'period', limit: 5, period: '1m' });
+    await redis.call('RL.POLICY', 'SET', 'tier', 'PERIOD', 2, 60000, 'CANDIDATE');
+    for (let i = 0; i < 3; i++) assert.equal((await rl.hit('tier', 'c')).allowed, true);
+    const registry = new promClient.Registry();
+    registerRateLimitMetrics(registry, redis);
+    const s = await samples(registry);
+    assert.equal(s.ratelimit_up, 1);
+    for (const name of ['entries', 'bytes', 'calls']) {
+      assert.equal(s[`ratelimit_policy_decisions_total{policy="${name}",outcome="admitted"}`], 1, name);
+      assert.equal(s[`ratelimit_policy_decisions_total{policy="${name}",outcome="limited"}`], 1, name);
+    }
+    assert.ok(s['ratelimit_calls_total{command="policy"}'] >= 4, 'the RL.POLICY command\'s own counter');
+    assert.equal(s['ratelimit_decisions_total{command="hit",outcome="admitted"}'], 6);
+    assert.equal(s['ratelimit_policy_decisions_total{policy="tier",outcome="admitted"}'], 3);
+    assert.equal(s['ratelimit_policy_candidate_decisions_total{policy="tier",outcome="admitted"}'], 2);
+    assert.equal(s['ratelimit_policy_candidate_decisions_total{policy="tier",outcome="limited"}'], 1);
+    assert.equal(s['ratelimit_policy_candidate_decisions_total{policy="calls",outcome="admitted"}'], undefined, 'no candidate, no series');
+  } finally {
+    redis.disconnect();
+    await server.stop();
+  }
+});

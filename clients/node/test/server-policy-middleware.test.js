@@ -156,3 +156,40 @@ describe('yes/no options take true or false only (defect 12)', () => {
     assert.equal(await redis.exists('flags'), 0, 'nothing was sent');
   });
 });
+
+describe('DEADLINE: a call the server runs after its request was answered counts nothing (defect 8)', () => {
+  test('requests that timed out behind a paused server are not charged when it resumes', async () => {
+    const own = await startServer();
+    const client = new Redis({ port: own.port });
+    try {
+      const rl = new RateLimit(client);
+      await rl.setPolicy('stall', { algorithm: 'period', limit: 300, period: '1m' });
+      const mw = rateLimit({ client, policy: 'stall', key: () => 't-stall', timeout: 200 });
+      assert.equal((await run(mw, {})).status, 200);
+      process.kill(own.child.pid, 'SIGSTOP');
+      const answered = [];
+      try {
+        for (let i = 0; i < 5; i++) {
+          const r = await run(mw, {});
+          answered.push(r.status);
+          assert.equal(r.err && r.err.code, 'ETIMEDOUT');
+        }
+      } finally {
+        process.kill(own.child.pid, 'SIGCONT');
+      }
+      assert.deepEqual(answered, [500, 500, 500, 500, 500]);
+      assert.equal(await client.ping(), 'PONG'); // queued behind the five stalled RL.HIT calls: they have run
+      assert.equal((await rl.info('ratelimit:t-stall')).used, 1, 'the answered requests were not charged');
+      const stats = await rl.policyStats('stall');
+      assert.equal(stats.admitted, 1);
+      // The client's own option, and the server's error code.
+      await assert.rejects(rl.hit('stall', 'k', { deadline: Date.now() - 1000 }), (err) => err.code === 'DEADLINE');
+      await assert.rejects(rl.token('ratelimit:k', { capacity: 1, rate: 1, period: '1s', deadline: Date.now() - 1000 }), (err) => err.code === 'DEADLINE');
+      assert.equal(await client.exists('ratelimit:k'), 0);
+      assert.equal((await rl.token('ratelimit:k', { capacity: 1, rate: 1, period: '1s', deadline: Date.now() + 60000 })).allowed, true);
+    } finally {
+      client.disconnect();
+      await own.stop();
+    }
+  });
+});

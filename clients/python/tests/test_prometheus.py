@@ -267,3 +267,31 @@ async def test_the_asyncio_collector_on_a_cluster(cluster: List[Server]) -> None
     for key in keys:
         assert s[f'ratelimit_top_key_refused{{key="aprom:{key}"}}'] == 1
     await rc.aclose()
+
+
+def test_policies_named_like_other_fields_and_a_candidate(own_server: Server) -> None:
+    # Issue 31, defect 4 (the collectors' side): policies named entries, bytes, calls are read as
+    # policies, and the RL.POLICY command's own counters stay; a candidate is exposed beside its policy.
+    r = RateLimit(port=own_server.port)
+    for name in ("entries", "bytes", "calls"):
+        r.set_policy(name, Period(1, "1m"))
+        r.hit(name, f"k-{name}")
+        r.hit(name, f"k-{name}")
+    r.set_policy("tier", Period(5, "1m"))
+    r.execute_command("RL.POLICY", "SET", "tier", "PERIOD", 2, 60000, "CANDIDATE")
+    for _ in range(3):
+        assert r.hit("tier", "c").allowed
+    registry = CollectorRegistry()
+    registry.register(RateLimitCollector(redis.Redis(port=own_server.port)))
+    s = samples(registry)
+    assert s["ratelimit_up"] == 1
+    for name in ("entries", "bytes", "calls"):
+        assert s[f'ratelimit_policy_decisions_total{{outcome="admitted",policy="{name}"}}'] == 1, name
+        assert s[f'ratelimit_policy_decisions_total{{outcome="limited",policy="{name}"}}'] == 1, name
+    assert s['ratelimit_calls_total{command="policy"}'] >= 4
+    assert s['ratelimit_decisions_total{command="hit",outcome="admitted"}'] == 6
+    assert s['ratelimit_policy_decisions_total{outcome="admitted",policy="tier"}'] == 3
+    assert s['ratelimit_policy_candidate_decisions_total{outcome="admitted",policy="tier"}'] == 2
+    assert s['ratelimit_policy_candidate_decisions_total{outcome="limited",policy="tier"}'] == 1
+    assert 'ratelimit_policy_candidate_decisions_total{outcome="admitted",policy="calls"}' not in s
+    r.close()

@@ -203,3 +203,43 @@ def test_a_redis_restart_costs_no_request_once_it_is_back(caplog: pytest.LogCapt
         assert caplog.text == ""
     finally:
         server.stop()
+
+
+def test_calls_queued_behind_a_paused_server_count_nothing_once_answered() -> None:
+    # Issue 31, defect 8: each call carries DEADLINE now + timeout; requests answered 503 while
+    # the server was paused are not charged when it resumes and runs their queued calls.
+    import os
+
+    server = Server()
+    try:
+        admin = RateLimit(port=server.port)
+        admin.set_policy("stall", Period(300, "1m"))
+        app = _app(server.port, policy="stall", key=lambda request: "t-stall", timeout=0.2)
+        with TestClient(app) as http:
+            assert http.get("/").status_code == 200
+            os.kill(server.process.pid, signal.SIGSTOP)
+            try:
+                assert [http.get("/").status_code for _ in range(5)] == [503] * 5
+            finally:
+                os.kill(server.process.pid, signal.SIGCONT)
+        # The stalled call written before the pause's first timeout is run when the server resumes
+        # (redis-py drops a connection whose call timed out; the next ones wait on new connections'
+        # handshakes, never sent). It is refused: DEADLINE, nothing counted.
+        deadline = time.monotonic() + 10
+        while int(admin.info("ratelimit")["ratelimit_hit_calls"]) < 2:
+            assert time.monotonic() < deadline, {k: v for k, v in admin.info("ratelimit").items() if "hit" in k}
+            time.sleep(0.05)
+        time.sleep(0.5)
+        stats = admin.info("ratelimit")
+        assert int(stats["ratelimit_hit_errors"]) == int(stats["ratelimit_hit_calls"]) - 1, "refused: DEADLINE"
+        info = admin.limiter_info("ratelimit:t-stall")
+        assert info is not None and info["used"] == 1, "the answered requests were not charged"
+        assert admin.policy_stats("stall")["admitted"] == 1
+        with pytest.raises(redis.ResponseError, match="^DEADLINE"):
+            admin.hit("stall", "k", deadline=int(time.time() * 1000) - 1000)
+        with pytest.raises(redis.ResponseError, match="^DEADLINE"):
+            admin.token("ratelimit:k", 1, 1, "1s", deadline=int(time.time() * 1000) - 1000)
+        assert not admin.exists("ratelimit:k")
+        admin.close()
+    finally:
+        server.stop()

@@ -36,6 +36,17 @@ class AsyncRateLimitCommands:
                 raise missing from error
             raise
 
+    async def _send_to_primaries(self, *args: Arg) -> List[Any]:
+        """One reply per node: every primary of a cluster client (each holds its own policy
+        table), or the one server."""
+        if isinstance(self, redis.asyncio.cluster.RedisCluster):
+            await cast(Any, self).initialize()  # discovers the nodes on first use
+            return [await self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
+        return [await self._send(*args)]
+
+    # -- begin commands: generated from client.py's RateLimitCommands by gen_aio.py (make the
+    # change there and run `python gen_aio.py`); tests/test_async_generated.py checks it --
+
     async def apply(
         self,
         key: Key,
@@ -46,14 +57,16 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """One request of ``cost`` against ``limit`` (a :class:`Token`, :class:`Period`,
         :class:`Slide` or :class:`Leaky`) on ``key``. ``ban``: refused requests start a ban of
         that long; ``wait``: block in the server until admitted, at most that long (the
         client's socket timeout must exceed it); ``dryrun``: change nothing; ``at``: unix ms to
-        judge at instead of the server clock."""
+        judge at instead of the server clock; ``deadline``: unix ms (this machine's clock)
+        after which the call counts nothing (a ``ResponseError`` starting ``DEADLINE``)."""
         cmd.check_wait(self, wait)
-        return cmd.decision(await self._send(*cmd.limiting(key, limit, cost, ban, wait, dryrun, at)))
+        return cmd.decision(await self._send(*cmd.limiting(key, limit, cost, ban, wait, dryrun, at, deadline)))
 
     async def token(
         self,
@@ -68,10 +81,18 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.TOKEN``: token bucket of ``capacity``, ``rate`` tokens per ``period``."""
         return await self.apply(
-            key, Token(capacity, rate, period, step), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at
+            key,
+            Token(capacity, rate, period, step),
+            cost=cost,
+            ban=ban,
+            wait=wait,
+            dryrun=dryrun,
+            at=at,
+            deadline=deadline,
         )
 
     async def period(
@@ -86,9 +107,12 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.PERIOD``: fixed window of ``limit`` per ``period`` (``align``: calendar windows)."""
-        return await self.apply(key, Period(limit, period, align), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at)
+        return await self.apply(
+            key, Period(limit, period, align), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at, deadline=deadline
+        )
 
     async def slide(
         self,
@@ -102,9 +126,12 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.SLIDE``: at most ``limit`` in any ``window`` (exact log, or ``buckets`` counters)."""
-        return await self.apply(key, Slide(limit, window, buckets), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at)
+        return await self.apply(
+            key, Slide(limit, window, buckets), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at, deadline=deadline
+        )
 
     async def leaky(
         self,
@@ -120,10 +147,11 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.LEAKY``: leaky bucket of ``capacity`` draining ``rate`` per ``period``."""
         spec = Leaky(capacity, rate, period, nodelay, delay)
-        return await self.apply(key, spec, cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at)
+        return await self.apply(key, spec, cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at, deadline=deadline)
 
     async def throttle(
         self,
@@ -160,8 +188,9 @@ class AsyncRateLimitCommands:
         return cmd.optional_decision(await self._send(*cmd.with_at(["RL.REFUND", key, count], at)))
 
     async def charge(self, key: Key, count: int, *, at: Optional[int] = None) -> Optional[Decision]:
-        """``RL.CHARGE``: take ``count`` permits whatever the limit (a debt); ``None`` if the key
-        holds nothing live."""
+        """``RL.CHARGE``: take ``count`` permits whatever the limit — past it, a debt later
+        requests wait out (token bucket, GCRA, leaky bucket and fixed window keys; sliding windows raise
+        ``redis.ResponseError``); ``None`` if the key holds nothing live (nothing created)."""
         return cmd.optional_decision(await self._send(*cmd.with_at(["RL.CHARGE", key, count], at)))
 
     async def acquire(
@@ -194,14 +223,6 @@ class AsyncRateLimitCommands:
 
     # -- policies: limits the server holds (RL.POLICY, RL.HIT; docs/policies.md) -----------
 
-    async def _send_to_primaries(self, *args: Arg) -> List[Any]:
-        """One reply per node: every primary of a cluster client (each holds its own policy
-        table), or the one server."""
-        if isinstance(self, redis.asyncio.cluster.RedisCluster):
-            await cast(Any, self).initialize()  # discovers the nodes on first use
-            return [await self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
-        return [await self._send(*args)]
-
     async def hit(
         self,
         name: Union[str, bytes],
@@ -211,12 +232,13 @@ class AsyncRateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.HIT``: ``key`` judged by the server's policy ``name`` (or the key's override),
         exactly as the direct command with the policy's parameters; an unknown policy is a
-        ``ResponseError`` naming it."""
+        ``ResponseError`` naming it. ``deadline``: as :meth:`apply`'s."""
         cmd.check_wait(self, wait)
-        return cmd.decision(await self._send(*cmd.hit(name, key, cost, wait, dryrun, at)))
+        return cmd.decision(await self._send(*cmd.hit(name, key, cost, wait, dryrun, at, deadline)))
 
     async def set_policy(
         self,
@@ -257,6 +279,8 @@ class AsyncRateLimitCommands:
         """``RL.POLICY STATS``: the policy's counters (``calls``, ``admitted``, ``limited``,
         ``shadow_limited``, ``near_limit``); on a cluster client summed over the primaries."""
         return cmd.policy_stats(await self._send_to_primaries("RL.POLICY", "STATS", name))
+
+    # -- end commands --
 
 
 # redis-py's asyncio classes inherit two disagreeing `command_info` stubs (its own typing issue).

@@ -39,6 +39,15 @@ class RateLimitCommands:
                 raise missing from error
             raise
 
+    def _send_to_primaries(self, *args: Arg) -> List[Any]:
+        """One reply per node: every primary of a cluster client (each holds its own policy
+        table), or the one server."""
+        if isinstance(self, redis.cluster.RedisCluster):
+            return [self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
+        return [self._send(*args)]
+
+    # -- begin commands: aio.py's AsyncRateLimitCommands has these, generated (gen_aio.py) --
+
     def apply(
         self,
         key: Key,
@@ -49,14 +58,16 @@ class RateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """One request of ``cost`` against ``limit`` (a :class:`Token`, :class:`Period`,
         :class:`Slide` or :class:`Leaky`) on ``key``. ``ban``: refused requests start a ban of
         that long; ``wait``: block in the server until admitted, at most that long (the
         client's socket timeout must exceed it); ``dryrun``: change nothing; ``at``: unix ms to
-        judge at instead of the server clock."""
+        judge at instead of the server clock; ``deadline``: unix ms (this machine's clock)
+        after which the call counts nothing (a ``ResponseError`` starting ``DEADLINE``)."""
         cmd.check_wait(self, wait)
-        return cmd.decision(self._send(*cmd.limiting(key, limit, cost, ban, wait, dryrun, at)))
+        return cmd.decision(self._send(*cmd.limiting(key, limit, cost, ban, wait, dryrun, at, deadline)))
 
     def token(
         self,
@@ -71,9 +82,19 @@ class RateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.TOKEN``: token bucket of ``capacity``, ``rate`` tokens per ``period``."""
-        return self.apply(key, Token(capacity, rate, period, step), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at)
+        return self.apply(
+            key,
+            Token(capacity, rate, period, step),
+            cost=cost,
+            ban=ban,
+            wait=wait,
+            dryrun=dryrun,
+            at=at,
+            deadline=deadline,
+        )
 
     def period(
         self,
@@ -87,9 +108,12 @@ class RateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.PERIOD``: fixed window of ``limit`` per ``period`` (``align``: calendar windows)."""
-        return self.apply(key, Period(limit, period, align), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at)
+        return self.apply(
+            key, Period(limit, period, align), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at, deadline=deadline
+        )
 
     def slide(
         self,
@@ -103,9 +127,12 @@ class RateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.SLIDE``: at most ``limit`` in any ``window`` (exact log, or ``buckets`` counters)."""
-        return self.apply(key, Slide(limit, window, buckets), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at)
+        return self.apply(
+            key, Slide(limit, window, buckets), cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at, deadline=deadline
+        )
 
     def leaky(
         self,
@@ -121,10 +148,11 @@ class RateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.LEAKY``: leaky bucket of ``capacity`` draining ``rate`` per ``period``."""
         spec = Leaky(capacity, rate, period, nodelay, delay)
-        return self.apply(key, spec, cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at)
+        return self.apply(key, spec, cost=cost, ban=ban, wait=wait, dryrun=dryrun, at=at, deadline=deadline)
 
     def throttle(
         self,
@@ -194,13 +222,6 @@ class RateLimitCommands:
 
     # -- policies: limits the server holds (RL.POLICY, RL.HIT; docs/policies.md) -----------
 
-    def _send_to_primaries(self, *args: Arg) -> List[Any]:
-        """One reply per node: every primary of a cluster client (each holds its own policy
-        table), or the one server."""
-        if isinstance(self, redis.cluster.RedisCluster):
-            return [self._send(*args, target_nodes=node) for node in cast(Any, self).get_primaries()]
-        return [self._send(*args)]
-
     def hit(
         self,
         name: Union[str, bytes],
@@ -210,12 +231,13 @@ class RateLimitCommands:
         wait: Optional[Duration] = None,
         dryrun: bool = False,
         at: Optional[int] = None,
+        deadline: Optional[int] = None,
     ) -> Decision:
         """``RL.HIT``: ``key`` judged by the server's policy ``name`` (or the key's override),
         exactly as the direct command with the policy's parameters; an unknown policy is a
-        ``ResponseError`` naming it."""
+        ``ResponseError`` naming it. ``deadline``: as :meth:`apply`'s."""
         cmd.check_wait(self, wait)
-        return cmd.decision(self._send(*cmd.hit(name, key, cost, wait, dryrun, at)))
+        return cmd.decision(self._send(*cmd.hit(name, key, cost, wait, dryrun, at, deadline)))
 
     def set_policy(
         self,
@@ -256,6 +278,8 @@ class RateLimitCommands:
         """``RL.POLICY STATS``: the policy's counters (``calls``, ``admitted``, ``limited``,
         ``shadow_limited``, ``near_limit``); on a cluster client summed over the primaries."""
         return cmd.policy_stats(self._send_to_primaries("RL.POLICY", "STATS", name))
+
+    # -- end commands --
 
 
 class RateLimit(RateLimitCommands, redis.Redis):

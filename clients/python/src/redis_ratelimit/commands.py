@@ -42,8 +42,11 @@ def options(
     wait: Optional[Duration] = None,
     dryrun: bool = False,
     at: Optional[int] = None,
+    deadline: Optional[int] = None,
 ) -> List[Arg]:
-    """The options after a limiting command's parameters (``COST`` comes with the parameters)."""
+    """The options after a limiting command's parameters (``COST`` comes with the parameters).
+    ``deadline``: unix ms (this machine's clock) after which the server counts nothing and
+    answers a ``DEADLINE`` error (the caller has given up)."""
     args: List[Arg] = []
     if ban is not None:
         args += ["BAN", duration_arg(ban)]
@@ -53,6 +56,8 @@ def options(
         args.append("DRYRUN")
     if at is not None:
         args += ["AT", at]
+    if deadline is not None:
+        args += ["DEADLINE", deadline]
     return args
 
 
@@ -64,9 +69,10 @@ def limiting(
     wait: Optional[Duration] = None,
     dryrun: bool = False,
     at: Optional[int] = None,
+    deadline: Optional[int] = None,
 ) -> List[Arg]:
     """``RL.TOKEN`` / ``RL.PERIOD`` / ``RL.SLIDE`` / ``RL.LEAKY`` for ``spec`` on ``key``."""
-    return [spec.command(), key, *spec.params(cost), *options(ban, wait, dryrun, at)]
+    return [spec.command(), key, *spec.params(cost), *options(ban, wait, dryrun, at, deadline)]
 
 
 _KEYWORDS = ((Token, "TOKEN"), (Period, "PERIOD"), (Slide, "SLIDE"), (Leaky, "LEAKY"))
@@ -258,12 +264,13 @@ def hit(
     wait: Optional[Duration] = None,
     dryrun: bool = False,
     at: Optional[int] = None,
+    deadline: Optional[int] = None,
 ) -> List[Arg]:
     """``RL.HIT name key [COST n] …``: ``key`` judged by the server's policy ``name``."""
     args: List[Arg] = ["RL.HIT", name, key]
     if cost != 1:
         args += ["COST", cost]
-    return args + options(None, wait, dryrun, at)
+    return args + options(None, wait, dryrun, at, deadline)
 
 
 def policy_set(
@@ -306,3 +313,8 @@ def policy_stats(replies: Sequence[Any]) -> Dict[str, int]:
             if isinstance(value, int):
                 total[field] = total.get(field, 0) + value
     return total
+
+
+def deadline_passed(error: BaseException) -> bool:
+    """Whether ``error`` is the server's answer to a call it ran past its ``DEADLINE``."""
+    return isinstance(error, ResponseError) and str(error).startswith("DEADLINE ")

@@ -38,6 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .addresses import DEFAULT_IPV6_SUBNET, address_key, check_subnet
 from .aio import AsyncRateLimit, AsyncRateLimitCluster, AsyncRateLimitCommands
+from .commands import deadline_passed
 from .decision import Decision
 from .outcomes import count_decision
 from .specs import Leaky, Limit, flag
@@ -131,9 +132,10 @@ class RateLimitMiddleware:
     returning ``None`` lets the request through unlimited (health checks, internal callers).
 
     ``timeout`` (seconds, default 0.5; ``None``: as long as the client takes): how long a
-    request waits for Redis. When Redis fails, cannot be reached or does not answer in time,
-    the request gets ``503 Service Unavailable`` (fail closed), unless ``fail_open``: then it
-    goes through unlimited and without rate-limit fields.
+    request waits for Redis; each call carries ``DEADLINE`` now + ``timeout``, so a call the
+    server runs after that (queued behind a stall) counts nothing. When Redis fails, cannot be
+    reached or does not answer in time, the request gets ``503 Service Unavailable`` (fail
+    closed), unless ``fail_open``: then it goes through unlimited and without rate-limit fields.
 
     Each failure is logged (logger ``redis_ratelimit``, warning, at most a line a second with
     the count): the cause — refused connection, timeout, an unknown policy, a missing ACL
@@ -235,11 +237,14 @@ class RateLimitMiddleware:
 
     async def _decide(self, key: Union[str, bytes], cost: int) -> Decision:
         self._bind_to_running_loop()
+        # The instant this request stops waiting: a call the server runs later (queued behind a
+        # stall) counts nothing (issue 31, defect 8).
+        deadline = None if self.timeout is None else int(time.time() * 1000 + self.timeout * 1000)
         if self.server_policy is not None:
-            call = self.client.hit(self.server_policy, key, cost=cost)
+            call = self.client.hit(self.server_policy, key, cost=cost, deadline=deadline)
             first_read = self._policy_read(self.server_policy)
         else:
-            call = self.client.apply(key, cast(Limit, self.limit), cost=cost)
+            call = self.client.apply(key, cast(Limit, self.limit), cost=cost, deadline=deadline)
             first_read = None
         decided = call if self.timeout is None else asyncio.wait_for(call, self.timeout)
         if first_read is None:
@@ -254,7 +259,7 @@ class RateLimitMiddleware:
         self._failures += 1
         if self._failure_logged_at is not None and now - self._failure_logged_at < 1.0:
             return
-        if isinstance(error, asyncio.TimeoutError):
+        if isinstance(error, asyncio.TimeoutError) or deadline_passed(error):
             cause = f"no reply from Redis within {self.timeout} s"
         else:
             cause = f"{type(error).__name__}: {error}"

@@ -49,6 +49,11 @@ from .outcomes import OUTCOMES, decision_counts
 #: ``INFO`` commands whose calls decide nothing (their admitted/limited stay 0).
 NOT_DECIDING = frozenset({"peek", "info", "restore", "top", "refund", "release", "policy"})
 POLICY_OUTCOMES = ("admitted", "limited", "shadow_limited", "near_limit")
+#: A candidate's outcomes (its INFO fields are ``candidate_<outcome>``).
+CANDIDATE_OUTCOMES = ("admitted", "limited", "near_limit")
+#: The INFO field of one policy's counters: ``ratelimit_policy_stats_<name>`` (no other field
+#: starts so, whatever the policy's name).
+POLICY_LINE = "policy_stats_"
 MAX_TOP_KEYS = 100
 #: How long a scrape waits for the servers by default (seconds).
 DEFAULT_TIMEOUT_S = 5.0
@@ -72,8 +77,8 @@ class Snapshot:
                 continue
             field = name[len("ratelimit_") :]
             if isinstance(value, dict):
-                if field.startswith("policy_"):
-                    stats = self.policies.setdefault(field[len("policy_") :], {})
+                if field.startswith(POLICY_LINE):
+                    stats = self.policies.setdefault(field[len(POLICY_LINE) :], {})
                     for k, v in value.items():
                         if isinstance(v, int):
                             stats[str(k)] = stats.get(str(k), 0) + v
@@ -285,6 +290,11 @@ def _families(s: Union[Snapshot, None], up: int, top_keys: int) -> Iterator[Metr
         "Decisions per server policy (RL.HIT) by outcome (admitted, limited, shadow_limited, near_limit)",
         labels=["policy", "outcome"],
     )
+    candidate = CounterMetricFamily(
+        "ratelimit_policy_candidate_decisions",
+        "What a policy's candidate (evaluated in shadow beside it) decided, by outcome (admitted, limited, near_limit)",
+        labels=["policy", "outcome"],
+    )
     fields = s.fields if s else {}
     if s:
         for command in s.commands():
@@ -296,8 +306,11 @@ def _families(s: Union[Snapshot, None], up: int, top_keys: int) -> Iterator[Metr
         for name, stats in s.policies.items():
             for outcome in POLICY_OUTCOMES:
                 policy.add_metric([name, outcome], stats.get(outcome, 0))
+            if "candidate_calls" in stats:
+                for outcome in CANDIDATE_OUTCOMES:
+                    candidate.add_metric([name, outcome], stats.get(f"candidate_{outcome}", 0))
     if s or up:
-        yield from (decisions, calls, errors, policy)
+        yield from (decisions, calls, errors, policy, candidate)
         for name, kind, text in (
             ("waiting", GaugeMetricFamily, "Clients blocked in WAIT now"),
             ("wait_admitted", CounterMetricFamily, "Calls admitted after waiting (WAIT)"),
