@@ -17,8 +17,8 @@
 
 use std::collections::BTreeMap;
 
-use ratelimit_core::args::MAX_COUNT;
-use ratelimit_core::policy::{valid_name, Definition};
+use ratelimit_core::features::policy::{valid_name, Definition};
+use ratelimit_core::grammar::args::MAX_COUNT;
 use serde::{Deserialize, Serialize};
 
 /// A table of policies: by name, their definitions' text; their overrides by key; their
