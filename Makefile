@@ -128,7 +128,7 @@ lint:
 
 ## unit: the core crate's unit and property tests (and the shell's, if any)
 unit:
-	$(CARGO) test --workspace --lib
+	$(CARGO) test --workspace --lib --bins
 
 ## integration: the load test holds 1000 connections, so lift the soft open-files limit first.
 ## tests/envoy.rs runs the service binary (built here) behind Envoy (make envoy).

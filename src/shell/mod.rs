@@ -15,6 +15,7 @@
 pub mod commands;
 pub mod execution;
 pub mod features;
+pub mod info;
 pub mod server;
 
 use redis_module::{raw, Context, RedisString, Status};
@@ -39,6 +40,10 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         | raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD
         | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
     // Valkey ≥ 9: atomic slot migration is declared (and its event heard): `server::slots`.
+    server::slots::on_export_end(server::slots::ExportEnd {
+        left: features::wait::slots_left,
+        stayed: features::wait::slots_stayed,
+    });
     let options = options as i32 | server::slots::declares_atomic_slot_migration(api, ctx.ctx);
     unsafe { (api.set_module_options)(ctx.ctx, options) };
     // Waiters are judged again when their key may have gained room: deleted, expired, evicted.

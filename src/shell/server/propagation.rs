@@ -18,9 +18,9 @@
 //!   from then on the stream after the fork is what it replays), a replication role change,
 //!   a replica change and loading.
 //!
-//! While an atomic slot migration exports a slot (Valkey ≥ 9, `server::slots`), the target replays
-//! what is propagated: the flag is put down when the export starts and no call is verbatim
-//! until it ends.
+//! While an atomic slot migration exports a slot (`server::slots`), the target replays what is
+//! propagated: no call is verbatim until the export ends, whatever the flag says. (The export's
+//! snapshot is a fork, which puts the flag down, and no call rechecks it while the export runs.)
 //!
 //! A replica that connects while the flag is up first gets a backlog (verbatim calls go into
 //! it) and then a snapshot taken by a fork; the fork puts the flag down before any call after
@@ -80,15 +80,8 @@ pub fn verbatim_now() -> bool {
 /// Puts the flag down (the next check waits a second from now).
 fn doubt(api: &Api) {
     ALONE.store(false, Ordering::Relaxed);
-    let now = unsafe { (api.milliseconds)() };
+    let now = api.now_ms();
     LAST_DOUBT_MS.store(now, Ordering::Relaxed);
-}
-
-/// Puts the flag down now (an atomic slot migration's export started: `server::slots`).
-pub fn doubt_now() {
-    if let Some(api) = crate::shell::server::api::api() {
-        doubt(api);
-    }
 }
 
 /// `INFO replication`: a master with no replica and no backlog.

@@ -96,6 +96,22 @@ static EXPORTING: [AtomicU64; SLOTS / 64] = [const { AtomicU64::new(0) }; SLOTS 
 /// How many slots are being exported (0 in the common case: one load says so).
 static EXPORTING_COUNT: AtomicUsize = AtomicUsize::new(0);
 
+/// What a layer above does when an export ends (the waiting room: `features/wait.rs`),
+/// given once at load by the module's entry point — the server layer names no layer above it.
+pub struct ExportEnd {
+    /// The slots moved away (their waiters get `-MOVED`).
+    pub left: fn(*mut RedisModuleCtx, &[(u16, u16)]),
+    /// The slots stayed: the export was cancelled or failed (their waiters are judged again).
+    pub stayed: fn(*mut RedisModuleCtx, &[(u16, u16)]),
+}
+
+static EXPORT_END: std::sync::OnceLock<ExportEnd> = std::sync::OnceLock::new();
+
+/// Sets what happens when an export ends (once, at load).
+pub fn on_export_end(hooks: ExportEnd) {
+    let _ = EXPORT_END.set(hooks);
+}
+
 /// Whether any slot is being exported now.
 pub fn exporting_any() -> bool {
     EXPORTING_COUNT.load(Ordering::Relaxed) != 0
@@ -252,17 +268,20 @@ fn migration_event(
     let what = match subevent {
         EXPORT_STARTED => {
             mark_exporting(ranges, true);
-            crate::shell::server::propagation::doubt_now();
             "export started"
         }
         EXPORT_COMPLETED => {
             mark_exporting(ranges, false);
-            crate::shell::features::wait::slots_left(ctx, ranges);
+            if let Some(hooks) = EXPORT_END.get() {
+                (hooks.left)(ctx, ranges);
+            }
             "export completed"
         }
         EXPORT_ABORTED => {
             mark_exporting(ranges, false);
-            crate::shell::features::wait::slots_stayed(ctx, ranges);
+            if let Some(hooks) = EXPORT_END.get() {
+                (hooks.stayed)(ctx, ranges);
+            }
             "export aborted"
         }
         IMPORT_STARTED => "import started",
