@@ -80,7 +80,7 @@ pub fn verbatim_now() -> bool {
 /// Puts the flag down (the next check waits a second from now).
 fn doubt(api: &Api) {
     ALONE.store(false, Ordering::Relaxed);
-    let now = unsafe { (api.milliseconds)() };
+    let now = api.now_ms();
     LAST_DOUBT_MS.store(now, Ordering::Relaxed);
 }
 
