@@ -19,7 +19,7 @@ mod module {
         TOP_K_DEFAULT, TOP_K_LIMIT, TOP_WINDOW, TOP_WINDOW_DEFAULT, TOP_WINDOW_LIMIT,
     };
     use crate::shell::server::datatype::LIMITER_TYPE;
-    use crate::shell::{features::stats::add_info, init};
+    use crate::shell::{info::add_info, init};
 
     redis_module! {
         name: "ratelimit",

@@ -15,6 +15,7 @@
 pub mod commands;
 pub mod execution;
 pub mod features;
+pub mod info;
 pub mod server;
 
 use redis_module::{raw, Context, RedisString, Status};

@@ -4,5 +4,6 @@
 //!
 //! Imports every layer below; nothing imports it but the module's entry points.
 
+pub mod policy;
 pub mod specs;
 pub mod table;

@@ -10,6 +10,7 @@ use std::os::raw::c_int;
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
+use crate::shell::commands::policy;
 use crate::shell::execution::call::{arguments, held, Call, CommandError, MAX_ARGS};
 use crate::shell::execution::limiting::{self, MAX_ALL_ARGS};
 use crate::shell::features::stats::{self, Outcome, Tally};
@@ -406,7 +407,7 @@ command!(rl_peek, c"rl.peek", Tally::Peek, peek);
 command!(rl_info, c"rl.info", Tally::Info, info);
 command!(rl_restore, c"rl.restore", Tally::Restore, restore);
 command!(rl_top, c"rl.top", Tally::Top, top::command);
-command!(rl_hit, c"rl.hit", Tally::Hit, policies::hit);
+command!(rl_hit, c"rl.hit", Tally::Hit, policy::hit);
 
 /// Most arguments a valid `RL.POLICY SET` can have: `RL.POLICY SET name`, a group of at most
 /// 9, `BAN d CLEAR`, `SHADOW`, `FOR key` (or `CANDIDATE`).
@@ -424,11 +425,11 @@ macro_rules! subcommand {
     };
 }
 
-subcommand!(rl_policy_set, policies::set);
-subcommand!(rl_policy_get, policies::get);
-subcommand!(rl_policy_del, policies::delete);
-subcommand!(rl_policy_list, policies::list);
-subcommand!(rl_policy_stats, policies::stats);
-subcommand!(rl_policy_resetstat, policies::reset_stats);
-subcommand!(rl_policy_promote, policies::promote);
-subcommand!(rl_policy_help, policies::help);
+subcommand!(rl_policy_set, policy::set);
+subcommand!(rl_policy_get, policy::get);
+subcommand!(rl_policy_del, policy::delete);
+subcommand!(rl_policy_list, policy::list);
+subcommand!(rl_policy_stats, policy::stats);
+subcommand!(rl_policy_resetstat, policy::reset_stats);
+subcommand!(rl_policy_promote, policy::promote);
+subcommand!(rl_policy_help, policy::help);

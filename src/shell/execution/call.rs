@@ -94,7 +94,7 @@ impl Call<'_> {
 
     /// The server clock in unix ms, read once per call, clamped to the range `AT` accepts.
     pub fn clock_ms(&self) -> i64 {
-        let now = unsafe { (self.api.milliseconds)() };
+        let now = self.api.now_ms();
         now.clamp(0, MAX_AT_MS)
     }
 

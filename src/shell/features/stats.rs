@@ -1,8 +1,7 @@
-//! `INFO ratelimit`: per-command counters of calls, admitted, limited and errors.
+//! The `INFO ratelimit` counters: per command, calls, admitted, limited and errors; the
+//! waiting room's. `shell::info` assembles the section.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-
-use redis_module::InfoContext;
 
 /// The commands counted, by their `INFO` field prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,12 +143,10 @@ pub fn wait_timed_out() {
     WAIT_TIMEOUTS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Adds the `stats` section (Redis prefixes it and every field with the module name:
-/// `# ratelimit_stats`, `ratelimit_token_calls:…`).
-pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
+/// The counters' `INFO` fields: each command's calls, admitted, limited and errors, then the
+/// waiting room's (`waiting`, `wait_admitted`, `wait_timeouts`).
+pub fn info_fields() -> Vec<(String, i64)> {
     let mut fields: Vec<(String, i64)> = Vec::new();
-    let now = crate::shell::server::api::api().map_or(0, |api| unsafe { (api.milliseconds)() });
-    let top = crate::shell::features::top::stats(now);
     for tally in Tally::ALL {
         let Some(c) = COUNTERS.get(tally as usize) else {
             continue;
@@ -168,54 +165,8 @@ pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
         ("waiting", WAITING.load(Ordering::Relaxed)),
         ("wait_admitted", i64::try_from(WAIT_ADMITTED.load(Ordering::Relaxed)).unwrap_or(i64::MAX)),
         ("wait_timeouts", i64::try_from(WAIT_TIMEOUTS.load(Ordering::Relaxed)).unwrap_or(i64::MAX)),
-        ("propagation_verbatim", i64::from(crate::shell::server::propagation::verbatim_now())),
-        (
-            "inline_entries",
-            i64::try_from(crate::shell::server::values::live_entries()).unwrap_or(i64::MAX),
-        ),
-        ("top_refusals", i64::try_from(top.refusals).unwrap_or(i64::MAX)),
-        ("top_tracked", i64::try_from(top.tracked).unwrap_or(i64::MAX)),
-        ("top_error_bound", i64::try_from(top.error_bound).unwrap_or(i64::MAX)),
     ] {
         fields.push((name.to_string(), value));
     }
-    let mut section = ctx.builder().add_section("stats");
-    section = match section.field("version", crate::shell::server::version::VERSION.to_string()) {
-        Ok(s) => s,
-        Err(_) => return,
-    };
-    for (name, value) in &fields {
-        section = match section.field(name, *value) {
-            Ok(s) => s,
-            Err(_) => return,
-        };
-    }
-    let Ok(builder) = section.build_section() else {
-        return;
-    };
-    // `# ratelimit_policies`: the table's size, then one line per policy.
-    let (totals, lines) = crate::shell::features::policies::info_lines();
-    let mut section = builder.add_section("policies");
-    for (name, value) in totals {
-        section = match section.field(name, value) {
-            Ok(s) => s,
-            Err(_) => return,
-        };
-    }
-    for (name, fields) in &lines {
-        let mut dictionary = section.add_dictionary(name);
-        for (field, value) in fields {
-            dictionary = match dictionary.field(field, *value) {
-                Ok(d) => d,
-                Err(_) => return,
-            };
-        }
-        section = match dictionary.build_dictionary() {
-            Ok(s) => s,
-            Err(_) => return,
-        };
-    }
-    if let Ok(builder) = section.build_section() {
-        let _ = builder.build_info();
-    }
+    fields
 }

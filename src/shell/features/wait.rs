@@ -350,7 +350,7 @@ pub fn key_named_changed(call: &Call, name: *mut RedisModuleString) {
     }
     let id = key_id(call, name);
     if with(|w| w.keys.contains_key(&id)) {
-        let now = unsafe { (call.api.milliseconds)() };
+        let now = call.api.now_ms();
         arm(call.api, call.ctx, &id, now, now);
     }
 }
@@ -397,7 +397,7 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
         redirect_all(api, ctx, id, &error);
         return;
     }
-    let now = unsafe { (api.milliseconds)() };
+    let now = api.now_ms();
     let timed_out =
         with(|w| w.keys.get_mut(id).map(|k| k.queue.take_timed_out(now)).unwrap_or_default());
     let may_write = served == Served::Here;
@@ -567,7 +567,7 @@ pub fn slots_left(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
     }
     let nodes = slots::cluster_nodes(api, ctx).unwrap_or_default();
     // SAFETY: reads the server clock.
-    let now = unsafe { (api.milliseconds)() };
+    let now = api.now_ms();
     for id in ids {
         match slots::redirect(&nodes, slots::key_slot(&id.name)) {
             Some(error) => redirect_all(api, ctx, &id, &error),
@@ -584,7 +584,7 @@ pub fn slots_stayed(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
         return;
     };
     // SAFETY: reads the server clock.
-    let now = unsafe { (api.milliseconds)() };
+    let now = api.now_ms();
     for id in keys_in(ranges) {
         arm(api, ctx, &id, now, now);
     }
@@ -600,7 +600,7 @@ fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) 
         && !blocked.pending.dry_run()
     {
         if let Some(key) = blocked.argv.get(1) {
-            let now = unsafe { (api.milliseconds)() };
+            let now = api.now_ms();
             let first = blocked.argv.first().map(|s| unsafe { bytes(api, *s) });
             top::refused(unsafe { bytes(api, *key) }, top::policy_of(blocked.name, first), now);
         }
@@ -676,6 +676,6 @@ unsafe extern "C" fn on_disconnect(ctx: *mut RedisModuleCtx, bc: *mut RedisModul
     unsafe { (api.unblock_client)(bc, ptr::null_mut()) };
     release_args(api, waiter.data.argv);
     // The next waiter may now be the head.
-    let now = unsafe { (api.milliseconds)() };
+    let now = api.now_ms();
     arm(api, ctx, &id, now, now);
 }

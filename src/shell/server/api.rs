@@ -142,6 +142,16 @@ unsafe impl Sync for StaticString {}
 
 static API: OnceLock<Api> = OnceLock::new();
 
+impl Api {
+    /// The server's clock: unix time in ms (`RM_Milliseconds`, cached per command by the
+    /// server).
+    pub fn now_ms(&self) -> i64 {
+        // SAFETY: `RM_Milliseconds` takes no arguments and may be called from any context of
+        // the main thread; the pointer was resolved from the server at load.
+        unsafe { (self.milliseconds)() }
+    }
+}
+
 /// The resolved API; `None` only if `resolve` has not succeeded (the module would not have
 /// loaded), so callers reply with an error instead of panicking.
 pub fn api() -> Option<&'static Api> {

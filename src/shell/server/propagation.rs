@@ -80,7 +80,7 @@ pub fn verbatim_now() -> bool {
 /// Puts the flag down (the next check waits a second from now).
 fn doubt(api: &Api) {
     ALONE.store(false, Ordering::Relaxed);
-    let now = unsafe { (api.milliseconds)() };
+    let now = api.now_ms();
     LAST_DOUBT_MS.store(now, Ordering::Relaxed);
 }
 
@@ -103,7 +103,7 @@ fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
     alone
 }
 
-/// Any of those events is a doubt.
+/// A server event that can give the stream a consumer (`init` names them) is a doubt.
 fn on_server_event(_ctx: *mut RedisModuleCtx, _subevent: u64) {
     if let Some(api) = super::api::api() {
         doubt(api);
