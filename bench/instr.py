@@ -295,7 +295,7 @@ def run_other_servers(module):
                 master = start_master(pool, workdir, module)
                 cg = Callgrind(master)
                 conn = master.connect()
-                # The module doubts it is alone for its first second (src/shell/propagation.rs):
+                # The module doubts it is alone for its first second (src/shell/server/propagation.rs):
                 # measure after it has checked, as the repeated rounds above do.
                 conn.call("RL.TOKEN", "warm", "1", "1", "1h")
                 time.sleep(1.5)

@@ -12,18 +12,18 @@ mod module {
     use redis_module::configuration::ConfigurationFlags;
     use redis_module::{redis_module, InfoContext, RedisResult};
 
-    use crate::shell::config::{
+    use crate::shell::features::persist::POLICIES_IN_RDB;
+    use crate::shell::server::config::{
         LEASE_MAX, LEASE_MAX_DEFAULT, LEASE_MAX_LIMIT, POLICY_MAX, POLICY_MAX_DEFAULT,
         POLICY_MAX_LIMIT, SLIDE_LOG_MAX, SLIDE_LOG_MAX_DEFAULT, SLIDE_LOG_MAX_LIMIT, TOP_K,
         TOP_K_DEFAULT, TOP_K_LIMIT, TOP_WINDOW, TOP_WINDOW_DEFAULT, TOP_WINDOW_LIMIT,
     };
-    use crate::shell::datatype::LIMITER_TYPE;
-    use crate::shell::persist::POLICIES_IN_RDB;
-    use crate::shell::{init, stats::add_info};
+    use crate::shell::server::datatype::LIMITER_TYPE;
+    use crate::shell::{info::add_info, init};
 
     redis_module! {
         name: "ratelimit",
-        version: crate::shell::version::MODULE_VERSION,
+        version: crate::shell::server::version::MODULE_VERSION,
         allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
         data_types: [LIMITER_TYPE],
         init: init,

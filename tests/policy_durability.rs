@@ -561,3 +561,49 @@ fn info_field_of(con: &mut Connection, command: &str, arg: &str, field: &str) ->
         .trim()
         .to_string()
 }
+
+/// A `DUMP` payload of the snapshot's carrier key type (`rl-policy`), holding the policy table
+/// `bytes` (the policy codec's format), for a `RESTORE` by hand.
+fn carrier_payload(table: &[u8]) -> Vec<u8> {
+    const CHARSET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut id: u64 = 0;
+    for c in b"rl-policy" {
+        let position = CHARSET.iter().position(|x| x == c).expect("type name charset");
+        id = (id << 6) | position as u64;
+    }
+    id = (id << 10) | 1; // encoding version 1
+    let mut p = vec![7u8, 0x81]; // a module value (v2), its 64-bit type id
+    p.extend_from_slice(&id.to_be_bytes());
+    p.push(5); // a string field
+    assert!(table.len() < 16_384);
+    p.extend_from_slice(&(0x4000u16 | table.len() as u16).to_be_bytes());
+    p.extend_from_slice(table);
+    p.push(0); // the value's end
+    p.extend_from_slice(&10u16.to_le_bytes()); // RDB version 10 (Redis 7.0): every server reads it
+    p.extend_from_slice(&crc64(&p).to_le_bytes());
+    p
+}
+
+/// The carrier key's loader replaces the table only while the server loads: a `RESTORE` of a
+/// payload of its type (made by hand: the key is never visible) is refused and changes no
+/// policy.
+#[test]
+fn a_restored_payload_never_replaces_the_table() {
+    let server = Server::start();
+    let mut c = server.conn();
+    ok(&mut c, "RL.POLICY SET mine TOKEN 5 1 1s");
+    let mut table = vec![1u8];
+    let entry: [&[u8]; 5] = [b"evil", b"TOKEN", b"1", b"1", b"1s"];
+    table.extend_from_slice(&(entry.len() as u32).to_le_bytes());
+    for arg in entry {
+        table.extend_from_slice(&(arg.len() as u32).to_le_bytes());
+        table.extend_from_slice(arg);
+    }
+    let refused: redis::RedisResult<()> =
+        redis::cmd("RESTORE").arg("k").arg(0).arg(carrier_payload(&table)).query(&mut c);
+    let e = refused.expect_err("RESTORE refused");
+    assert!(format!("{e}").contains("Bad data format"), "{e}");
+    assert_eq!(names(&mut c), ["mine"]);
+    assert_eq!(redis::cmd("DBSIZE").query::<i64>(&mut c).unwrap(), 0);
+    assert_logged(&server, "refusing a policy table outside a load");
+}

@@ -410,17 +410,24 @@ fn atomic_slot_migration_moves_every_form_and_counts_traffic_once() {
         let (stop, admitted) = (Arc::clone(&stop), Arc::clone(&admitted));
         let mut c = client.get_connection().unwrap();
         let key = format!("{tag}:traffic");
+        let (a, b) = (format!("{tag}:all-a"), format!("{tag}:all-b"));
         std::thread::spawn(move || {
             let mut errors = Vec::new();
             while !stop.load(Ordering::Relaxed) {
+                // One RL.PERIOD and one RL.ALL on two keys per round, each admitted or not as
+                // a whole.
                 let reply: redis::RedisResult<Vec<i64>> =
                     redis::cmd("RL.PERIOD").arg(&key).arg(&["1000000", "1d"]).query(&mut c);
-                match reply {
-                    Ok(r) if r.first() == Some(&1) => {
+                let all: redis::RedisResult<Value> = redis::cmd("RL.ALL")
+                    .arg(&["2", &a, &b, "PERIOD", "1000000", "1d", "PERIOD", "1000000", "1d"])
+                    .query(&mut c);
+                match (reply, all) {
+                    (Ok(r), Ok(Value::Array(all)))
+                        if r.first() == Some(&1) && all.first() == Some(&Value::Int(1)) =>
+                    {
                         admitted.fetch_add(1, Ordering::Relaxed);
                     }
-                    Ok(r) => errors.push(format!("refused {r:?}")),
-                    Err(e) => errors.push(e.to_string()),
+                    (r, all) => errors.push(format!("{r:?} {all:?}")),
                 }
             }
             errors
@@ -471,6 +478,14 @@ fn atomic_slot_migration_moves_every_form_and_counts_traffic_once() {
     assert!(n > 0, "no traffic ran");
     // `remaining` after a dry run of cost 1 is what is left minus one.
     assert_eq!(info[2], 1_000_000 - n - 1, "{n} admitted calls, {info:?}");
+    for key in [format!("{tag}:all-a"), format!("{tag}:all-b")] {
+        let info: Vec<i64> = redis::cmd("RL.PERIOD")
+            .arg(&key)
+            .arg(&["1000000", "1d", "DRYRUN"])
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(info[2], 1_000_000 - n - 1, "RL.ALL on {key}: {n} admitted calls, {info:?}");
+    }
 
     // The source keeps nothing of the slot: keys, inline entries, its replica's keys.
     assert_eq!(count_in_slot(source, slot), 0);

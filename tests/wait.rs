@@ -314,9 +314,10 @@ fn a_thousand_waiters_on_one_hot_key() {
         if path.extension().is_some_and(|e| e == "aof") {
             for command in aof_commands(&std::fs::read(&path).unwrap()) {
                 if command.first().is_some_and(|n| n.eq_ignore_ascii_case(b"rl.restore")) {
-                    let (limiter, _) = ratelimit_core::codec::decode_value(&command[2])
+                    let (limiter, _) = ratelimit_core::store::codec::decode_value(&command[2])
                         .expect("an RL.RESTORE payload");
-                    let ratelimit_core::limiter::Limiter::Token(bucket) = limiter else {
+                    let ratelimit_core::algorithms::limiter::Limiter::Token(bucket) = limiter
+                    else {
                         panic!("not a token bucket: {limiter:?}");
                     };
                     instants.push(bucket.updated_ms);

@@ -87,11 +87,12 @@ func (c *Client) decide(ctx context.Context, keyPos int, args []any, deadline bo
 	return decisionOf(reply)
 }
 
-func (c *Client) deadlines(ctx context.Context) bool {
+// deadlines: whether the call carries DEADLINE (it has one, and the module knows it).
+func (c *Client) deadlines(ctx context.Context, o *callOptions) bool {
 	if c.noDeadline.Load() {
 		return false
 	}
-	_, ok := ctx.Deadline()
+	_, ok := o.deadlineOf(ctx)
 	return ok
 }
 
@@ -114,7 +115,7 @@ func (c *Client) Limit(ctx context.Context, key string, limit Limit, opts ...Opt
 	if args, err = o.costArgs(args); err != nil {
 		return Decision{}, err
 	}
-	deadline := c.deadlines(ctx)
+	deadline := c.deadlines(ctx, &o)
 	if args, err = o.callArgs(ctx, args, what{ban: true, wait: true, fresh: true}, deadline); err != nil {
 		return Decision{}, err
 	}
@@ -237,7 +238,7 @@ func (c *Client) All(ctx context.Context, groups []Group, opts ...Option) (AllDe
 		}
 	}
 	o := gather(opts)
-	deadline := c.deadlines(ctx)
+	deadline := c.deadlines(ctx, &o)
 	args, err := o.callArgs(ctx, args, what{}, deadline)
 	if err != nil {
 		return AllDecision{}, err
@@ -441,7 +442,7 @@ func (c *Client) Hit(ctx context.Context, policy, key string, opts ...Option) (D
 	if args, err = o.costArgs(args); err != nil {
 		return Decision{}, err
 	}
-	deadline := c.deadlines(ctx)
+	deadline := c.deadlines(ctx, &o)
 	if args, err = o.callArgs(ctx, args, what{wait: true}, deadline); err != nil {
 		return Decision{}, err
 	}

@@ -112,6 +112,20 @@ func bucketWindow(capacity, rate int64, period time.Duration) time.Duration {
 	return time.Duration(ms * float64(time.Millisecond))
 }
 
+// LimitArgs are the arguments a limit's command takes after the key (its parameters and
+// algorithm options, durations in ms), as strings; an error for parameters out of range.
+func LimitArgs(limit Limit) ([]string, error) {
+	args, err := limit.appendArgs(nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = fmt.Sprint(a)
+	}
+	return out, nil
+}
+
 func (t Token) appendArgs(args []any) ([]any, error) {
 	args, err := bucketArgs(args, t.Capacity, t.Rate, t.Period)
 	if err != nil {
@@ -137,7 +151,10 @@ func (p Period) appendArgs(args []any) ([]any, error) {
 		if p.UTCOffset%time.Millisecond != 0 {
 			return nil, fmt.Errorf("ratelimit: UTCOffset must be whole milliseconds (got %v)", p.UTCOffset)
 		}
-		args = append(args, "ALIGN", strconv.FormatInt(p.UTCOffset.Milliseconds(), 10))
+		args = append(args, "ALIGN")
+		if p.UTCOffset != 0 {
+			args = append(args, strconv.FormatInt(p.UTCOffset.Milliseconds(), 10))
+		}
 	}
 	if p.KeepPeriod {
 		args = append(args, "KEEPPERIOD")

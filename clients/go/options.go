@@ -24,6 +24,8 @@ type callOptions struct {
 	at      time.Time
 	fresh   bool
 	id      string
+	// deadline: an explicit DEADLINE (else the context's)
+	deadline time.Time
 }
 
 // Cost is the permits the call takes (default 1; 0 is a peek that takes nothing).
@@ -51,6 +53,10 @@ func At(t time.Time) Option { return func(o *callOptions) { o.at = t } }
 
 // Fresh judges the call against a fresh limiter; admitted, it replaces what the key holds.
 func Fresh() Option { return func(o *callOptions) { o.fresh = true } }
+
+// Deadline sends DEADLINE t instead of the context's deadline: the server counts nothing when
+// its clock is past t as it judges the call ([ErrDeadline]).
+func Deadline(t time.Time) Option { return func(o *callOptions) { o.deadline = t } }
 
 // LeaseID names the lease [Client.Acquire] takes (else the server assigns one).
 func LeaseID(id string) Option { return func(o *callOptions) { o.id = id } }
@@ -136,9 +142,17 @@ func (o *callOptions) callArgs(ctx context.Context, args []any, w what, deadline
 		args = append(args, "FRESH")
 	}
 	if deadline {
-		if dl, ok := ctx.Deadline(); ok {
+		if dl, ok := o.deadlineOf(ctx); ok {
 			args = append(args, "DEADLINE", strconv.FormatInt(dl.UnixMilli(), 10))
 		}
 	}
 	return args, nil
+}
+
+// deadlineOf is the call's deadline: the explicit one, else the context's.
+func (o *callOptions) deadlineOf(ctx context.Context) (time.Time, bool) {
+	if !o.deadline.IsZero() {
+		return o.deadline, true
+	}
+	return ctx.Deadline()
 }

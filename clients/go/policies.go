@@ -267,3 +267,9 @@ func (c *Client) Top(ctx context.Context, n int, policy string) ([]TopKey, error
 	}
 	return out, nil
 }
+
+// ResetTop forgets what RL.TOP has counted, on every primary (RL.TOP RESET).
+func (c *Client) ResetTop(ctx context.Context) error {
+	_, err := c.onPrimaries(ctx, "RL.TOP", "RESET")
+	return err
+}

@@ -7,26 +7,28 @@
 //! parser accepts can be judged on a fresh key and again
 //! on the key it left (as the module does), giving a state that validates and round-trips
 //! through the codec; a policy definition (`RL.POLICY SET`) likewise, and the policy table's
-//! codec round-trips. Mirrors `fuzz_argument_parsing` in `ratelimit-core/src/fuzz_tests.rs`.
+//! codec round-trips. Mirrors `fuzz_argument_parsing` in `ratelimit-core/src/testing/fuzz_tests.rs`.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ratelimit_core::args::{parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT};
-use ratelimit_core::codec::{decode, encode};
-use ratelimit_core::inspect::peek_key;
-use ratelimit_core::judge::{judge_all, judge_key, Change, Verdict};
-use ratelimit_core::leaky::{LeakMode, LeakyParams};
-use ratelimit_core::lease_key::{acquire_key, release_id, ReleaseChange};
-use ratelimit_core::packed::PackedLimiter;
-use ratelimit_core::period::PeriodParams;
-use ratelimit_core::policy::{Definition, PolicyTable};
-use ratelimit_core::refund::refund_key;
-use ratelimit_core::request::{
+use ratelimit_core::algorithms::leaky::{LeakMode, LeakyParams};
+use ratelimit_core::algorithms::period::PeriodParams;
+use ratelimit_core::algorithms::slide::SlideParams;
+use ratelimit_core::algorithms::token::TokenParams;
+use ratelimit_core::features::policy::{Definition, PolicyTable, SetTarget, Target};
+use ratelimit_core::grammar::args::{
+    parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT,
+};
+use ratelimit_core::grammar::request::{
     AcquireRequest, AllRequest, Command, RefundRequest, ReleaseRequest, Request,
 };
-use ratelimit_core::slide::SlideParams;
-use ratelimit_core::token::TokenParams;
+use ratelimit_core::steps::inspect::peek_key;
+use ratelimit_core::steps::judge::{judge_all, judge_key, Change, Verdict};
+use ratelimit_core::steps::lease_key::{acquire_key, release_id, ReleaseChange};
+use ratelimit_core::steps::refund::refund_key;
+use ratelimit_core::store::codec::{decode, encode};
+use ratelimit_core::store::packed::PackedLimiter;
 
 /// `ratelimit.slide-log-max` at its default.
 const SLIDE_LOG_MAX: u64 = 1_000_000;
@@ -101,9 +103,9 @@ fuzz_target!(|data: &[u8]| {
             run(&request);
         }
         let mut table = PolicyTable::new();
-        let key = key.as_deref();
-        if table.set(b"p", None, definition.clone(), 10).is_ok()
-            && (key.is_none() || table.set(b"p", key, definition, 10).is_ok())
+        let target = SetTarget::target(&key);
+        if table.set(b"p", Target::Policy, definition.clone(), 10).is_ok()
+            && (target == Target::Policy || table.set(b"p", target, definition, 10).is_ok())
         {
             assert_eq!(PolicyTable::decode(&table.encode()).as_ref(), Ok(&table));
         }
@@ -120,8 +122,7 @@ fn run_all(all: &AllRequest) {
     let now = all.at_ms.unwrap_or(NOW_MS);
     let mut slots: Vec<Option<PackedLimiter>> = (0..all.key_count).map(|_| None).collect();
     for _ in 0..2 {
-        let mut held: Vec<Option<&mut PackedLimiter>> =
-            slots.iter_mut().map(Option::as_mut).collect();
+        let held: Vec<Option<&mut PackedLimiter>> = slots.iter_mut().map(Option::as_mut).collect();
         let verdict = judge_all(held, all, now).expect("every key holds its own limit");
         assert!((1..=all.key_count as i64).contains(&verdict.head[5]), "{verdict:?}");
         assert_eq!(verdict.details.len(), all.key_count);

@@ -3,18 +3,18 @@
 //! decodes re-encodes byte for byte (so `decode(encode(x)) == x`), validates, packs, and can
 //! be peeked (remaining ≤ limit), described and judged at any instant: 0, `MAX_AT_MS`, its
 //! own last update and reset instants, and one derived from the input. Mirrors `exercise` in
-//! `ratelimit-core/src/fuzz_tests.rs`.
+//! `ratelimit-core/src/testing/fuzz_tests.rs`.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ratelimit_core::args::MAX_AT_MS;
-use ratelimit_core::ban::Ban;
-use ratelimit_core::codec::{decode_value, encode_value};
-use ratelimit_core::inspect::{describe_key, peek_key};
-use ratelimit_core::limiter::Limiter;
-use ratelimit_core::packed::PackedLimiter;
-use ratelimit_core::refund::refund_key;
+use ratelimit_core::algorithms::ban::Ban;
+use ratelimit_core::algorithms::limiter::Limiter;
+use ratelimit_core::grammar::args::MAX_AT_MS;
+use ratelimit_core::steps::inspect::{describe_key, peek_key};
+use ratelimit_core::steps::refund::refund_key;
+use ratelimit_core::store::codec::{decode_value, encode_value};
+use ratelimit_core::store::packed::PackedLimiter;
 
 fuzz_target!(|data: &[u8]| {
     let Ok((limiter, ban)) = decode_value(data) else { return };

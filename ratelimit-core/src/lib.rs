@@ -4,41 +4,20 @@
 //! This crate has no Redis dependency (its `Cargo.toml` lists none): time comes in as
 //! an argument, so every algorithm is tested with simulated time. All state is integers in
 //! absolute unix milliseconds; results are exact rational arithmetic on those integers.
+//!
+//! The modules are grouped by what they are: `algorithms/` (each algorithm and what they
+//! share), `store/` (the forms a limiter is stored in), `grammar/` (every command's arguments),
+//! `steps/` (what a command does to its key), `features/` (policies, `RL.TOP`, waiters).
+//! Tests of `foo.rs` live beside it in `foo_tests.rs` (`#[path]`), of a folder module in its
+//! `tests.rs`; `testing/` holds the shared test support and the crate-wide property fuzzers.
 
 #![deny(unsafe_code)]
 
-pub mod args;
-pub mod arith;
-pub mod at_most;
-pub mod ban;
-pub mod bounded;
-pub mod charge;
-pub mod codec;
-pub mod decision;
-pub mod error;
-pub mod gcra;
-pub mod held;
-pub mod inline;
-pub mod inspect;
-pub mod judge;
-pub mod leaky;
-pub mod lease;
-pub mod lease_key;
-pub mod limiter;
-pub mod packed;
-pub mod period;
-pub mod policy;
-pub mod refund;
-pub mod request;
-pub mod slide;
-pub mod state;
-pub mod token;
-pub mod top;
-pub mod waiters;
+pub mod algorithms;
+pub mod features;
+pub mod grammar;
+pub mod steps;
+pub mod store;
 
-#[cfg(test)]
-mod fuzz_tests;
-#[cfg(test)]
-mod refund_tests;
 #[cfg(test)]
 mod testing;

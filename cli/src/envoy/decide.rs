@@ -146,6 +146,9 @@ pub fn plan(
     if request.descriptors.is_empty() {
         return Err(RequestError("rate limit descriptor list must not be empty".into()));
     }
+    if request.descriptors.iter().any(|d| d.is_negative_hits) {
+        return Err(RequestError("is_negative_hits is not supported by this service".into()));
+    }
     let config = config.ok_or_else(|| RequestError("no rate limit configuration loaded".into()))?;
     let domain = request.domain.as_str();
     let mut rules: Vec<Option<(Arc<Rule>, Vec<String>)>> =

@@ -86,6 +86,9 @@ impl State {
             if refused_at.is_some() {
                 args.push("DRYRUN".into());
             }
+            // A call that reaches Redis after the service gave up on it counts nothing.
+            args.push("DEADLINE".into());
+            args.push(now_ms().saturating_add(self.backend.timeout_ms()).to_string());
             let reply = self.backend.call(*slot, &args).await?;
             let (allowed, details) = decide::parse_all_reply(&reply).map_err(CallError::Refused)?;
             for (&i, detail) in members.iter().zip(details) {

@@ -72,9 +72,18 @@ func freePort() (int, error) {
 // Start starts a server with the module and extra arguments; it answers PING before
 // StartupDeadline or Start fails (a port taken in the meantime: tried again, three times).
 func Start(extra ...string) (*Server, error) {
+	return startRetrying(true, extra)
+}
+
+// StartWithoutModule starts a server that does not load the module.
+func StartWithoutModule() (*Server, error) {
+	return startRetrying(false, nil)
+}
+
+func startRetrying(withModule bool, extra []string) (*Server, error) {
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
-		s, err := start(extra)
+		s, err := start(withModule, extra)
 		if err == nil {
 			return s, nil
 		}
@@ -83,7 +92,7 @@ func Start(extra ...string) (*Server, error) {
 	return nil, last
 }
 
-func start(extra []string) (*Server, error) {
+func start(withModule bool, extra []string) (*Server, error) {
 	module, err := ModulePath()
 	if err != nil {
 		return nil, err
@@ -102,8 +111,11 @@ func start(extra []string) (*Server, error) {
 	}
 	args := append([]string{
 		"--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--loadmodule", module,
+		"--dir", dir,
 	}, extra...)
+	if withModule {
+		args = append(args, "--loadmodule", module)
+	}
 	cmd := exec.Command(bin, args...)
 	logPath := filepath.Join(dir, "server.log")
 	logFile, err := os.Create(logPath)

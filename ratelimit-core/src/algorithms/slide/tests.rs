@@ -1,0 +1,1457 @@
+use super::log::{write_header, Header, HEADER};
+
+/// What a log's buffer holds beyond its entries for the state's own fields ([`HOLDER`]), as
+/// the allocator rounds it: the 48 bytes of the box it replaces.
+const STATE_BYTES: usize = 48;
+use super::*;
+use crate::testing::{self, check_against_model, clocked, Model as _};
+use proptest::prelude::*;
+
+const T0: i64 = 1_700_000_000_000;
+
+fn exact(limit: u64, window: u64) -> SlideParams {
+    SlideParams::new(limit, window, None, MAX_COUNT).unwrap()
+}
+
+fn bucketed(limit: u64, window: u64, b: u64) -> SlideParams {
+    SlideParams::new(limit, window, Some(b), MAX_COUNT).unwrap()
+}
+
+fn nz(b: u16) -> NonZeroU16 {
+    NonZeroU16::new(b).unwrap()
+}
+
+fn plain(b: u16) -> Buckets {
+    Buckets::plain(nz(b))
+}
+
+fn reply(d: &Decision) -> [i64; 5] {
+    d.to_reply()
+}
+
+/// A stored limiter driven through `evaluate`, checked against `evaluate_in_place` and
+/// `validate` at every step (see [`crate::testing::Sim`]).
+type Sim = crate::testing::Sim<SlideState>;
+
+// ---------------------------------------------------------------------------------------------
+// Brute-force reference models (explicit event lists, ms-by-ms scans)
+
+/// Exact sliding window: every admitted request kept explicitly.
+#[derive(Debug, Clone, Default)]
+struct ExactModel {
+    window: i64,
+    events: Vec<(i64, u64)>,
+    updated: i64,
+}
+
+fn count_in(events: &[(i64, u64)], window: i64, t: i64) -> u64 {
+    events.iter().filter(|(ts, _)| *ts <= t && *ts > t - window).map(|e| e.1).sum()
+}
+
+impl testing::Model<SlideState> for ExactModel {
+    fn decide(&mut self, p: &SlideParams, now: i64, cost: u64) -> Decision {
+        let (limit, window) = (p.limit, p.window_ms as i64);
+        let live = self.events.iter().any(|e| e.0 + self.window > now);
+        let (t, view): (i64, Vec<(i64, u64)>) = if live {
+            let t = now.max(self.updated);
+            let stored_window = self.window;
+            let view = self
+                .events
+                .iter()
+                .copied()
+                .filter(|(ts, _)| *ts > t - stored_window && *ts > t - window)
+                .collect();
+            (t, view)
+        } else {
+            (now, Vec::new())
+        };
+        let used = count_in(&view, window, t);
+        let allowed = cost == 0 || used + cost <= limit;
+        let remaining =
+            if allowed { limit.saturating_sub(used + cost) } else { limit.saturating_sub(used) };
+        let retry = if allowed {
+            0
+        } else if cost > limit {
+            -1
+        } else {
+            (1..).find(|d| count_in(&view, window, t + d) + cost <= limit).unwrap()
+        };
+        let mut after = view;
+        if allowed && cost > 0 {
+            after.push((t, cost));
+        }
+        let reset = (0..).find(|d| count_in(&after, window, t + d) == 0).unwrap();
+        if allowed && cost > 0 {
+            self.events = after;
+            self.window = window;
+            self.updated = t;
+        }
+        Decision { allowed, limit, remaining, retry_after_ms: retry, reset_after_ms: reset }
+    }
+}
+
+/// Bucketed estimate: every admitted request kept explicitly, weighted by its sub-window.
+///
+/// The grid is the epoch's, or with `ANCHOR` starts at the first admitted call `o` of a fresh
+/// limiter: sub-window `j ≥ 0` is `(o + j·w, o + (j+1)·w]`, with `o` itself in sub-window 0.
+/// `FLOOR` compares `⌊used⌋`. A limiter is live until its newest sub-window has fully left.
+#[derive(Debug, Clone, Default)]
+struct BucketModel {
+    b: i64,
+    w: i64,
+    anchor: bool,
+    /// `ANCHOR`: the origin of the live limiter's grid.
+    origin: Option<i64>,
+    events: Vec<(i64, u64)>,
+    updated: i64,
+}
+
+impl BucketModel {
+    fn new(window: u64, b: u64) -> Self {
+        BucketModel { b: b as i64, w: (window / b) as i64, ..BucketModel::default() }
+    }
+
+    fn anchored(window: u64, b: u64) -> Self {
+        BucketModel { anchor: true, ..BucketModel::new(window, b) }
+    }
+
+    /// The sub-window of `t` on the grid from `origin` (the epoch's without `ANCHOR`).
+    fn index(&self, origin: Option<i64>, t: i64) -> i64 {
+        match origin.filter(|_| self.anchor) {
+            Some(o) => (t - o - 1).div_euclid(self.w).max(0),
+            None => t.div_euclid(self.w),
+        }
+    }
+
+    /// The first ms of sub-window `j` (for an anchored grid: the one after `o + j·w`).
+    fn first_ms(&self, origin: Option<i64>, j: i64) -> i64 {
+        match origin.filter(|_| self.anchor) {
+            Some(o) => o + 1 + j * self.w,
+            None => j * self.w,
+        }
+    }
+
+    /// The earliest instant of sub-window `j`: its first ms, or the origin itself for an
+    /// anchored grid's sub-window 0.
+    fn earliest_ms(&self, origin: Option<i64>, j: i64) -> i64 {
+        match origin.filter(|_| self.anchor && j == 0) {
+            Some(o) => o,
+            None => self.first_ms(origin, j),
+        }
+    }
+
+    /// `used(t) · w` on the grid from `origin`, by brute force: every event weighted by its
+    /// sub-window's share of milliseconds still inside `(t − P, t]`.
+    fn used_w_on(&self, origin: Option<i64>, events: &[(i64, u64)], t: i64) -> u128 {
+        let (b, w) = (self.b, self.w);
+        let i = self.index(origin, t);
+        let r = (t - self.first_ms(origin, i)).clamp(0, w - 1);
+        let mut sum = 0u128;
+        for &(ts, c) in events.iter().filter(|e| e.0 <= t) {
+            let j = self.index(origin, ts);
+            if j > i - b {
+                sum += w as u128 * c as u128;
+            } else if j == i - b {
+                sum += (w - r - 1) as u128 * c as u128;
+            }
+        }
+        sum
+    }
+
+    fn used_w(&self, events: &[(i64, u64)], t: i64) -> u128 {
+        self.used_w_on(self.origin, events, t)
+    }
+
+    /// Whether the stored limiter is live at `now`: until its newest sub-window (that of the
+    /// last admitted call) has fully left the window.
+    fn live(&self, now: i64) -> bool {
+        let newest = self.index(self.origin, self.updated);
+        let gone = self.first_ms(self.origin, newest + 1) - 1 + self.b * self.w;
+        !self.events.is_empty() && now < gone
+    }
+}
+
+impl testing::Model<SlideState> for BucketModel {
+    fn decide(&mut self, p: &SlideParams, now: i64, cost: u64) -> Decision {
+        let (limit, floor) = (p.limit, p.mode.floored());
+        let live = self.live(now);
+        // A dead limiter is judged as a fresh one (nothing changes unless admitted); under
+        // `ANCHOR` its grid would start at this call.
+        let view = if live { self.events.clone() } else { Vec::new() };
+        let t = if live { now.max(self.updated) } else { now };
+        let origin = if live { self.origin } else { Some(t) };
+        let w = self.w as u128;
+        let cap = w * limit as u128 + if floor { w - 1 } else { 0 };
+        let est = self.used_w_on(origin, &view, t);
+        let allowed = cost == 0 || est + w * cost as u128 <= cap;
+        let taken = if allowed { w * cost as u128 } else { 0 };
+        let remaining = cap.saturating_sub(est + taken) / w;
+        let retry = if allowed {
+            0
+        } else if cost > limit {
+            -1
+        } else {
+            (1..).find(|d| self.used_w_on(origin, &view, t + d) + w * cost as u128 <= cap).unwrap()
+        };
+        let mut after = view;
+        if allowed && cost > 0 {
+            after.push((t, cost));
+        }
+        let reset = (0..).find(|d| self.used_w_on(origin, &after, t + d) == 0).unwrap();
+        if allowed && cost > 0 {
+            self.events = after;
+            self.updated = t;
+            self.origin = origin;
+        }
+        let remaining = remaining as u64;
+        Decision { allowed, limit, remaining, retry_after_ms: retry, reset_after_ms: reset }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Model {
+    Exact(ExactModel),
+    Buckets(BucketModel),
+}
+
+impl Model {
+    /// A reference model holding exactly what `s` holds.
+    fn of(s: &SlideState) -> Model {
+        if s.mode == SlideMode::Exact {
+            Model::Exact(ExactModel {
+                window: s.window_ms as i64,
+                events: s.entries().collect(),
+                updated: s.updated_ms,
+            })
+        } else {
+            let (window, b) = (s.window_ms, u64::from(s.mode.buckets()));
+            let mut m = if s.mode.anchored() {
+                BucketModel::anchored(window, b)
+            } else {
+                BucketModel::new(window, b)
+            };
+            m.origin = s.origin_ms();
+            let first = m.index(m.origin, s.updated_ms) - m.b;
+            m.events = s
+                .counters()
+                .enumerate()
+                .filter(|(_, c)| *c > 0)
+                .map(|(k, c)| (m.earliest_ms(m.origin, first + k as i64), c))
+                .collect();
+            m.updated = s.updated_ms;
+            Model::Buckets(m)
+        }
+    }
+
+    fn decide(&mut self, p: &SlideParams, now: i64, cost: u64) -> Decision {
+        match self {
+            Model::Exact(m) => m.decide(p, now, cost),
+            Model::Buckets(m) => m.decide(p, now, cost),
+        }
+    }
+}
+
+/// `used(t)·scale` and `scale` of a stored state judged under its own parameters, by the
+/// reference formulas.
+fn reference_used(s: &SlideState, t: i64) -> (u128, u128) {
+    match Model::of(s) {
+        Model::Exact(m) => (count_in(&m.events, m.window, t) as u128, 1),
+        Model::Buckets(m) => (m.used_w(&m.events, t), m.w as u128),
+    }
+}
+
+/// Waiting exactly the advertised `retry_after_ms` admits the same call; one ms less does not.
+fn retry_is_exact(
+    d: &Sim,
+    c: &testing::Call<SlideParams>,
+    got: &Decision,
+) -> Result<(), TestCaseError> {
+    if !got.allowed && got.retry_after_ms > 0 {
+        let t = c.now.max(d.state.as_ref().map_or(c.now, |s| s.updated_ms));
+        prop_assert!(d.peek(&c.params, t + got.retry_after_ms, c.cost).allowed);
+        prop_assert!(!d.peek(&c.params, t + got.retry_after_ms - 1, c.cost).allowed);
+    }
+    Ok(())
+}
+
+/// The largest total admitted in any interval of `window` ms.
+fn max_in_window(admitted: &[(i64, u64)], window: i64) -> u64 {
+    admitted.iter().map(|&(end, _)| count_in(admitted, window, end)).max().unwrap_or(0)
+}
+
+/// The documented worst case of `BUCKETS b`: `2·limit − ⌈limit·b / window⌉`.
+fn bucket_bound(limit: u64, window: u64, b: u64) -> u64 {
+    2 * limit - (limit * b).div_ceil(window)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unit tests
+
+#[test]
+fn state_fits_in_56_bytes() {
+    assert!(std::mem::size_of::<SlideState>() <= 56, "{}", std::mem::size_of::<SlideState>());
+}
+
+#[test]
+fn params_are_checked() {
+    assert_eq!(exact(10, 1000), SlideParams { limit: 10, window_ms: 1000, mode: SlideMode::Exact });
+    assert_eq!(bucketed(10, 1000, 10).mode.buckets(), 10);
+    let over =
+        SlideParams::new(2_000_000, 86_400_000, None, DEFAULT_LOG_MAX).unwrap_err().to_string();
+    assert!(
+        over.starts_with("ERR ")
+            && over.contains("ratelimit.slide-log-max")
+            && over.contains("BUCKETS"),
+        "{over}"
+    );
+    assert!(SlideParams::new(DEFAULT_LOG_MAX, 86_400_000, None, DEFAULT_LOG_MAX).is_ok());
+    assert!(SlideParams::new(MAX_COUNT, 1000, Some(1), DEFAULT_LOG_MAX).is_ok());
+    let indivisible = SlideParams::new(10, 1000, Some(3), DEFAULT_LOG_MAX).unwrap_err().to_string();
+    assert!(indivisible.starts_with("ERR BUCKETS"), "{indivisible}");
+    for b in [0, 1001] {
+        let e = SlideParams::new(10, 3_000_000, Some(b), DEFAULT_LOG_MAX).unwrap_err();
+        assert_eq!(e.to_string(), "ERR BUCKETS must be an integer between 1 and 1000");
+    }
+    assert!(SlideParams::new(0, 1000, None, DEFAULT_LOG_MAX).is_err());
+    assert!(SlideParams::new(MAX_COUNT + 1, 1000, Some(1), DEFAULT_LOG_MAX).is_err());
+    assert!(SlideParams::new(1, 0, None, DEFAULT_LOG_MAX).is_err());
+    assert!(SlideParams::new(1, MAX_DURATION_MS + 1, None, DEFAULT_LOG_MAX).is_err());
+    assert!(SlideParams::new(1, MAX_DURATION_MS, Some(1000), DEFAULT_LOG_MAX).is_ok());
+}
+
+#[test]
+fn the_log_max_bounds_the_entries_a_log_can_hold_not_the_limit() {
+    assert_eq!(log_entries_bound(1_000_000, 2000), 2000);
+    assert_eq!(log_entries_bound(5, 86_400_000), 5);
+    // limits' own `1000000 per 2 seconds` and `200000 per day` fit the default; a log that can
+    // really grow past it does not, nor a window longer than the maximum with a limit above it.
+    assert!(SlideParams::new(1_000_000, 2000, None, DEFAULT_LOG_MAX).is_ok());
+    assert!(SlideParams::new(200_000, 86_400_000, None, DEFAULT_LOG_MAX).is_ok());
+    assert!(SlideParams::new(MAX_COUNT, 1000, None, DEFAULT_LOG_MAX).is_ok());
+    let huge = SlideParams::new(DEFAULT_LOG_MAX + 1, DEFAULT_LOG_MAX + 1, None, DEFAULT_LOG_MAX);
+    assert!(huge.unwrap_err().to_string().contains("ratelimit.slide-log-max"));
+    // Either side at the maximum is enough; both above it is refused.
+    assert!(SlideParams::new(50, 1000, None, 50).is_ok());
+    assert!(SlideParams::new(1000, 50, None, 50).is_ok());
+    assert!(SlideParams::new(51, 51, None, 50).is_err());
+    assert!(SlideParams::new(51, 51, Some(1), 50).is_ok());
+}
+
+#[test]
+fn a_log_never_holds_more_than_its_entries_bound() {
+    // One request per ms, for ten windows: a large limit over a short window ...
+    let (limit, window) = (1_000_000, 50);
+    let mut d = Sim::new();
+    for k in 0..500 {
+        assert!(d.call(&exact(limit, window), T0 + k, 1).allowed);
+        let count = d.state.as_ref().unwrap().entry_count();
+        assert!(count as u64 <= log_entries_bound(limit, window), "{count} at {k}");
+    }
+    assert_eq!(d.state.as_ref().unwrap().entry_count(), 50);
+    // ... and a small limit over a long one.
+    let (limit, window) = (7, 86_400_000);
+    let mut d = Sim::new();
+    for k in 0..500 {
+        d.call(&exact(limit, window), T0 + k, 1);
+        let count = d.state.as_ref().unwrap().entry_count();
+        assert!(count as u64 <= log_entries_bound(limit, window), "{count} at {k}");
+    }
+    assert_eq!(d.state.as_ref().unwrap().entry_count(), 7);
+}
+
+#[test]
+fn reset_never_exceeds_100_years() {
+    let p = bucketed(1, MAX_DURATION_MS, 1);
+    let e = evaluate(None, &p, crate::grammar::args::MAX_AT_MS, 1);
+    assert!((e.decision.reset_after_ms as u128) < crate::grammar::args::MAX_RESET_MS);
+    assert_eq!(
+        e.decision.reset_after_ms as u64,
+        2 * MAX_DURATION_MS - 1 - (crate::grammar::args::MAX_AT_MS as u64 % MAX_DURATION_MS)
+    );
+}
+
+#[test]
+fn exact_slides() {
+    let p = exact(3, 1000);
+    let mut d = Sim::new();
+    assert_eq!(reply(&d.call(&p, T0, 1)), [1, 3, 2, 0, 1000]);
+    assert_eq!(reply(&d.call(&p, T0 + 100, 1)), [1, 3, 1, 0, 1000]);
+    assert_eq!(reply(&d.call(&p, T0 + 200, 1)), [1, 3, 0, 0, 1000]);
+    // Full: the first entry leaves at T0 + 1000.
+    assert_eq!(reply(&d.call(&p, T0 + 500, 1)), [0, 3, 0, 500, 700]);
+    assert_eq!(reply(&d.call(&p, T0 + 999, 1)), [0, 3, 0, 1, 201]);
+    assert_eq!(reply(&d.call(&p, T0 + 1000, 1)), [1, 3, 0, 0, 1000]);
+    // Needs two to leave: T0+100 and T0+200.
+    assert_eq!(reply(&d.call(&p, T0 + 1000, 2)), [0, 3, 0, 200, 1000]);
+    assert_eq!(reply(&d.call(&p, T0 + 1200, 2)), [1, 3, 0, 0, 1000]);
+    assert_eq!(
+        d.state.as_ref().unwrap().entries().collect::<Vec<_>>(),
+        vec![(T0 + 1000, 1), (T0 + 1200, 2)]
+    );
+    // Cost above the limit never passes; cost 0 always does and changes nothing.
+    assert_eq!(reply(&d.call(&p, T0 + 1300, 4)), [0, 3, 0, -1, 900]);
+    assert_eq!(reply(&d.call(&p, T0 + 1300, 0)), [1, 3, 0, 0, 900]);
+}
+
+#[test]
+fn same_ms_requests_merge() {
+    let p = exact(100, 1000);
+    let mut d = Sim::new();
+    for _ in 0..10 {
+        assert!(d.call(&p, T0, 3).allowed);
+    }
+    d.call(&p, T0 + 5, 1);
+    d.call(&p, T0 + 5, 1);
+    let s = d.state.unwrap();
+    assert_eq!(s.entries().collect::<Vec<_>>(), vec![(T0, 30), (T0 + 5, 2)]);
+    assert_eq!(s.entry_count(), 2);
+    assert_eq!(s.stored_total(), 32);
+}
+
+#[test]
+fn one_entry_log_needs_no_heap() {
+    let p = exact(10, 60_000);
+    let e = evaluate(None, &p, T0, 1);
+    assert_eq!(e.next.as_ref().unwrap().heap_bytes(), 0);
+    let e2 = evaluate(e.next.as_ref(), &p, T0, 4);
+    assert_eq!(e2.next.unwrap().heap_bytes(), 0);
+}
+
+/// At most 16 bytes per entry (the inline one counting as one) beside the 48 bytes of the
+/// state's own fields ([`HOLDER`], rounded to the allocator's classes) that let the module keep
+/// a log as its buffer alone, in place of a 48-byte box (`src/shell/server/values.rs`).
+#[test]
+fn log_memory_stays_within_16_bytes_per_entry() {
+    fn admit(state: &mut Option<SlideState>, p: &SlideParams, t: i64) {
+        match state {
+            Some(s) => assert!(evaluate_in_place(s, p, t, 1, true).expect("in place").0.allowed),
+            None => *state = evaluate(None, p, t, 1).next,
+        }
+    }
+    // Typical entries: cost 1, gaps under 16 s.
+    let p = exact(100_000, 36_000_000);
+    let mut state = None;
+    let mut t = T0;
+    for n in 1..=5000u64 {
+        t += (n * 7919) as i64 % 1500 + 1;
+        admit(&mut state, &p, t);
+        let s = state.as_ref().unwrap();
+        let log = s.heap_bytes().saturating_sub(STATE_BYTES);
+        assert!(log as u64 <= 16 * n, "{n} entries: {} bytes", s.heap_bytes());
+    }
+    let s = state.as_ref().unwrap();
+    s.validate().unwrap();
+    assert_eq!(s.entry_count(), 5000);
+    let per_entry = s.heap_bytes() as f64 / 5000.0;
+    assert!(per_entry < 5.0, "{per_entry}");
+    // Steady state: entries leave as new ones come, the buffer does not creep.
+    let p = exact(2000, 10_000);
+    let mut state = None;
+    let mut most = 0;
+    for k in 0..20_000i64 {
+        admit(&mut state, &p, T0 + k * 10 + k % 3);
+        most = most.max(state.as_ref().unwrap().heap_bytes());
+    }
+    let s = state.as_ref().unwrap();
+    s.validate().unwrap();
+    let n = s.entry_count();
+    assert!(most <= 4 * n, "{n} entries, {most} bytes at most");
+    // After a burst, the buffer shrinks as entries leave.
+    let p = exact(1000, 1000);
+    let mut state = None;
+    for k in 0..1000 {
+        admit(&mut state, &p, T0 + k);
+    }
+    let big = state.as_ref().unwrap().heap_bytes();
+    admit(&mut state, &p, T0 + 1995);
+    let s = state.as_ref().unwrap();
+    s.validate().unwrap();
+    assert_eq!(s.entry_count(), 5);
+    assert!(
+        s.heap_bytes() <= 16 * 5 + STATE_BYTES && s.heap_bytes() < big,
+        "{} {big}",
+        s.heap_bytes()
+    );
+}
+
+#[test]
+fn retry_and_reset_are_exact() {
+    let p = exact(5, 777);
+    let mut d = Sim::new();
+    for (gap, cost) in [(0, 2), (13, 1), (100, 2)] {
+        assert!(d.call(&p, T0 + gap, cost).allowed);
+    }
+    let at = T0 + 300;
+    let limited = d.peek(&p, at, 3);
+    assert!(!limited.allowed);
+    let r = limited.retry_after_ms;
+    assert!(d.peek(&p, at + r, 3).allowed);
+    assert!(!d.peek(&p, at + r - 1, 3).allowed);
+    let reset = d.peek(&p, at, 0).reset_after_ms;
+    assert_eq!(at + reset, T0 + 100 + 777);
+    assert_eq!(reply(&d.peek(&p, at + reset, 5)), [1, 5, 0, 0, 777]);
+    assert!(!d.peek(&p, at + reset - 1, 5).allowed);
+    assert!(live(d.state.as_ref(), at + reset).is_none());
+    assert!(live(d.state.as_ref(), at + reset - 1).is_some());
+}
+
+#[test]
+fn time_going_backwards_counts_as_no_time_passing() {
+    let p = exact(2, 1000);
+    let mut d = Sim::new();
+    d.call(&p, T0, 1);
+    d.call(&p, T0 + 500, 1);
+    // An AT before the last admitted call: judged at T0 + 500.
+    assert_eq!(reply(&d.call(&p, T0 - 10_000, 1)), [0, 2, 0, 500, 1000]);
+    assert_eq!(reply(&d.call(&p, T0 + 200, 0)), [1, 2, 0, 0, 1000]);
+    assert_eq!(d.state.as_ref().unwrap().updated_ms, T0 + 500);
+    // Admitted at now' = updated_ms: merged into the newest entry.
+    let p3 = exact(3, 1000);
+    assert_eq!(reply(&d.call(&p3, T0, 1)), [1, 3, 0, 0, 1000]);
+    assert_eq!(
+        d.state.as_ref().unwrap().entries().collect::<Vec<_>>(),
+        vec![(T0, 1), (T0 + 500, 2)]
+    );
+    let b = bucketed(2, 1000, 4);
+    let mut d = Sim::new();
+    d.call(&b, T0 + 600, 2);
+    assert_eq!(reply(&d.call(&b, T0, 1)), [0, 2, 0, 1024, 1149]);
+}
+
+#[test]
+fn extreme_parameters_do_not_overflow() {
+    let max_at = crate::grammar::args::MAX_AT_MS;
+    // 1 per 10 years.
+    let p = exact(1, MAX_DURATION_MS);
+    let mut d = Sim::new();
+    assert!(d.call(&p, 0, 1).allowed);
+    assert_eq!(
+        reply(&d.call(&p, 5, 1)),
+        [0, 1, 0, MAX_DURATION_MS as i64 - 5, MAX_DURATION_MS as i64 - 5]
+    );
+    assert!(d.call(&p, MAX_DURATION_MS as i64, 1).allowed);
+    // 10^12 per ms, cost 10^12, at the end of time.
+    for p in
+        [exact(MAX_COUNT, 1), bucketed(MAX_COUNT, 1, 1), bucketed(MAX_COUNT, MAX_DURATION_MS, 1000)]
+    {
+        let mut d = Sim::new();
+        assert!(d.call(&p, max_at - 1, MAX_COUNT).allowed);
+        assert!(!d.call(&p, max_at - 1, 1).allowed);
+        assert_eq!(d.call(&p, max_at, MAX_COUNT + 1).retry_after_ms, -1);
+        let _ = d.call(&p, max_at, MAX_COUNT);
+        let _ = d.call(&exact(MAX_COUNT, MAX_DURATION_MS), max_at, MAX_COUNT);
+        let _ = d.call(&bucketed(1, 1000, 1000), max_at, 1);
+    }
+    // Many distinct large entries.
+    let p = exact(MAX_COUNT, MAX_DURATION_MS);
+    let mut d = Sim::new();
+    for k in 0..100i64 {
+        assert!(d.call(&p, k * 3_000_000_000, 9_000_000_000).allowed);
+    }
+    assert!(d.state.as_ref().unwrap().heap_bytes() <= 16 * 100);
+}
+
+#[test]
+fn buckets_two_counter_estimate() {
+    // b = 1: 10 per 1000 ms; 8 in [0, 1000), then at 1250 the previous counts 8·(1000−250−1)/1000.
+    let p = bucketed(10, 1000, 1);
+    let mut d = Sim::new();
+    assert_eq!(reply(&d.call(&p, T0 - T0 % 1000 + 900, 8)), [1, 10, 2, 0, 1099]);
+    let base = T0 - T0 % 1000;
+    // At base+1250: used = 8·749/1000 = 5.992 → remaining ⌊4.008⌋ = 4.
+    assert_eq!(reply(&d.peek(&p, base + 1250, 0)), [1, 10, 4, 0, 749]);
+    assert_eq!(reply(&d.call(&p, base + 1250, 4)), [1, 10, 0, 0, 1749]);
+    // 1 more needs used ≤ 9 − ... : 8·(999−r)/1000 + 4 ≤ 9 → r ≥ 374.
+    let limited = d.call(&p, base + 1250, 1);
+    assert_eq!(reply(&limited), [0, 10, 0, 124, 1749]);
+    assert!(d.peek(&p, base + 1374, 1).allowed);
+    assert!(!d.peek(&p, base + 1373, 1).allowed);
+    // 6 more: the old counter must be gone (r = 999), and then still 4 + 6 ≤ 10.
+    assert_eq!(d.peek(&p, base + 1250, 6).retry_after_ms, 749);
+    // 7 more: the current 4 must leave too: across a sub-window boundary.
+    let r = d.peek(&p, base + 1250, 7).retry_after_ms;
+    assert!(d.peek(&p, base + 1250 + r, 7).allowed);
+    assert!(!d.peek(&p, base + 1250 + r - 1, 7).allowed);
+}
+
+#[test]
+fn buckets_over_admission_bound_is_reached() {
+    for limit in [1u64, 2, 3, 5, 10, 100, 1001] {
+        for b in [1u64, 2, 3, 5] {
+            for w in [1u64, 2, 3, 7, 100, 1000] {
+                let window = b * w;
+                let p = bucketed(limit, window, b);
+                let w = w as i64;
+                let m = T0.div_euclid(w) + 1;
+                let first = (m + 1) * w - 1;
+                let mut d = Sim::new();
+                assert!(d.call(&p, first, limit).allowed);
+                let extra = limit - limit.div_ceil(w as u64);
+                let mut admitted = vec![(first, limit)];
+                if w >= 2 {
+                    let second = (m + b as i64 + 1) * w - 2;
+                    assert_eq!(second - first, window as i64 - 1);
+                    if extra > 0 {
+                        assert!(d.call(&p, second, extra).allowed);
+                        admitted.push((second, extra));
+                    }
+                    assert!(!d.peek(&p, second, 1).allowed);
+                }
+                let most = max_in_window(&admitted, window as i64);
+                assert_eq!(most, bucket_bound(limit, window, b), "limit {limit} b {b} w {w}");
+            }
+        }
+    }
+}
+
+#[test]
+fn exact_to_buckets_and_back() {
+    let e = exact(10, 1000);
+    let mut d = Sim::new();
+    let base = T0 - T0 % 1000;
+    d.call(&e, base + 100, 2);
+    d.call(&e, base + 250, 3);
+    d.call(&e, base + 600, 1);
+    // To 4 buckets of 250 ms at base+900: events go to ⌈ts/250⌉ → sub-windows 1, 1, 3 (capped).
+    let b4 = bucketed(10, 1000, 4);
+    let dec = d.peek(&b4, base + 900, 0);
+    assert_eq!(dec.remaining, 4);
+    let conv = convert(d.state.as_ref().unwrap(), &b4, base + 900).unwrap();
+    let i = (base + 900) / 250;
+    assert_eq!(conv.counters().collect::<Vec<_>>(), vec![0, 0, 5, 0, 1]);
+    assert_eq!(conv.updated_ms, base + 900);
+    assert_eq!(i % 5, (conv.updated_ms / 250) % 5);
+    assert!(d.call(&b4, base + 900, 1).allowed);
+    // Back to exact: each sub-window at its last ms, the current one at now'.
+    let conv = convert(d.state.as_ref().unwrap(), &e, base + 950).unwrap();
+    assert_eq!(conv.entries().collect::<Vec<_>>(), vec![(base + 499, 5), (base + 950, 2)]);
+    // Shorter window: drops what falls outside.
+    let short = exact(10, 300);
+    let conv = convert(d.state.as_ref().unwrap(), &short, base + 950).unwrap();
+    assert_eq!(conv.entries().collect::<Vec<_>>(), vec![(base + 950, 2)]);
+    assert_eq!(reply(&d.call(&exact(10, 40), base + 950, 1)), [1, 10, 7, 0, 40]);
+    // Nothing left: judged as a fresh limiter at now'.
+    let mut d = Sim::new();
+    d.call(&e, base + 100, 2);
+    assert!(convert(d.state.as_ref().unwrap(), &exact(10, 40), base + 950).is_none());
+    assert_eq!(reply(&d.call(&exact(10, 40), base + 950, 1)), [1, 10, 9, 0, 40]);
+}
+
+#[test]
+fn limit_change_keeps_the_log_whole() {
+    let big = exact(10, 1000);
+    let mut d = Sim::new();
+    for k in 0..8 {
+        d.call(&big, T0 + k * 10, 1);
+    }
+    let small = exact(3, 1000);
+    // 8 used against a limit of 3: remaining 0, wait until 6 have left.
+    assert_eq!(reply(&d.call(&small, T0 + 100, 1)), [0, 3, 0, 950, 970]);
+    assert_eq!(reply(&d.call(&small, T0 + 1050, 1)), [1, 3, 0, 0, 1000]);
+    assert_eq!(d.state.as_ref().unwrap().entry_count(), 3);
+    // Larger limit: no top-up beyond what the log allows.
+    assert_eq!(d.call(&exact(100, 1000), T0 + 1050, 0).remaining, 97);
+}
+
+#[test]
+fn round_trip_through_entries_and_counters() {
+    let p = exact(50, 10_000);
+    let mut d = Sim::new();
+    for k in 0..30i64 {
+        d.call(&p, T0 + k * k * 7, (k % 3 + 1) as u64);
+    }
+    let s = d.state.unwrap();
+    let entries: Vec<_> = s.entries().collect();
+    let back = SlideState::from_entries(s.limit, s.window_ms, s.updated_ms, &entries).unwrap();
+    assert_eq!(back, s);
+    let p = bucketed(50, 10_000, 10);
+    let mut d = Sim::new();
+    for k in 0..30i64 {
+        d.call(&p, T0 + k * k * 7, (k % 3 + 1) as u64);
+    }
+    let s = d.state.unwrap();
+    let counters: Vec<_> = s.counters().collect();
+    assert_eq!(counters.len(), 11);
+    let back = SlideState::from_counters(
+        s.limit,
+        s.window_ms,
+        plain(s.mode.buckets()),
+        None,
+        s.updated_ms,
+        &counters,
+    )
+    .unwrap();
+    assert_eq!(back, s);
+}
+
+#[test]
+fn from_entries_refuses_impossible_logs() {
+    let ok = [(T0, 1), (T0 + 5, 2)];
+    assert!(SlideState::from_entries(3, 100, T0 + 5, &ok).is_ok());
+    assert!(SlideState::from_entries(2, 100, T0 + 5, &ok).is_err(), "above the limit");
+    assert!(SlideState::from_entries(3, 5, T0 + 5, &ok).is_err(), "outside the window");
+    assert!(SlideState::from_entries(3, 100, T0 + 6, &ok).is_err(), "not ending at updated");
+    assert!(SlideState::from_entries(3, 100, T0 + 5, &[(T0 + 5, 1), (T0 + 5, 1)]).is_err());
+    assert!(SlideState::from_entries(3, 100, T0 + 5, &[(T0, 0), (T0 + 5, 1)]).is_err());
+    assert!(SlideState::from_entries(3, 100, T0, &[]).is_err());
+    assert!(SlideState::from_entries(3, 100, -5, &[(-5, 1)]).is_err());
+    assert!(SlideState::from_counters(3, 100, plain(4), None, T0, &[0, 0, 0, 0, 1]).is_ok());
+    assert!(
+        SlideState::from_counters(3, 100, plain(4), None, T0, &[0, 0, 0, 1]).is_err(),
+        "b + 1 counters"
+    );
+    assert!(
+        SlideState::from_counters(3, 100, plain(4), None, T0, &[0, 0, 0, 1, 0]).is_err(),
+        "newest empty"
+    );
+    assert!(
+        SlideState::from_counters(3, 100, plain(4), None, T0, &[0, 2, 0, 0, 2]).is_err(),
+        "above the limit"
+    );
+    assert!(
+        SlideState::from_counters(3, 100, plain(3), None, T0, &[0, 0, 0, 1]).is_err(),
+        "indivisible"
+    );
+    assert!(SlideState::from_counters(3, 100, plain(4), None, T0, &[u64::MAX, 0, 0, 0, 1]).is_err());
+}
+
+#[test]
+fn validate_catches_corrupt_buffers() {
+    let p = exact(50, 10_000);
+    let mut d = Sim::new();
+    for k in 0..5i64 {
+        d.call(&p, T0 + k * 10, 1);
+    }
+    let s = d.state.unwrap();
+    assert!(s.validate().is_ok());
+    let mut bad = s.clone();
+    bad.buffer.word = 0;
+    assert!(bad.validate().is_err());
+    let mut bad = s.clone();
+    bad.updated_ms += 1;
+    assert!(bad.validate().is_err());
+    let mut bad = s.clone();
+    bad.limit = 4;
+    assert!(bad.validate().is_err());
+    for at in 0..s.buffer.heap.len() {
+        let mut bad = s.clone();
+        let mut heap = bad.buffer.heap.to_vec();
+        heap[at] ^= 0x41;
+        bad.buffer.heap = heap.into_boxed_slice();
+        let _ = bad.validate();
+        let _ = evaluate(Some(&bad), &p, T0 + 20, 1);
+    }
+    let mut bad = s.clone();
+    bad.mode = SlideMode::from_buckets(1);
+    assert!(bad.validate().is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Property tests
+
+#[derive(Debug, Clone)]
+struct Call {
+    gap: i64,
+    cost: u64,
+}
+
+fn calls(max_gap: i64, max_cost: u64, n: usize) -> impl Strategy<Value = Vec<Call>> {
+    proptest::collection::vec(
+        (
+            -max_gap / 4..=max_gap,
+            prop_oneof![3 => 1..=max_cost, 1 => Just(0u64), 1 => 1..=max_cost * 2],
+        )
+            .prop_map(|(gap, cost)| Call { gap, cost }),
+        1..n,
+    )
+}
+
+proptest! {
+    /// Exact mode equals the explicit event list, field for field; no window ever holds more
+    /// than the limit; retry and reset are exact.
+    #[test]
+    fn exact_matches_reference(
+        limit in prop_oneof![1u64..8, 8u64..40],
+        window in 1u64..120,
+        start in 0i64..1_000_000,
+        ops in calls(60, 4, 50),
+    ) {
+        let p = exact(limit, window);
+        let mut admitted = Vec::new();
+        let calls = clocked(start, ops.into_iter().map(|op| (p, op.gap, op.cost)));
+        check_against_model(&mut ExactModel::default(), calls, |d, m, c, got| {
+            if got.allowed && c.cost > 0 {
+                admitted.push((m.updated, c.cost));
+            }
+            retry_is_exact(d, c, got)?;
+            if let Some(s) = &d.state {
+                prop_assert!(s.entry_count() as u64 <= limit);
+                prop_assert!(s.heap_bytes() <= 16 * s.entry_count() + STATE_BYTES);
+                let at = s.reset_at_ms();
+                prop_assert!(d.peek(&p, at, limit).allowed);
+                prop_assert!(!d.peek(&p, at - 1, limit).allowed || at - 1 < s.updated_ms);
+            }
+            Ok(())
+        })?;
+        prop_assert!(max_in_window(&admitted, window as i64) <= limit);
+    }
+
+    /// Window and limit changes between calls (exact mode) equal the explicit event list: kept
+    /// whole, judged against the new limit, shorter windows drop entries.
+    #[test]
+    fn exact_parameter_changes_match_reference(
+        start in 0i64..1_000_000,
+        ops in proptest::collection::vec((calls(80, 4, 2), 1u64..8, 1u64..150), 1..25),
+    ) {
+        let ops = ops.into_iter().flat_map(|(batch, limit, window)| {
+            batch.into_iter().map(move |op| (exact(limit, window), op.gap, op.cost))
+        });
+        check_against_model(&mut ExactModel::default(), clocked(start, ops), |_, _, _, _| Ok(()))?;
+    }
+
+    /// Bucketed mode equals an independent per-event weighting with ms-by-ms scans, also
+    /// under limit changes.
+    #[test]
+    fn buckets_match_reference(
+        (b, w) in prop_oneof![(1u64..5, 1u64..30), (5u64..13, 1u64..8)],
+        start in 0i64..1_000_000,
+        ops in proptest::collection::vec((calls(70, 5, 4), 1u64..9), 1..12),
+    ) {
+        let window = b * w;
+        let ops = ops.into_iter().flat_map(|(batch, limit)| {
+            batch.into_iter().map(move |op| (bucketed(limit, window, b), op.gap, op.cost))
+        });
+        let mut m = BucketModel::new(window, b);
+        check_against_model(&mut m, clocked(start, ops), |d, _, c, got| retry_is_exact(d, c, got))?;
+    }
+
+    /// With fixed parameters, `BUCKETS b` never admits more than `2·limit − ⌈limit·b/window⌉`
+    /// in any interval of `window` ms, on the epoch's grid or an anchored one; under `FLOOR`
+    /// at most `2·limit − ⌊limit·b/window⌋` (one permit more when `w` does not divide `limit`).
+    #[test]
+    fn buckets_over_admission_is_bounded(
+        limit in 1u64..12,
+        b in 1u64..6,
+        w in 1u64..40,
+        anchor in any::<bool>(),
+        floor in any::<bool>(),
+        start in 0i64..1_000_000,
+        ops in calls(50, 6, 80),
+    ) {
+        let window = b * w;
+        let p = with(limit, window, b, anchor, floor);
+        let bound = if floor { 2 * limit - limit * b / window } else { bucket_bound(limit, window, b) };
+        let mut d = Sim::new();
+        let mut now = start;
+        let mut admitted = Vec::new();
+        for op in ops {
+            now = (now + op.gap.abs()).max(0);
+            if d.call(&p, now, op.cost).allowed && op.cost > 0 {
+                admitted.push((now, op.cost));
+            }
+        }
+        prop_assert!(max_in_window(&admitted, window as i64) <= bound);
+    }
+
+    /// The constructed worst case reaches the bound for any parameters.
+    #[test]
+    fn buckets_bound_is_tight(limit in 1u64..MAX_COUNT, b in 1u64..=1000, w in 2u64..1_000_000, m in 0i64..1_000_000) {
+        let window = b * w;
+        prop_assume!(window <= MAX_DURATION_MS);
+        let p = bucketed(limit, window, b);
+        let w = w as i64;
+        let first = (m + 1) * w - 1;
+        let second = (m + b as i64 + 1) * w - 2;
+        let extra = limit - limit.div_ceil(w as u64);
+        let e = evaluate(None, &p, first, limit);
+        prop_assert!(e.decision.allowed);
+        let s = e.next.unwrap();
+        let e2 = evaluate(Some(&s), &p, second, extra);
+        prop_assert!(e2.decision.allowed);
+        prop_assert!(!evaluate(Some(&s), &p, second, extra + 1).decision.allowed);
+        prop_assert_eq!(limit + extra, bucket_bound(limit, window, b));
+    }
+
+    /// Any switch of mode, `b`, window or limit: never more permits at the conversion instant
+    /// than the stored state had under its own parameters; stored states stay valid; after the
+    /// first admission under new parameters, calls match a reference model of what is stored.
+    #[test]
+    fn mode_changes_are_conservative(
+        start in 0i64..1_000_000,
+        segments in proptest::collection::vec(
+            (0usize..10, 1u64..10, calls(90, 5, 8)), 1..10),
+    ) {
+        // (window, BUCKETS, ANCHOR, FLOOR)
+        let shapes: [(u64, Option<u64>, bool, bool); 10] = [
+            (60, None, false, false),
+            (120, None, false, false),
+            (60, Some(1), false, false),
+            (60, Some(4), false, false),
+            (120, Some(3), false, false),
+            (120, Some(120), false, false),
+            (60, Some(1), true, false),
+            (60, Some(4), true, true),
+            (120, Some(3), false, true),
+            (120, Some(4), true, false),
+        ];
+        let mut d = Sim::new();
+        let mut model: Option<Model> = None;
+        let mut model_shape = usize::MAX;
+        let mut now = start;
+        for (shape, limit, batch) in segments {
+            let (window, b, anchor, floor) = shapes[shape];
+            let p = SlideParams::new(limit, window, b, MAX_COUNT).unwrap().with_options(anchor, floor).unwrap();
+            if shape != model_shape {
+                model = None;
+            }
+            model_shape = shape;
+            for op in batch {
+                now = (now + op.gap).max(0);
+                let stored = live(d.state.as_ref(), now).cloned();
+                if let Some(s) = stored.as_ref().filter(|s| !s.same_shape(&p)) {
+                    model = None;
+                    let t = now.max(s.updated_ms);
+                    // A shorter window drops what falls outside it (module docs, parameter changes): the baseline is
+                    // the stored state judged under the shorter window where that is defined.
+                    let (used_old, scale) = match Model::of(s) {
+                        Model::Exact(m) => (count_in(&m.events, m.window.min(window as i64), t) as u128, 1),
+                        Model::Buckets(_) if window < s.window_ms => (0, 1),
+                        Model::Buckets(_) => reference_used(s, t),
+                    };
+                    let remaining_new = d.peek(&p, now, 0).remaining as u128;
+                    // Under FLOOR the new limiter compares whole permits: `limit − ⌊used⌋`.
+                    let slack = if floor { scale - 1 } else { 0 };
+                    let bound = (u128::from(limit) * scale + slack).saturating_sub(used_old) / scale;
+                    prop_assert!(remaining_new <= bound, "{} > {}", remaining_new, bound);
+                }
+                let expected = model.as_mut().map(|m| m.decide(&p, now, op.cost));
+                let got = d.call(&p, now, op.cost);
+                if let Some(expected) = expected {
+                    prop_assert_eq!(got, expected);
+                }
+                if model.is_none() && got.allowed && op.cost > 0 {
+                    model = Some(Model::of(d.state.as_ref().unwrap()));
+                }
+                if let Some(s) = &d.state {
+                    if s.mode == SlideMode::Exact {
+                        prop_assert!(s.stored_total() <= s.limit);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Conversions keep what they carry in the window at least as long, at any later instant
+    /// up to the new window: exact → buckets counts every carried entry while it would count.
+    #[test]
+    fn exact_to_buckets_counts_at_least_the_log(
+        limit in 1u64..20,
+        b in 1u64..6,
+        w in 1u64..30,
+        start in 0i64..1_000_000,
+        ops in calls(40, 3, 30),
+        probe in 0i64..200,
+    ) {
+        let window = b * w;
+        let e = exact(limit, window);
+        let mut d = Sim::new();
+        d.call(&e, start, 1);
+        let mut now = start;
+        for op in ops {
+            now = (now + op.gap.abs()).max(0);
+            d.call(&e, now, op.cost);
+        }
+        prop_assume!(d.state.is_some());
+        let s = d.state.clone().unwrap();
+        let t = now.max(s.updated_ms);
+        let Some(conv) = convert(&s, &bucketed(limit, window, b), t) else {
+            prop_assert!(live(Some(&s), t).is_none());
+            return Ok(());
+        };
+        let at = t + probe % (window as i64);
+        let Model::Buckets(bm) = Model::of(&conv) else { unreachable!() };
+        let entries: Vec<_> = s.entries().collect();
+        // Entries that still count at `at` (exact) vs the converted estimate at `at`, while the
+        // current sub-window is still counted in full.
+        if at < (t / w as i64 + b as i64) * w as i64 {
+            let exact_used = count_in(&entries, window as i64, at) as u128 * bm.w as u128;
+            prop_assert!(bm.used_w(&bm.events, at) >= exact_used);
+        }
+        let exact_now = count_in(&entries, window as i64, t) as u128 * bm.w as u128;
+        prop_assert_eq!(bm.used_w(&bm.events, t), exact_now);
+    }
+
+    /// Arbitrary (corrupt) states: validate, evaluate and the iterators never panic.
+    #[test]
+    fn corrupt_states_never_panic(
+        limit in prop_oneof![Just(0u64), 1u64..20, Just(u64::MAX)],
+        window in prop_oneof![Just(0u64), 1u64..200, Just(u64::MAX), Just(MAX_DURATION_MS)],
+        buckets in prop_oneof![4 => Just(0u16), 4 => 1u16..8, 1 => Just(u16::MAX)],
+        updated in prop_oneof![Just(i64::MIN), -5i64..1000, Just(i64::MAX)],
+        word in prop_oneof![Just(0u64), 1u64..30, Just(u64::MAX)],
+        heap in proptest::collection::vec(any::<u8>(), 0..80),
+        header in any::<bool>(),
+        now in 0i64..2000,
+        cost in 0u64..30,
+    ) {
+        let mut heap = heap;
+        if header && heap.len() >= HEADER {
+            let len = heap.len();
+            write_header(&mut heap, &Header { oldest_ms: updated.saturating_sub(3), used: 5, head: HEADER, end: len });
+        }
+        let mut s = SlideState { limit, window_ms: window, mode: SlideMode::from_buckets(buckets), updated_ms: updated, buffer: SlideBuffer { word, heap: heap.into_boxed_slice() } };
+        let _ = s.validate();
+        let _ = s.entries().take(1000).count();
+        let _ = s.counters().take(1000).count();
+        let _ = s.reset_at_ms();
+        let _ = s.stored_total();
+        for p in [exact(5, 100), bucketed(5, 100, 4), bucketed(5, 60, 3)] {
+            let e = evaluate(Some(&s), &p, now, cost);
+            if let Some(n) = e.next {
+                let _ = n.validate();
+            }
+            let _ = evaluate_in_place(&mut s.clone(), &p, now, cost, true);
+        }
+        let own = s.params();
+        let _ = evaluate_in_place(&mut s, &own, now, cost, true);
+    }
+}
+
+#[test]
+fn extreme_corrupt_states_saturate() {
+    let huge = [u64::MAX.to_le_bytes(), u64::MAX.to_le_bytes()].concat();
+    for window in [u64::MAX, i64::MAX as u64, MAX_DURATION_MS] {
+        for updated in [i64::MIN, -1, 0, T0, i64::MAX] {
+            let mut s = SlideState {
+                limit: u64::MAX,
+                window_ms: window,
+                mode: SlideMode::from_buckets(1),
+                updated_ms: updated,
+                buffer: SlideBuffer { word: u64::MAX, heap: huge.clone().into_boxed_slice() },
+            };
+            let _ = s.validate();
+            let _ = s.reset_at_ms();
+            for p in [
+                exact(MAX_COUNT, MAX_DURATION_MS),
+                bucketed(MAX_COUNT, MAX_DURATION_MS, 1),
+                bucketed(1, 1, 1),
+            ] {
+                for now in [0, T0, crate::grammar::args::MAX_AT_MS] {
+                    for cost in [0, 1, MAX_COUNT] {
+                        let _ = evaluate(Some(&s), &p, now, cost);
+                        let _ = evaluate_in_place(&mut s.clone(), &s.params(), now, cost, true);
+                    }
+                }
+            }
+            s.mode = SlideMode::Exact;
+            let mut heap = huge.clone();
+            heap.extend_from_slice(&[0xff; 16]);
+            let len = heap.len();
+            write_header(
+                &mut heap,
+                &Header { oldest_ms: i64::MIN, used: u64::MAX, head: HEADER, end: len },
+            );
+            s.buffer.heap = heap.into_boxed_slice();
+            let _ = s.validate();
+            let _ = s.entries().count();
+            for now in [0, T0, crate::grammar::args::MAX_AT_MS] {
+                let _ = evaluate(Some(&s), &exact(MAX_COUNT, MAX_DURATION_MS), now, 1);
+                let own = s.params();
+                let _ = evaluate_in_place(&mut s.clone(), &own, now, 1, true);
+            }
+        }
+    }
+}
+
+/// The window at `t` by the reference formulas: `(used rounded down, oldest, buckets)` as
+/// [`WindowAt`] reports them.
+fn reference_window(s: &SlideState, t: i64) -> WindowAt {
+    match Model::of(s) {
+        Model::Exact(m) => {
+            let inside: Vec<_> = m.events.iter().filter(|(ts, _)| *ts > t - m.window).collect();
+            WindowAt {
+                used: count_in(&m.events, m.window, t),
+                oldest_ms: inside.first().map(|e| e.0),
+                buckets: None,
+            }
+        }
+        Model::Buckets(m) => {
+            let o = m.origin;
+            let i = m.index(o, t);
+            let r = (t - m.first_ms(o, i)).clamp(0, m.w - 1);
+            let counts: Vec<u64> = (i - m.b..=i)
+                .map(|j| m.events.iter().filter(|(ts, _)| m.index(o, *ts) == j).map(|e| e.1).sum())
+                .collect();
+            // The documented start: the first ms, or on an anchored grid the instant before it.
+            let start = |j: i64| m.first_ms(o, j) - i64::from(m.anchor);
+            let oldest = (i - m.b..=i)
+                .zip(&counts)
+                .find(|(j, c)| **c > 0 && (*j > i - m.b || m.w - r - 1 > 0))
+                .map(|(j, _)| start(j));
+            let used = (m.used_w(&m.events, t) / m.w as u128) as u64;
+            WindowAt { used, oldest_ms: oldest, buckets: Some((counts, start(i - m.b))) }
+        }
+    }
+}
+
+proptest! {
+    /// `RL.INFO`'s now-dependent window fields equal the reference formulas at any instant
+    /// after random traffic, for the exact log and for counters; a limiter that counts for
+    /// nothing shows an empty window.
+    #[test]
+    fn window_at_matches_the_reference(
+        shape in 0usize..8,
+        limit in 1u64..12,
+        start in 0i64..1_000_000,
+        ops in calls(60, 4, 30),
+        probe in -50i64..400,
+    ) {
+        let shapes: [(u64, Option<u64>, bool, bool); 8] = [
+            (100, None, false, false),
+            (100, Some(1), false, false),
+            (100, Some(4), false, false),
+            (120, Some(3), false, false),
+            (7, Some(7), false, false),
+            (100, Some(1), true, true),
+            (120, Some(4), true, false),
+            (60, Some(3), false, true),
+        ];
+        let (window, b, anchor, floor) = shapes[shape];
+        let p = SlideParams::new(limit, window, b, MAX_COUNT).unwrap().with_options(anchor, floor).unwrap();
+        let mut d = Sim::new();
+        let mut now = start;
+        for op in ops {
+            now = (now + op.gap).max(0);
+            d.call(&p, now, op.cost);
+        }
+        let Some(s) = d.state.clone() else { return Ok(()) };
+        let at = (now + probe).max(0);
+        let t = at.max(s.updated_ms);
+        let got = s.window_at(at, true);
+        prop_assert_eq!(&got, &reference_window(&s, t));
+        // `window_used` is `used(t)` rounded down; `remaining` is `limit − used(t)` rounded
+        // down (so up to one less when `used(t)` has a fraction), or under `FLOOR` exactly
+        // `limit − window_used`.
+        let remaining = d.peek(&p, at, 0).remaining;
+        let floor_left = limit.saturating_sub(got.used);
+        if floor {
+            prop_assert_eq!(remaining, floor_left);
+        } else {
+            prop_assert!(remaining <= floor_left && floor_left <= remaining + 1);
+        }
+        let empty = s.window_at(at, false);
+        prop_assert_eq!(empty.used, 0);
+        prop_assert_eq!(empty.oldest_ms, None);
+        if let Some((counts, start_ms)) = &empty.buckets {
+            prop_assert!(counts.iter().all(|c| *c == 0));
+            prop_assert_eq!(Some(start_ms), got.buckets.as_ref().map(|b| &b.1));
+        }
+    }
+}
+
+#[test]
+fn window_at_of_a_long_log_reads_only_what_left() {
+    // 100 000 entries: the fields come from the header and the entries that left.
+    let p = exact(100_000, 200_000);
+    let mut state: Option<SlideState> = None;
+    for k in 0..100_000i64 {
+        match state.as_mut() {
+            Some(s) => assert!(evaluate_in_place(s, &p, T0 + 2 * k, 1, true).unwrap().0.allowed),
+            None => state = evaluate(None, &p, T0, 1).next,
+        }
+    }
+    let s = state.unwrap();
+    assert_eq!(s.stored_total(), 100_000);
+    let w = s.window_at(T0 + 200_000 + 10, true);
+    // Entries at T0, T0+2, …, T0+10 have left: 6 of them.
+    assert_eq!(w, WindowAt { used: 99_994, oldest_ms: Some(T0 + 12), buckets: None });
+    assert_eq!(
+        s.window_at(T0 + 2 * 99_999 + 200_000, true),
+        WindowAt { used: 0, oldest_ms: None, buckets: None }
+    );
+    let b = bucketed(10, 1000, 1);
+    let mut d = Sim::new();
+    let base = T0 - T0 % 1000;
+    d.call(&b, base + 900, 8);
+    d.call(&b, base + 1250, 2);
+    let s = d.state.unwrap();
+    // At base+1250: [8, 2] from base; 8·749/1000 + 2 = 7.992 → 7.
+    assert_eq!(
+        s.window_at(base + 1250, true),
+        WindowAt { used: 7, oldest_ms: Some(base), buckets: Some((vec![8, 2], base)) }
+    );
+    // At base+1999 the previous window's weight is 0: its count shows, it no longer counts.
+    assert_eq!(
+        s.window_at(base + 1999, true),
+        WindowAt { used: 2, oldest_ms: Some(base + 1000), buckets: Some((vec![8, 2], base)) }
+    );
+    assert_eq!(
+        s.window_at(base + 2100, true),
+        WindowAt {
+            used: 1,
+            oldest_ms: Some(base + 1000),
+            buckets: Some((vec![2, 0], base + 1000))
+        }
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// `ANCHOR` and `FLOOR`
+
+fn with(limit: u64, window: u64, b: u64, anchor: bool, floor: bool) -> SlideParams {
+    bucketed(limit, window, b).with_options(anchor, floor).unwrap()
+}
+
+/// limits' `RedisStorage` sliding window counter, as its two Lua scripts run on Redis, at
+/// integer ms: a current and a previous counter key, each `(count, expires_at)`, alive while
+/// its PTTL is above 0. An acquisition of `amount` at `t`:
+/// `amount > limit` → refused; if the current key is alive with a PTTL below `P`, it is renamed
+/// to the previous key and a current key `0` is set to expire `P` after it (the shift); then
+/// admitted iff `⌊prev·prev_pttl/P⌋ + cur + amount ≤ limit`, adding `amount` to the current
+/// key (created with `PX 2P` when missing).
+///
+/// `writes_on_refusal`: the scripts shift even for an acquisition they refuse (and on every
+/// read); the module changes nothing on a refused request. Without it, this is the same
+/// algorithm with refusals (and reads) leaving the keys as they were.
+#[derive(Debug, Clone, Default)]
+struct LimitsModel {
+    p: i64,
+    current: Option<(u64, i64)>,
+    previous: Option<(u64, i64)>,
+    writes_on_refusal: bool,
+}
+
+type Counter = Option<(u64, i64)>;
+
+impl LimitsModel {
+    /// The keys as the scripts see them at `t`, after the shift (not stored).
+    fn shifted(&self, t: i64) -> (Counter, Counter) {
+        let alive = |k: Counter| k.filter(|&(_, expires)| expires > t);
+        let (current, previous) = (alive(self.current), alive(self.previous));
+        match current {
+            Some((count, expires)) if expires - t < self.p => {
+                (Some((0, expires + self.p)), Some((count, expires)))
+            }
+            _ => (current, previous),
+        }
+    }
+
+    fn acquire(&mut self, t: i64, limit: u64, amount: u64) -> bool {
+        if amount > limit {
+            return false;
+        }
+        let (current, previous) = self.shifted(t);
+        let weighted = previous
+            .map_or(0, |(c, e)| (c as i128 * (e - t) as i128 / self.p as i128) as u64)
+            + current.map_or(0, |(c, _)| c);
+        if weighted + amount > limit {
+            if self.writes_on_refusal {
+                (self.current, self.previous) = (current, previous);
+            }
+            return false;
+        }
+        self.previous = previous;
+        self.current = Some(match current {
+            Some((c, e)) => (c + amount, e),
+            None => (amount, t + 2 * self.p),
+        });
+        true
+    }
+}
+
+proptest! {
+    /// `BUCKETS b` with `ANCHOR` and/or `FLOOR` equals the brute-force model (an anchored grid
+    /// from the first admitted call of a fresh limiter, `⌊used⌋` compared), field for field,
+    /// also under limit changes and `FLOOR` switched on and off; retry is exact.
+    #[test]
+    fn anchor_and_floor_match_reference(
+        (b, w) in prop_oneof![(1u64..5, 1u64..30), (5u64..13, 1u64..8)],
+        anchor in any::<bool>(),
+        start in 0i64..1_000_000,
+        ops in proptest::collection::vec((calls(70, 5, 4), 1u64..9, any::<bool>()), 1..12),
+    ) {
+        let window = b * w;
+        let ops = ops.into_iter().flat_map(|(batch, limit, floor)| {
+            batch.into_iter().map(move |op| (with(limit, window, b, anchor, floor), op.gap, op.cost))
+        });
+        let mut m = if anchor { BucketModel::anchored(window, b) } else { BucketModel::new(window, b) };
+        check_against_model(&mut m, clocked(start, ops), |d, _, c, got| retry_is_exact(d, c, got))?;
+    }
+
+    /// `BUCKETS 1 ANCHOR FLOOR` is limits' sliding window counter: every acquisition is
+    /// admitted exactly when limits' scripts admit it, and the counters `RL.INFO` shows
+    /// (`window_counts` = `[previous, current]`, `window_start_ms`) are limits' keys after its
+    /// shift, their PTTLs `window_start_ms + 2P − now` and `+ 3P − now`. Checked against the
+    /// scripts without their writes on refusals (the module changes nothing on a refused
+    /// request), and against the scripts as they are until those writes first matter: a
+    /// refused acquisition shifted a window that then admitted nothing, keeping limits' grid
+    /// alive where the module's limiter has reset (so the next hit starts a new grid).
+    #[test]
+    fn anchor_floor_is_limits_sliding_window_counter(
+        limit in 1u64..10,
+        p in 1i64..40,
+        start in 0i64..1_000_000,
+        ops in proptest::collection::vec((0i64..100, 1u64..12), 1..60),
+    ) {
+        let params = with(limit, p as u64, 1, true, true);
+        let mut module = Sim::new();
+        let mut limits = LimitsModel { p, ..LimitsModel::default() };
+        let mut scripts = LimitsModel { writes_on_refusal: true, ..limits.clone() };
+        let mut in_step = true;
+        let mut now = start;
+        for (gap, amount) in ops {
+            // Gaps of 0 … 2.5 windows, often at the ms a window ends or starts.
+            now += gap * p / 40 + if gap % 7 == 0 { 1 } else { 0 };
+            if in_step && scripts.shifted(now) != limits.shifted(now) {
+                // The scripts' keys part from the module's only here: a window they shifted
+                // on a refusal, which admitted nothing since (a current key of 0, maybe
+                // shifted again into an empty previous one), outlives the window before it,
+                // where the module's limiter has reset.
+                let (current, previous) = scripts.shifted(now);
+                prop_assert_eq!(limits.shifted(now), (None, None), "at {}", now);
+                let empty = current.is_some_and(|k| k.0 == 0) && previous.is_none_or(|k| k.0 == 0);
+                prop_assert!(empty, "at {}", now);
+                prop_assert!(live(module.state.as_ref(), now).is_none(), "at {}", now);
+                in_step = false;
+            }
+            let got = module.call(&params, now, amount).allowed;
+            prop_assert_eq!(got, limits.acquire(now, limit, amount), "at {}", now);
+            let as_is = scripts.acquire(now, limit, amount);
+            if in_step {
+                prop_assert_eq!(got, as_is, "at {}", now);
+            }
+            // What `RL.INFO` shows against limits' keys after the shift.
+            let (current, previous) = limits.shifted(now);
+            match live(module.state.as_ref(), now) {
+                None => prop_assert_eq!((current, previous), (None, None)),
+                Some(s) => {
+                    let (counts, start_ms) = s.window_at(now, true).buckets.unwrap();
+                    let previous_ttl = start_ms + 2 * p - now;
+                    if let Some((count, expires)) = previous {
+                        prop_assert_eq!((counts[0], expires - now), (count, previous_ttl));
+                    } else {
+                        // limits' previous key is gone once its PTTL reaches 0 (its weight).
+                        prop_assert!(counts[0] == 0 || previous_ttl == 0);
+                    }
+                    prop_assert_eq!(counts[1], current.map_or(0, |k| k.0));
+                    prop_assert_eq!(current.map(|k| k.1 - now), Some(start_ms + 3 * p - now));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn anchored_grid_starts_at_the_first_hit() {
+    // 4 sub-windows of 250 ms from the first hit at T0 + 123: (o + k·250, o + (k+1)·250].
+    let o = T0 + 123;
+    let p = with(10, 1000, 4, true, false);
+    let mut d = Sim::new();
+    assert_eq!(reply(&d.call(&p, o, 6)), [1, 10, 4, 0, 1250]);
+    let s = d.state.clone().unwrap();
+    assert_eq!(s.origin_ms(), Some(o));
+    let fields = s.info_fields();
+    for field in [("buckets", 4), ("anchor", 1), ("floor", 0), ("origin_ms", o), ("used", 6)] {
+        assert!(fields.contains(&field), "{field:?} {fields:?}");
+    }
+    // Still the first sub-window at o + 250 (right-closed), the second from o + 251.
+    assert_eq!(s.window_at(o + 250, true).buckets, Some((vec![0, 0, 0, 0, 6], o - 1000)));
+    d.call(&p, o + 251, 1);
+    assert_eq!(
+        d.state.as_ref().unwrap().window_at(o + 251, true).buckets,
+        Some((vec![0, 0, 0, 6, 1], o - 750))
+    );
+    // The first sub-window counts in full until o + 1000 and is weighted after: at o + 1001,
+    // 6·249/250 + 1 = 6.976 (no FLOOR: 3 more do not fit, 2 do).
+    assert_eq!(d.peek(&p, o + 1000, 0).remaining, 3);
+    assert_eq!(d.peek(&p, o + 1001, 0).remaining, 3);
+    assert!(!d.peek(&p, o + 1001, 4).allowed);
+    // The epoch's grid would not know the first hit: T0 + 123 is 123 ms into a sub-window.
+    let mut e = Sim::new();
+    e.call(&bucketed(10, 1000, 4), o, 6);
+    assert_eq!(e.peek(&bucketed(10, 1000, 4), o + 878, 0).remaining, 4);
+    assert_eq!(d.peek(&p, o + 878, 0).remaining, 3);
+}
+
+#[test]
+fn a_new_grid_starts_after_the_limiter_resets() {
+    let p = with(5, 100, 1, true, false);
+    let mut d = Sim::new();
+    d.call(&p, T0, 2);
+    // Reset at o + 2P: the first window (o, o + P] has fully left.
+    assert_eq!(d.state.as_ref().unwrap().reset_at_ms(), T0 + 200);
+    d.call(&p, T0 + 150, 1);
+    assert_eq!(d.state.as_ref().unwrap().origin_ms(), Some(T0));
+    assert_eq!(d.state.as_ref().unwrap().reset_at_ms(), T0 + 300);
+    // Idle beyond the reset: the next admitted call is a new origin.
+    d.call(&p, T0 + 300, 1);
+    assert_eq!(d.state.as_ref().unwrap().origin_ms(), Some(T0 + 300));
+    assert_eq!(d.state.as_ref().unwrap().counters().collect::<Vec<_>>(), vec![0, 1]);
+    // Refused or zero-cost calls on a fresh limiter start nothing.
+    let mut d = Sim::new();
+    d.call(&p, T0, 0);
+    d.call(&p, T0, 6);
+    assert!(d.state.is_none());
+}
+
+#[test]
+fn floor_admits_what_limits_admits_at_the_boundaries() {
+    // limits: 10 per 1000 ms; 8 at o, then at o + P + 1 the previous window weighs 999/1000:
+    // ⌊8·999/1000⌋ = 7, so 3 more fit (without FLOOR 7.992 + 3 > 10: only 2).
+    let o = T0 + 77;
+    let floor = with(10, 1000, 1, true, true);
+    let plain = with(10, 1000, 1, true, false);
+    for (p, fits) in [(floor, 3), (plain, 2)] {
+        let mut d = Sim::new();
+        d.call(&p, o, 8);
+        assert!(d.peek(&p, o + 1000, 2).allowed);
+        assert!(!d.peek(&p, o + 1000, 3).allowed, "still the first window at o + P");
+        assert!(d.peek(&p, o + 1001, fits).allowed);
+        assert!(!d.peek(&p, o + 1001, fits + 1).allowed);
+    }
+    // FLOOR: remaining is limit − ⌊used⌋ − cost; the retry is exact.
+    let mut d = Sim::new();
+    d.call(&floor, o, 8);
+    assert_eq!(reply(&d.call(&floor, o + 1001, 3)), [1, 10, 0, 0, 1999]);
+    // Now ⌊8·(999 − r)/1000⌋ + 3 + c ≤ 10: one more needs ⌊8·(999−r)/1000⌋ ≤ 6, r ≥ 125.
+    let limited = d.call(&floor, o + 1001, 1);
+    assert_eq!(reply(&limited), [0, 10, 0, 125, 1999]);
+    assert!(d.peek(&floor, o + 1001 + 125, 1).allowed);
+    assert!(!d.peek(&floor, o + 1001 + 124, 1).allowed);
+    let mut limits = LimitsModel { p: 1000, ..LimitsModel::default() };
+    assert!(limits.acquire(o, 10, 8));
+    assert!(limits.acquire(o + 1001, 10, 3));
+    assert!(!limits.acquire(o + 1001 + 124, 10, 1));
+    assert!(limits.acquire(o + 1001 + 125, 10, 1));
+}
+
+#[test]
+fn options_need_buckets_and_convert_conservatively() {
+    for (anchor, floor, option) in [(true, false, "ANCHOR"), (false, true, "FLOOR")] {
+        let e = exact(5, 1000).with_options(anchor, floor).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("ERR syntax error: {option} needs BUCKETS")), "{e}");
+    }
+    assert_eq!(exact(5, 1000).with_options(false, false), Ok(exact(5, 1000)));
+    // Epoch grid → anchored: a new grid at now', everything counted carried into its first
+    // sub-window (counted in full for a whole window from now': never more permits).
+    let base = T0 - T0 % 1000;
+    let mut d = Sim::new();
+    d.call(&bucketed(10, 1000, 4), base + 100, 3);
+    d.call(&bucketed(10, 1000, 4), base + 600, 2);
+    let anchored = with(10, 1000, 4, true, false);
+    assert_eq!(d.peek(&anchored, base + 900, 0).remaining, 5);
+    assert_eq!(reply(&d.call(&anchored, base + 900, 1)), [1, 10, 4, 0, 1250]);
+    let s = d.state.clone().unwrap();
+    assert_eq!(
+        (s.origin_ms(), s.counters().collect::<Vec<_>>()),
+        (Some(base + 900), vec![0, 0, 0, 0, 6])
+    );
+    // FLOOR switched on keeps the counters (same grid), judged with the floor.
+    let floored = with(10, 1000, 4, true, true);
+    assert_eq!(reply(&d.call(&floored, base + 900, 4)), [1, 10, 0, 0, 1250]);
+    assert!(d.state.as_ref().unwrap().mode.floored());
+    assert_eq!(d.state.as_ref().unwrap().origin_ms(), Some(base + 900));
+    // Anchored → epoch grid and exact: each sub-window at its last ms (o + (j+1)·w).
+    let back = convert(d.state.as_ref().unwrap(), &exact(20, 1000), base + 1000).unwrap();
+    assert_eq!(back.entries().collect::<Vec<_>>(), vec![(base + 1000, 10)]);
+}

@@ -1,0 +1,994 @@
+//! One limiting request, parsed from a command's arguments: which algorithm with which
+//! parameters, how much it costs, and how it is to be evaluated (`DRYRUN`, `AT`).
+//!
+//! Every limiting command's argument grammar lives here, so the module, the fuzz targets and
+//! the property tests all run the one real parser. Arguments arrive as raw byte strings
+//! (binary safe, possibly invalid UTF-8); nothing here panics on any input.
+
+use crate::algorithms::gcra::{parse_throttle_args, GcraParams};
+use crate::algorithms::leaky::{LeakMode, LeakyParams};
+use crate::algorithms::period::PeriodParams;
+use crate::algorithms::slide::SlideParams;
+use crate::algorithms::token::TokenParams;
+use crate::grammar::args::{
+    parse_count, parse_duration, parse_options, Keyword, Options, MAX_COUNT,
+};
+use crate::grammar::bounded::Bounded;
+use crate::grammar::error::ArgError;
+
+/// The limiting commands, by what their arguments mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// `RL.TOKEN key capacity rate period [COST n] [STEP] [DRYRUN] [AT ms]`
+    Token,
+    /// `RL.PERIOD key limit period [COST n] [ALIGN [utc-offset] | KEEPPERIOD] [DRYRUN] [AT ms]`
+    Period,
+    /// `RL.SLIDE key limit window [COST n] [BUCKETS b [ANCHOR] [FLOOR]] [DRYRUN] [AT ms]`
+    Slide,
+    /// `RL.LEAKY key capacity rate period [COST n] [NODELAY | DELAY d] [DRYRUN] [AT ms]`
+    Leaky,
+    /// `CL.THROTTLE key max_burst count period [quantity] [DRYRUN] [AT ms]` (redis-cell)
+    Throttle,
+}
+
+impl Command {
+    /// Every limiting command, in a fixed order.
+    pub const ALL: [Command; 5] =
+        [Command::Token, Command::Period, Command::Slide, Command::Leaky, Command::Throttle];
+}
+
+/// The algorithm and parameters of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Limit {
+    Token(TokenParams),
+    Period(PeriodParams),
+    Slide(SlideParams),
+    Leaky(LeakyParams),
+    /// `CL.THROTTLE`: GCRA, answered in redis-cell's reply layout.
+    Throttle(GcraParams),
+}
+
+/// One parsed limiting request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub limit: Limit,
+    /// Permits the request takes (`COST`, or `CL.THROTTLE`'s `quantity`): 0 … 10^12.
+    pub cost: u64,
+    /// `DRYRUN`: evaluate and reply, change nothing.
+    pub dry_run: bool,
+    /// `AT unix-ms`: the instant to evaluate at instead of the server clock.
+    pub at_ms: Option<i64>,
+    /// `BAN duration` (ms): a refusal by the algorithm locks the key out this long.
+    pub ban_ms: Option<u64>,
+    /// `CLEAR` (with `BAN`): the request that starts a ban also clears the limiter — the key
+    /// holds the limiter in its initial state under the ban, and a fresh one after it.
+    pub clear: bool,
+    /// `WAIT timeout` (ms, 0 = no limit): wait on the server until admitted.
+    pub wait_ms: Option<u64>,
+    /// `FRESH`: judged against a fresh limiter with these parameters, as if the key were
+    /// missing; admitted, it replaces whatever the key holds for this algorithm.
+    pub fresh: bool,
+    /// `DEADLINE unix-ms`: past this instant on the server's clock the call changes nothing
+    /// (checked by the shell with [`crate::grammar::args::check_deadline`] before judging).
+    pub deadline_ms: Option<i64>,
+    /// `ATMOST n` (direct commands only): `cost` is the most the request takes; it takes what
+    /// is left up to that, resolved against the key by [`crate::steps::at_most::resolve_at_most`].
+    pub at_most: bool,
+}
+
+/// The options each limiting command accepts (any order, each at most once).
+const TOKEN_OPTIONS: &[Keyword] = &[
+    Keyword::Cost,
+    Keyword::Step,
+    Keyword::Ban,
+    Keyword::Clear,
+    Keyword::Wait,
+    Keyword::DryRun,
+    Keyword::At,
+    Keyword::Fresh,
+    Keyword::Deadline,
+    Keyword::AtMost,
+];
+const PERIOD_OPTIONS: &[Keyword] = &[
+    Keyword::Cost,
+    Keyword::Align,
+    Keyword::KeepPeriod,
+    Keyword::Ban,
+    Keyword::Clear,
+    Keyword::Wait,
+    Keyword::DryRun,
+    Keyword::At,
+    Keyword::Fresh,
+    Keyword::Deadline,
+    Keyword::AtMost,
+];
+const SLIDE_OPTIONS: &[Keyword] = &[
+    Keyword::Cost,
+    Keyword::Buckets,
+    Keyword::Anchor,
+    Keyword::Floor,
+    Keyword::Ban,
+    Keyword::Clear,
+    Keyword::Wait,
+    Keyword::DryRun,
+    Keyword::At,
+    Keyword::Fresh,
+    Keyword::Deadline,
+    Keyword::AtMost,
+];
+const LEAKY_OPTIONS: &[Keyword] = &[
+    Keyword::Cost,
+    Keyword::NoDelay,
+    Keyword::Delay,
+    Keyword::Ban,
+    Keyword::Clear,
+    Keyword::Wait,
+    Keyword::DryRun,
+    Keyword::At,
+    Keyword::Fresh,
+    Keyword::Deadline,
+    Keyword::AtMost,
+];
+
+/// A command's arguments after the key.
+type Args<'a, 'b> = &'a [&'b [u8]];
+
+/// `capacity rate period` (token and leaky buckets), then the options.
+fn bucket_arguments<'a, 'b>(args: Args<'a, 'b>) -> Result<(u64, u64, u64, Args<'a, 'b>), ArgError> {
+    let [capacity, rate, period, rest @ ..] = args else {
+        return Err(ArgError::WrongArity);
+    };
+    let capacity = parse_count("capacity", capacity, 1, MAX_COUNT)?;
+    let rate = parse_count("rate", rate, 1, MAX_COUNT)?;
+    Ok((capacity, rate, parse_duration("period", period)?, rest))
+}
+
+/// `limit <duration>` (fixed and sliding windows; the duration named `name`), then the options.
+fn window_arguments<'a, 'b>(
+    args: Args<'a, 'b>,
+    name: &'static str,
+) -> Result<(u64, u64, Args<'a, 'b>), ArgError> {
+    let [limit, duration, rest @ ..] = args else {
+        return Err(ArgError::WrongArity);
+    };
+    let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
+    Ok((limit, parse_duration(name, duration)?, rest))
+}
+
+impl Request {
+    /// Parses a limiting command's arguments after the key. `slide_log_max` is the most
+    /// entries an exact sliding log may come to hold (`ratelimit.slide-log-max`).
+    pub fn parse(
+        command: Command,
+        args: &[&[u8]],
+        slide_log_max: u64,
+    ) -> Result<Request, ArgError> {
+        let request = Request::parse_limit(command, args, slide_log_max)?;
+        if request.clear && request.ban_ms.is_none() {
+            return Err(ArgError::Invalid(
+                "syntax error: CLEAR needs BAN d (the ban that clears the limiter when it starts)"
+                    .into(),
+            ));
+        }
+        Ok(request)
+    }
+
+    /// [`Request::parse`] without the checks across options that `RL.ALL` groups refuse as
+    /// unknown options anyway (`CLEAR` without `BAN`). Inlined into both callers, so that
+    /// [`Request::parse`] builds its result in place instead of copying a returned one.
+    #[inline(always)]
+    fn parse_limit(
+        command: Command,
+        args: &[&[u8]],
+        slide_log_max: u64,
+    ) -> Result<Request, ArgError> {
+        match command {
+            Command::Token => {
+                let (capacity, rate, period_ms, rest) = bucket_arguments(args)?;
+                let options = parse_options(rest, TOKEN_OPTIONS)?;
+                let params = TokenParams::new(capacity, rate, period_ms, options.step)?;
+                Ok(Request::with(Limit::Token(params), &options))
+            }
+            Command::Period => {
+                let (limit, period_ms, rest) = window_arguments(args, "period")?;
+                let options = parse_options(rest, PERIOD_OPTIONS)?;
+                let params = PeriodParams::new(limit, period_ms, options.align_offset_ms)?
+                    .keeping_period(options.keep_period);
+                Ok(Request::with(Limit::Period(params), &options))
+            }
+            Command::Slide => {
+                let (limit, window_ms, rest) = window_arguments(args, "window")?;
+                let options = parse_options(rest, SLIDE_OPTIONS)?;
+                let params = SlideParams::new(limit, window_ms, options.buckets, slide_log_max)?
+                    .with_options(options.anchor, options.floor)?;
+                Ok(Request::with(Limit::Slide(params), &options))
+            }
+            Command::Leaky => {
+                let (capacity, rate, period_ms, rest) = bucket_arguments(args)?;
+                let options = parse_options(rest, LEAKY_OPTIONS)?;
+                let mode = if options.no_delay {
+                    LeakMode::NoDelay
+                } else {
+                    LeakMode::Delay(options.delay.unwrap_or(0))
+                };
+                let params = LeakyParams::new(capacity, rate, period_ms, mode)?;
+                Ok(Request::with(Limit::Leaky(params), &options))
+            }
+            Command::Throttle => {
+                let parsed = parse_throttle_args(args)?;
+                Ok(Request {
+                    limit: Limit::Throttle(parsed.params),
+                    cost: parsed.quantity,
+                    dry_run: parsed.options.dry_run,
+                    at_ms: parsed.options.at_ms,
+                    ban_ms: None,
+                    clear: false,
+                    wait_ms: None,
+                    fresh: false,
+                    deadline_ms: parsed.options.deadline_ms,
+                    at_most: false,
+                })
+            }
+        }
+    }
+
+    fn with(limit: Limit, options: &Options) -> Request {
+        Request {
+            limit,
+            cost: options.cost,
+            dry_run: options.dry_run,
+            at_ms: options.at_ms,
+            ban_ms: options.ban_ms,
+            clear: options.clear,
+            wait_ms: options.wait_ms,
+            fresh: options.fresh,
+            deadline_ms: options.deadline_ms,
+            at_most: options.at_most,
+        }
+    }
+}
+
+/// `RL.REFUND key count [AT ms]`: give `count` permits back (arguments after the key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RefundRequest {
+    /// Permits to give back: 1 … 10^12.
+    pub count: u64,
+    pub at_ms: Option<i64>,
+}
+
+impl RefundRequest {
+    pub fn parse(args: &[&[u8]]) -> Result<RefundRequest, ArgError> {
+        let [count, rest @ ..] = args else {
+            return Err(ArgError::WrongArity);
+        };
+        let count = parse_count("count", count, 1, MAX_COUNT)?;
+        let options = parse_options(rest, &[Keyword::At])?;
+        Ok(RefundRequest { count, at_ms: options.at_ms })
+    }
+}
+
+/// Most keys one `RL.ALL` call may judge.
+pub const MAX_ALL_KEYS: u64 = 16;
+
+/// One item per key of an `RL.ALL` call, kept inline (no heap allocation on its hot path).
+pub type PerKey<T> = Bounded<T, { MAX_ALL_KEYS as usize }>;
+
+/// `RL.ALL numkeys key [key ...] limit [limit ...] [DRYRUN] [AT ms]`: several limits judged
+/// together, all or nothing.
+///
+/// ```text
+/// limit := TOKEN capacity rate period [STEP] [COST n]
+///        | PERIOD limit period [ALIGN [utc-offset] | KEEPPERIOD] [COST n]
+///        | SLIDE limit window [BUCKETS b [ANCHOR] [FLOOR]] [COST n]
+///        | LEAKY capacity rate period [NODELAY | DELAY d] [COST n]
+/// ```
+///
+/// Any group may also say `SHADOW`: it is judged and answered like the others but never
+/// refuses the call; it takes its cost when it admits and the call is admitted, and is left
+/// unchanged when it refuses.
+///
+/// A group runs from its keyword to the next group keyword; its options come in any order,
+/// each at most once. `DRYRUN` and `AT` belong to the whole call: they may follow any group,
+/// once per call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllRequest {
+    /// The number of keys: they are the `key_count` arguments after `numkeys`.
+    pub key_count: usize,
+    /// The i-th key's limit; `dry_run` and `at_ms` of each are the call's.
+    pub limits: PerKey<Request>,
+    pub dry_run: bool,
+    pub at_ms: Option<i64>,
+    /// `DEADLINE unix-ms` (once per call, after any group): see [`Request::deadline_ms`].
+    pub deadline_ms: Option<i64>,
+    /// A group is `POLICY name`: the call's arguments alone do not say what was judged, so it
+    /// must reach replicas and the AOF as the states it left, never as itself.
+    pub by_policy: bool,
+    /// Bit `i` set: the `i`-th group said `SHADOW` (see [`AllRequest::is_shadow`]).
+    pub shadow: u32,
+}
+
+/// `SHADOW`, a group option of `RL.ALL` only (no single command takes it).
+const SHADOW: &[u8] = b"SHADOW";
+
+/// A group's arguments, borrowed, or copied without a `SHADOW` word.
+type GroupArgs<'a, 'b> = std::borrow::Cow<'a, [&'b [u8]]>;
+
+/// A group's arguments without its `SHADOW` word, and whether it had one (twice is an error).
+/// Borrows the group as it is unless it says `SHADOW` (the common case allocates nothing).
+fn take_shadow<'a, 'b>(group: &'a [&'b [u8]]) -> Result<(GroupArgs<'a, 'b>, bool), ArgError> {
+    let is_shadow = |t: &&[u8]| t.eq_ignore_ascii_case(SHADOW);
+    match group.iter().filter(|t| is_shadow(t)).count() {
+        0 => Ok((std::borrow::Cow::Borrowed(group), false)),
+        1 => Ok((
+            std::borrow::Cow::Owned(group.iter().copied().filter(|t| !is_shadow(t)).collect()),
+            true,
+        )),
+        _ => Err(ArgError::RepeatedOption("SHADOW")),
+    }
+}
+
+/// What starts an `RL.ALL` group: a limit's keyword, or `POLICY`.
+#[derive(Clone, Copy)]
+enum GroupStart {
+    Limit(Command),
+    Policy,
+}
+
+/// `token` as a group keyword, if it is one (any case). Every argument of a call is tried,
+/// numbers mostly: their length rules them out at once, and a keyword compares as one word.
+#[inline]
+fn group_start(token: &[u8]) -> Option<GroupStart> {
+    /// Up to 8 bytes as one little-endian word, ASCII letters folded to upper case where the
+    /// word is compared with an upper-case keyword: `b & 0xDF` equals an upper-case letter
+    /// only for that letter in either case.
+    const fn word(bytes: &[u8]) -> u64 {
+        let mut word = 0u64;
+        let mut i = 0;
+        while i < bytes.len() && i < 8 {
+            word |= (bytes[i] as u64) << (8 * i);
+            i += 1;
+        }
+        word
+    }
+    const FOLD: u64 = 0xDFDF_DFDF_DFDF_DFDF;
+    const TOKEN: u64 = word(b"TOKEN");
+    const PERIOD: u64 = word(b"PERIOD");
+    const SLIDE: u64 = word(b"SLIDE");
+    const LEAKY: u64 = word(b"LEAKY");
+    const POLICY: u64 = word(b"POLICY");
+    if !(5..=6).contains(&token.len()) {
+        return None;
+    }
+    match word(token) & FOLD {
+        TOKEN => Some(GroupStart::Limit(Command::Token)),
+        PERIOD => Some(GroupStart::Limit(Command::Period)),
+        SLIDE => Some(GroupStart::Limit(Command::Slide)),
+        LEAKY => Some(GroupStart::Limit(Command::Leaky)),
+        POLICY => Some(GroupStart::Policy),
+        _ => None,
+    }
+}
+
+/// The limit a group keyword introduces, if `token` is one.
+fn group_command(token: &[u8]) -> Option<Command> {
+    match group_start(token) {
+        Some(GroupStart::Limit(command)) => Some(command),
+        _ => None,
+    }
+}
+
+impl Default for AllRequest {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How `RL.ALL` finds a policy's limit for a key: `(name, key)` → the limit and whether the
+/// policy is in shadow, or `None` when there is no such policy.
+pub type PolicyLookup<'a> = dyn FnMut(&[u8], &[u8]) -> Option<(Limit, bool)> + 'a;
+
+/// The error for a token where a group keyword (`TOKEN`, `PERIOD`, `SLIDE`, `LEAKY`) belongs.
+fn unknown_limit(keyword: &[u8]) -> ArgError {
+    ArgError::Invalid(format!(
+        "syntax error: unknown limit '{}' (use TOKEN, PERIOD, SLIDE or LEAKY)",
+        crate::grammar::error::escape(keyword)
+    ))
+}
+
+impl Request {
+    /// A limit in `RL.ALL`'s group grammar — `TOKEN c r p [STEP]`, `PERIOD l p [ALIGN [o] |
+    /// KEEPPERIOD]`, `SLIDE l w [BUCKETS b [ANCHOR] [FLOOR]]`, `LEAKY c r p [NODELAY | DELAY
+    /// d]` — followed by any option of that command (`BAN d [CLEAR]`, …), parsed exactly as the
+    /// command parses it: what a policy holds (`crate::features::policy`, which refuses the per-call
+    /// options).
+    pub fn parse_group(args: &[&[u8]], slide_log_max: u64) -> Result<Request, ArgError> {
+        let (keyword, rest) = args.split_first().ok_or(ArgError::WrongArity)?;
+        let command = group_command(keyword).ok_or_else(|| unknown_limit(keyword))?;
+        let request = Request::parse(command, rest, slide_log_max)?;
+        if request.at_most {
+            return Err(ArgError::UnknownOption(Keyword::AtMost.name().as_bytes().to_vec()));
+        }
+        Ok(request)
+    }
+}
+
+impl AllRequest {
+    /// Parses `RL.ALL`'s arguments after the command name (`numkeys`, the keys, the limits,
+    /// the call's options). Keys are compared as bytes: they must be distinct.
+    pub fn parse(args: &[&[u8]], slide_log_max: u64) -> Result<AllRequest, ArgError> {
+        AllRequest::parse_with_policies(args, slide_log_max, &mut |_, _| None)
+    }
+
+    /// [`AllRequest::parse`] where a group may also be `POLICY name [COST n]`: the limit the
+    /// policy holds for the group's key, from `policy(name, key)` (`None`: no such policy).
+    /// A policy's ban does not apply (`RL.ALL` has none); a `SHADOW` policy never refuses
+    /// here: its group is judged as `COST 0` (it takes nothing and changes nothing).
+    pub fn parse_with_policies(
+        args: &[&[u8]],
+        slide_log_max: u64,
+        policy: &mut PolicyLookup<'_>,
+    ) -> Result<AllRequest, ArgError> {
+        let mut all = AllRequest::new();
+        all.parse_into(args, slide_log_max, policy)?;
+        Ok(all)
+    }
+
+    /// A request with no key yet, for [`AllRequest::parse_into`] (also its `Default`).
+    pub fn new() -> AllRequest {
+        AllRequest {
+            key_count: 0,
+            limits: PerKey::new(),
+            dry_run: false,
+            at_ms: None,
+            deadline_ms: None,
+            by_policy: false,
+            shadow: 0,
+        }
+    }
+
+    /// Whether the `index`-th group (0-based) said `SHADOW`: judged, never refusing the call.
+    pub fn is_shadow(&self, index: usize) -> bool {
+        index < 32 && self.shadow & (1 << index) != 0
+    }
+
+    /// [`AllRequest::parse_with_policies`] into `self` (new from [`AllRequest::new`]): the
+    /// command path builds the request where it stays instead of moving it (its limits are
+    /// kept inline, about 2 KB).
+    pub fn parse_into(
+        &mut self,
+        args: &[&[u8]],
+        slide_log_max: u64,
+        policy: &mut PolicyLookup<'_>,
+    ) -> Result<(), ArgError> {
+        let all = self;
+        let (numkeys, rest) = args.split_first().ok_or(ArgError::WrongArity)?;
+        let key_count = AllRequest::key_count(numkeys)?;
+        let keys = rest.get(..key_count).ok_or(ArgError::WrongArity)?;
+        let groups = rest.get(key_count..).unwrap_or(&[]);
+        for (i, key) in keys.iter().enumerate() {
+            if keys.get(i + 1..).unwrap_or(&[]).contains(key) {
+                return Err(ArgError::Invalid("RL.ALL keys must be distinct".into()));
+            }
+        }
+        all.key_count = key_count;
+        // Groups past the 16th are still parsed (and counted for the error), never kept.
+        let mut group_count = 0usize;
+        let mut rest = groups;
+        while let Some((keyword, tail)) = rest.split_first() {
+            let index = group_count;
+            group_count += 1;
+            let starts_group = |t: &&[u8]| group_start(t).is_some();
+            let start = group_start(keyword);
+            if let Some(GroupStart::Policy) = start {
+                let (name, options) = tail.split_first().ok_or(ArgError::MissingValue("POLICY"))?;
+                let end = options.iter().position(starts_group).unwrap_or(options.len());
+                let (group, next) = options.split_at(end);
+                let (group, shadow) = take_shadow(group)?;
+                all.mark_shadow(index, shadow);
+                let key = keys.get(index).copied().unwrap_or(&[]);
+                let (limit, shadow) = policy(name, key).ok_or_else(|| {
+                    ArgError::Invalid(format!(
+                        "no such policy '{}'",
+                        crate::grammar::error::escape(name)
+                    ))
+                })?;
+                let options = parse_options(
+                    &group,
+                    &[Keyword::Cost, Keyword::DryRun, Keyword::At, Keyword::Deadline],
+                )?;
+                all.by_policy = true;
+                all.push_group(Request {
+                    limit,
+                    cost: if shadow { 0 } else { options.cost },
+                    dry_run: options.dry_run,
+                    at_ms: options.at_ms,
+                    ban_ms: None,
+                    clear: false,
+                    wait_ms: None,
+                    fresh: false,
+                    deadline_ms: options.deadline_ms,
+                    at_most: false,
+                })?;
+                rest = next;
+                continue;
+            }
+            let Some(GroupStart::Limit(command)) = start else {
+                return Err(unknown_limit(keyword));
+            };
+            let end = tail.iter().position(starts_group).unwrap_or(tail.len());
+            let (group, next) = tail.split_at(end);
+            let (group, shadow) = take_shadow(group)?;
+            all.mark_shadow(index, shadow);
+            let limit = Request::parse_limit(command, &group, slide_log_max)?;
+            all.push_group(limit)?;
+            rest = next;
+        }
+        if group_count != key_count {
+            return Err(ArgError::Invalid(format!(
+                "RL.ALL needs one limit per key ({key_count} keys, {group_count} limits)"
+            )));
+        }
+        for limit in all.limits.iter_mut() {
+            limit.dry_run = all.dry_run;
+            limit.at_ms = all.at_ms;
+        }
+        Ok(())
+    }
+
+    /// Records that the `index`-th group said `SHADOW` (groups past the 16th are refused by
+    /// the group count anyway).
+    fn mark_shadow(&mut self, index: usize, shadow: bool) {
+        if shadow && index < 32 {
+            self.shadow |= 1 << index;
+        }
+    }
+
+    /// Adds one group's request: options only a direct command takes are refused; `DRYRUN`,
+    /// `AT` and `DEADLINE` move to the call (once per call).
+    fn push_group(&mut self, mut limit: Request) -> Result<(), ArgError> {
+        for (given, keyword) in [
+            (limit.ban_ms.is_some(), Keyword::Ban),
+            (limit.clear, Keyword::Clear),
+            (limit.wait_ms.is_some(), Keyword::Wait),
+            (limit.fresh, Keyword::Fresh),
+            (limit.at_most, Keyword::AtMost),
+        ] {
+            if given {
+                return Err(ArgError::UnknownOption(keyword.name().as_bytes().to_vec()));
+            }
+        }
+        if limit.dry_run {
+            if self.dry_run {
+                return Err(ArgError::RepeatedOption(Keyword::DryRun.name()));
+            }
+            self.dry_run = true;
+        }
+        if let Some(at) = limit.at_ms.take() {
+            if self.at_ms.is_some() {
+                return Err(ArgError::RepeatedOption(Keyword::At.name()));
+            }
+            self.at_ms = Some(at);
+        }
+        if let Some(deadline) = limit.deadline_ms.take() {
+            if self.deadline_ms.is_some() {
+                return Err(ArgError::RepeatedOption(Keyword::Deadline.name()));
+            }
+            self.deadline_ms = Some(deadline);
+        }
+        limit.dry_run = false;
+        // Full only past 16 groups, which the group count refuses.
+        let _ = self.limits.push(limit);
+        Ok(())
+    }
+
+    /// `numkeys`: 1 … 16.
+    pub fn key_count(numkeys: &[u8]) -> Result<usize, ArgError> {
+        let n = parse_count("numkeys", numkeys, 1, MAX_ALL_KEYS)?;
+        usize::try_from(n).map_err(|_| ArgError::WrongArity)
+    }
+}
+
+/// `RL.ACQUIRE key limit lease [ID id] [WAIT timeout] [DRYRUN] [AT ms]` (arguments after the
+/// key): take a concurrency lease (see [`crate::algorithms::lease`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquireRequest {
+    /// `limit` (1 … `ratelimit.lease-max`) and `lease` (1 ms … 10 years).
+    pub params: crate::algorithms::lease::LeaseParams,
+    /// `ID id`: the lease's id, 1 … 64 bytes, binary safe (`None`: the server assigns one).
+    pub id: Option<crate::algorithms::lease::LeaseId>,
+    /// `WAIT timeout` (ms, 0 … 10 years; `0` waits without limit): a refused call waits for a
+    /// lease to lapse or be released instead of answering at once.
+    pub wait_ms: Option<u64>,
+    /// `DRYRUN`: evaluate and reply, change nothing.
+    pub dry_run: bool,
+    /// `AT unix-ms`: the instant to evaluate at instead of the server clock.
+    pub at_ms: Option<i64>,
+    /// `DEADLINE unix-ms`: see [`Request::deadline_ms`].
+    pub deadline_ms: Option<i64>,
+}
+
+/// The options `RL.ACQUIRE` takes after `limit lease` (its own, so [`Keyword`] stays shared
+/// by the limiting commands).
+const ACQUIRE_OPTIONS: [&str; 5] = ["ID", "WAIT", "DRYRUN", "AT", "DEADLINE"];
+
+/// A lease id argument: 1 … 64 bytes.
+fn parse_lease_id(bytes: &[u8]) -> Result<crate::algorithms::lease::LeaseId, ArgError> {
+    crate::algorithms::lease::LeaseId::new(bytes).ok_or_else(|| {
+        ArgError::Invalid(format!("ID must be 1 to {} bytes", crate::algorithms::lease::MAX_ID_LEN))
+    })
+}
+
+/// A `WAIT` timeout: a duration of 0 … 10 years (0: no limit).
+fn parse_wait(bytes: &[u8]) -> Result<u64, ArgError> {
+    let ms = crate::grammar::args::parse_signed_duration("WAIT", bytes)?;
+    u64::try_from(ms).ok().filter(|v| *v <= crate::grammar::args::MAX_DURATION_MS).ok_or(
+        ArgError::DurationRange {
+            name: "WAIT",
+            min_ms: 0,
+            max_ms: i128::from(crate::grammar::args::MAX_DURATION_MS),
+        },
+    )
+}
+
+impl AcquireRequest {
+    /// Parses `RL.ACQUIRE`'s arguments after the key. `lease_max` is the largest `limit`
+    /// (`ratelimit.lease-max`). Options are case-insensitive, in any order, each at most
+    /// once; `WAIT` cannot be combined with `AT` or `DRYRUN`.
+    pub fn parse(args: &[&[u8]], lease_max: u64) -> Result<AcquireRequest, ArgError> {
+        let [limit, lease, rest @ ..] = args else {
+            return Err(ArgError::WrongArity);
+        };
+        let limit = parse_count("limit", limit, 1, MAX_COUNT)?;
+        let lease_ms = parse_duration("lease", lease)?;
+        let params = crate::algorithms::lease::LeaseParams::new(limit, lease_ms, lease_max)?;
+        let mut request = AcquireRequest {
+            params,
+            id: None,
+            wait_ms: None,
+            dry_run: false,
+            at_ms: None,
+            deadline_ms: None,
+        };
+        let mut seen = [false; ACQUIRE_OPTIONS.len()];
+        let mut rest = rest.iter();
+        while let Some(token) = rest.next() {
+            let (index, name) = ACQUIRE_OPTIONS
+                .iter()
+                .enumerate()
+                .find(|(_, name)| token.eq_ignore_ascii_case(name.as_bytes()))
+                .ok_or_else(|| ArgError::UnknownOption(token.to_vec()))?;
+            let seen = seen.get_mut(index).ok_or(ArgError::RepeatedOption(name))?;
+            if *seen {
+                return Err(ArgError::RepeatedOption(name));
+            }
+            *seen = true;
+            let mut value = || rest.next().ok_or(ArgError::MissingValue(name));
+            match index {
+                0 => request.id = Some(parse_lease_id(value()?)?),
+                1 => request.wait_ms = Some(parse_wait(value()?)?),
+                2 => request.dry_run = true,
+                3 => request.at_ms = Some(crate::grammar::args::parse_instant("AT", value()?)?),
+                _ => {
+                    request.deadline_ms =
+                        Some(crate::grammar::args::parse_instant("DEADLINE", value()?)?)
+                }
+            }
+        }
+        if request.wait_ms.is_some() && (request.dry_run || request.at_ms.is_some()) {
+            return Err(ArgError::Invalid(
+                "syntax error: WAIT cannot be combined with AT or DRYRUN".into(),
+            ));
+        }
+        Ok(request)
+    }
+}
+
+/// `RL.RELEASE key id [AT ms]` (arguments after the key): give a lease back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseRequest {
+    /// The lease's id, 1 … 64 bytes.
+    pub id: crate::algorithms::lease::LeaseId,
+    pub at_ms: Option<i64>,
+}
+
+impl ReleaseRequest {
+    pub fn parse(args: &[&[u8]]) -> Result<ReleaseRequest, ArgError> {
+        let [id, rest @ ..] = args else {
+            return Err(ArgError::WrongArity);
+        };
+        let id = parse_lease_id(id)?;
+        let options = parse_options(rest, &[Keyword::At])?;
+        Ok(ReleaseRequest { id, at_ms: options.at_ms })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(command: Command, args: &[&str]) -> Result<Request, ArgError> {
+        let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        Request::parse(command, &bytes, 100_000)
+    }
+
+    #[test]
+    fn every_command_parses_its_grammar() {
+        let token = parse(Command::Token, &["10", "1", "1s", "COST", "3", "DRYRUN"]).unwrap();
+        assert_eq!(token.cost, 3);
+        assert!(token.dry_run);
+        assert!(matches!(token.limit, Limit::Token(_)));
+        let period = parse(Command::Period, &["5", "1d", "ALIGN", "8h", "AT", "7"]).unwrap();
+        assert_eq!(period.at_ms, Some(7));
+        assert!(matches!(period.limit, Limit::Period(_)));
+        let slide = parse(Command::Slide, &["100", "1m", "BUCKETS", "60"]).unwrap();
+        assert!(matches!(slide.limit, Limit::Slide(_)));
+        let leaky = parse(Command::Leaky, &["100", "20", "1s", "DELAY", "5"]).unwrap();
+        assert!(matches!(leaky.limit, Limit::Leaky(_)));
+        for command in [Command::Token, Command::Period, Command::Slide, Command::Leaky] {
+            let positional: &[&str] = match command {
+                Command::Token | Command::Leaky => &["10", "1", "1s"],
+                _ => &["10", "1s"],
+            };
+            assert!(!parse(command, positional).unwrap().fresh, "{command:?}");
+            let fresh = [positional, &["fresh", "BAN", "1m", "DRYRUN"]].concat();
+            assert!(parse(command, &fresh).unwrap().fresh, "{command:?}");
+        }
+        assert_eq!(
+            parse(Command::Throttle, &["15", "30", "60", "1", "FRESH"]).map(|r| r.fresh),
+            Err(ArgError::UnknownOption(b"FRESH".to_vec()))
+        );
+        let throttle = parse(Command::Throttle, &["15", "30", "60", "4"]).unwrap();
+        assert_eq!(throttle.cost, 4);
+        assert!(matches!(throttle.limit, Limit::Throttle(_)));
+    }
+
+    #[test]
+    fn options_belong_to_their_command() {
+        assert_eq!(
+            parse(Command::Token, &["10", "1", "1s", "BUCKETS", "2"]),
+            Err(ArgError::UnknownOption(b"BUCKETS".to_vec()))
+        );
+        assert_eq!(
+            parse(Command::Slide, &["10", "1s", "STEP"]),
+            Err(ArgError::UnknownOption(b"STEP".to_vec()))
+        );
+        assert_eq!(
+            parse(Command::Leaky, &["10", "1", "1s", "NODELAY", "DELAY", "1"]),
+            Err(ArgError::Conflict("NODELAY", "DELAY"))
+        );
+    }
+
+    #[test]
+    fn keep_period_is_a_fixed_window_option() {
+        let period = |args: &[&str]| match parse(Command::Period, args) {
+            Ok(Request { limit: Limit::Period(p), .. }) => Ok(p),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e),
+        };
+        assert!(!period(&["5", "1m"]).unwrap().keep_period);
+        for args in [
+            &["5", "1m", "KEEPPERIOD"][..],
+            &["5", "1m", "keepperiod", "COST", "2"],
+            &["5", "1m", "FRESH", "BAN", "1h", "DRYRUN", "AT", "5", "KeepPeriod"],
+            &["5", "1m", "WAIT", "1s", "KEEPPERIOD"],
+        ] {
+            let p = period(args).unwrap();
+            assert!(p.keep_period && p.align.is_none(), "{args:?}");
+        }
+        let conflict = Err(ArgError::Conflict("KEEPPERIOD", "ALIGN"));
+        assert_eq!(period(&["5", "1d", "ALIGN", "8h", "KEEPPERIOD"]), conflict);
+        assert_eq!(period(&["5", "1d", "KEEPPERIOD", "ALIGN"]), conflict);
+        assert_eq!(
+            ArgError::Conflict("KEEPPERIOD", "ALIGN").to_string(),
+            "ERR syntax error: KEEPPERIOD and ALIGN cannot be combined"
+        );
+        assert_eq!(
+            period(&["5", "1m", "KEEPPERIOD", "KEEPPERIOD"]),
+            Err(ArgError::RepeatedOption("KEEPPERIOD"))
+        );
+        for (command, positional) in [
+            (Command::Token, &["10", "1", "1s"][..]),
+            (Command::Slide, &["10", "1s"]),
+            (Command::Leaky, &["10", "1", "1s"]),
+            (Command::Throttle, &["10", "1", "1"]),
+        ] {
+            let args = [positional, &["KEEPPERIOD"]].concat();
+            assert_eq!(
+                parse(command, &args),
+                Err(ArgError::UnknownOption(b"KEEPPERIOD".to_vec())),
+                "{command:?}"
+            );
+        }
+        // RL.ALL's PERIOD groups take it too; other groups do not.
+        let all = parse_all("2 a b PERIOD 5 1m KEEPPERIOD COST 2 TOKEN 1 1 1").unwrap();
+        assert!(matches!(all.limits[0].limit, Limit::Period(p) if p.keep_period));
+        assert_eq!(
+            parse_all("1 a PERIOD 5 1d ALIGN KEEPPERIOD"),
+            Err(ArgError::Conflict("KEEPPERIOD", "ALIGN"))
+        );
+        assert_eq!(
+            parse_all("1 a SLIDE 5 1m KEEPPERIOD"),
+            Err(ArgError::UnknownOption(b"KEEPPERIOD".to_vec()))
+        );
+    }
+
+    #[test]
+    fn too_few_arguments_is_an_arity_error() {
+        for command in Command::ALL {
+            assert_eq!(parse(command, &["1"]), Err(ArgError::WrongArity), "{command:?}");
+        }
+    }
+
+    #[test]
+    fn the_sliding_log_bound_is_the_callers() {
+        assert!(parse(Command::Slide, &["100", "1s"]).is_ok());
+        let bytes: Vec<&[u8]> = vec![b"100", b"1s"];
+        assert!(Request::parse(Command::Slide, &bytes, 99).is_err());
+    }
+
+    fn parse_all(args: &str) -> Result<AllRequest, ArgError> {
+        let bytes: Vec<&[u8]> = args.split(' ').map(str::as_bytes).collect();
+        AllRequest::parse(&bytes, 100_000)
+    }
+
+    /// A group keyword in any case starts a group; nothing else does, however close (every
+    /// byte that folds onto a keyword's letter under `& 0xDF` but is not that letter in one
+    /// case or the other, other lengths, the empty token).
+    #[test]
+    fn group_keywords_match_in_any_case_and_nothing_else() {
+        for keyword in ["TOKEN", "PERIOD", "SLIDE", "LEAKY", "POLICY"] {
+            let lower = keyword.to_ascii_lowercase();
+            let mixed: String = keyword
+                .chars()
+                .enumerate()
+                .map(|(i, c)| if i % 2 == 0 { c } else { c.to_ascii_lowercase() })
+                .collect();
+            for spelling in [keyword, lower.as_str(), mixed.as_str()] {
+                assert!(group_start(spelling.as_bytes()).is_some(), "{spelling}");
+            }
+            for i in 0..keyword.len() {
+                for byte in 0..=255u8 {
+                    let mut near = keyword.as_bytes().to_vec();
+                    let letter = near[i];
+                    if byte == letter || byte == letter.to_ascii_lowercase() {
+                        continue;
+                    }
+                    near[i] = byte;
+                    assert!(group_start(&near).is_none(), "{near:?}");
+                }
+            }
+            assert!(group_start(&keyword.as_bytes()[1..]).is_none());
+            assert!(group_start(format!("{keyword}S").as_bytes()).is_none());
+        }
+        assert!(group_start(b"").is_none() && group_start(b"10000").is_none());
+        assert_eq!(group_command(b"Period"), Some(Command::Period));
+        assert_eq!(group_command(b"POLICY"), None);
+    }
+
+    #[test]
+    fn all_parses_groups_with_their_own_options_in_any_order() {
+        let all = parse_all(
+            "3 a b c TOKEN 10 1 1s COST 2 STEP period 5 1d ALIGN Slide 4 1m COST 0 BUCKETS 2 AT 9",
+        )
+        .unwrap();
+        assert_eq!(all.key_count, 3);
+        assert_eq!(all.at_ms, Some(9));
+        assert!(!all.dry_run);
+        let costs: Vec<u64> = all.limits.iter().map(|l| l.cost).collect();
+        assert_eq!(costs, [2, 1, 0]);
+        assert!(all.limits.iter().all(|l| l.at_ms == Some(9) && !l.dry_run));
+        assert!(matches!(all.limits[1].limit, Limit::Period(p) if p.align.is_some()));
+        let dry = parse_all("2 a b LEAKY 5 1 1s DRYRUN NODELAY TOKEN 1 1 1").unwrap();
+        assert!(dry.dry_run && dry.limits.iter().all(|l| l.dry_run));
+    }
+
+    /// `n` distinct key names.
+    fn abc(n: usize) -> String {
+        (0..n).map(|i| format!("k{i}")).collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn all_groups_may_say_shadow() {
+        let all =
+            parse_all("3 a b c TOKEN 10 1 1s shadow COST 2 PERIOD 5 1d SHADOW ALIGN SLIDE 4 1m")
+                .unwrap();
+        assert_eq!(all.shadow, 0b011);
+        assert!(all.is_shadow(0) && all.is_shadow(1) && !all.is_shadow(2));
+        assert_eq!(all.limits.get(0).map(|l| l.cost), Some(2));
+        assert!(matches!(all.limits.get(1).map(|l| &l.limit), Some(Limit::Period(_))));
+        assert_eq!(parse_all("1 a TOKEN 1 1 1").unwrap().shadow, 0);
+        assert_eq!(
+            parse_all("1 a TOKEN 1 1 1 SHADOW SHADOW"),
+            Err(ArgError::RepeatedOption("SHADOW"))
+        );
+        // Not an option of the single commands.
+        assert_eq!(
+            parse(Command::Token, &["1", "1", "1", "SHADOW"]),
+            Err(ArgError::UnknownOption(b"SHADOW".to_vec()))
+        );
+    }
+
+    #[test]
+    fn all_refuses_bad_shapes() {
+        let invalid = |text: &str| Err(ArgError::Invalid(text.into()));
+        let numkeys = Err(ArgError::Integer { name: "numkeys", min: 1, max: 16 });
+        for n in ["0", "17", "-1", "x", ""] {
+            assert_eq!(parse_all(&format!("{n} a TOKEN 1 1 1")), numkeys, "{n}");
+        }
+        assert_eq!(
+            parse_all("2 a a TOKEN 1 1 1 TOKEN 1 1 1"),
+            invalid("RL.ALL keys must be distinct")
+        );
+        assert_eq!(
+            parse_all("2 a b TOKEN 1 1 1"),
+            invalid("RL.ALL needs one limit per key (2 keys, 1 limits)")
+        );
+        assert_eq!(
+            parse_all("1 a TOKEN 1 1 1 PERIOD 1 1"),
+            invalid("RL.ALL needs one limit per key (1 keys, 2 limits)")
+        );
+        // More groups than a call keeps (16) are still counted, and still parsed.
+        let many = format!("16 {} {}", abc(16), "TOKEN 1 1 1 ".repeat(17));
+        assert_eq!(
+            parse_all(many.trim_end()),
+            invalid("RL.ALL needs one limit per key (16 keys, 17 limits)")
+        );
+        let bad_17th =
+            format!("16 {} {}TOKEN 1 1 1 DRYRUN DRYRUN", abc(16), "TOKEN 1 1 1 ".repeat(16));
+        assert_eq!(parse_all(&bad_17th), Err(ArgError::RepeatedOption("DRYRUN")));
+        let full = format!("16 {} {}", abc(16), "TOKEN 1 1 1 ".repeat(16));
+        assert_eq!(parse_all(full.trim_end()).map(|all| all.limits.len()), Ok(16));
+        assert_eq!(parse_all("3 a b"), Err(ArgError::WrongArity));
+        assert_eq!(
+            parse_all("1 a GCRA 1 1 1"),
+            invalid("syntax error: unknown limit 'GCRA' (use TOKEN, PERIOD, SLIDE or LEAKY)")
+        );
+        assert_eq!(
+            parse_all("1 a TOKEN 1 1 1 COST 1 COST 2"),
+            Err(ArgError::RepeatedOption("COST"))
+        );
+        assert_eq!(
+            parse_all("1 a TOKEN 1 1 1 BUCKETS 2"),
+            Err(ArgError::UnknownOption(b"BUCKETS".to_vec()))
+        );
+        for group in ["TOKEN 1 1 1", "PERIOD 1 1", "SLIDE 1 1", "LEAKY 1 1 1"] {
+            assert_eq!(
+                parse_all(&format!("1 a {group} FRESH")),
+                Err(ArgError::UnknownOption(b"FRESH".to_vec())),
+                "{group}"
+            );
+        }
+        assert_eq!(
+            parse_all("2 a b TOKEN 1 1 1 DRYRUN PERIOD 1 1 DRYRUN"),
+            Err(ArgError::RepeatedOption("DRYRUN"))
+        );
+        assert_eq!(
+            parse_all("2 a b TOKEN 1 1 1 AT 1 PERIOD 1 1 AT 2"),
+            Err(ArgError::RepeatedOption("AT"))
+        );
+        assert!(parse_all("1 a SLIDE 10 1s BUCKETS 3").is_err(), "window not divisible");
+        assert!(parse_all("1 a PERIOD 10 1h ALIGN 2h").is_err(), "offset above the period");
+        assert!(parse_all("1 a LEAKY 10 1 1s DELAY 11").is_err(), "delay above the capacity");
+        let non_utf8: [&[u8]; 6] = [b"1", b"\xff", b"TOKEN", b"1", b"1", b"1"];
+        assert!(AllRequest::parse(&non_utf8, 100_000).is_ok(), "keys are binary safe");
+        let bad: [&[u8]; 6] = [b"1", b"a", b"TOKEN", b"1", b"\xff", b"1"];
+        assert_eq!(
+            AllRequest::parse(&bad, 100_000),
+            Err(ArgError::Integer { name: "rate", min: 1, max: 1_000_000_000_000 })
+        );
+    }
+
+    #[test]
+    fn refund_takes_a_count_and_at() {
+        let parse = |args: &[&[u8]]| RefundRequest::parse(args);
+        assert_eq!(parse(&[b"5"]), Ok(RefundRequest { count: 5, at_ms: None }));
+        assert_eq!(parse(&[b"5", b"at", b"9"]), Ok(RefundRequest { count: 5, at_ms: Some(9) }));
+        let count = Err(ArgError::Integer { name: "count", min: 1, max: 1_000_000_000_000 });
+        for bad in [&b"0"[..], b"1000000000001", b"-1", b"x", b"\xff"] {
+            assert_eq!(parse(&[bad]), count);
+        }
+        assert_eq!(parse(&[]), Err(ArgError::WrongArity));
+        assert_eq!(parse(&[b"1", b"COST", b"1"]), Err(ArgError::UnknownOption(b"COST".to_vec())));
+        assert_eq!(parse(&[b"1", b"DRYRUN"]), Err(ArgError::UnknownOption(b"DRYRUN".to_vec())));
+    }
+}

@@ -1,0 +1,274 @@
+//! `RL.POLICY`'s subcommands (`SET`, `GET`, `DEL`, `PROMOTE`, `LIST`, `STATS`, `RESETSTATS`,
+//! `HELP`) and `RL.HIT name key`, which judges the key through the limiting room exactly as the
+//! direct command with the policy's parameters would. The table they read and change is
+//! `features::policies`.
+//!
+//! `RL.POLICY SET/DEL/PROMOTE` propagate verbatim to replicas and the AOF. `RL.HIT` itself
+//! never propagates where anything consumes propagation: the state it left does
+//! (`RL.RESTORE`), so a replica or an AOF replay reaches the same state without the table.
+
+use std::os::raw::{c_char, c_long};
+
+use crate::shell::execution::call::{Call, CommandError};
+use crate::shell::execution::limiting;
+use crate::shell::features::stats::Outcome;
+use crate::shell::features::top;
+use crate::shell::features::wait;
+use crate::shell::server::config::{policy_max, slide_log_max};
+use crate::shell::server::reply::{self, FieldValue};
+use ratelimit_core::features::policy::{Definition, PolicyError, SetTarget, Target};
+use ratelimit_core::features::top::shadow_tag;
+use ratelimit_core::grammar::error::ArgError;
+
+use crate::shell::features::policies::{forget_candidates, judge_candidate, top_clock, with_table};
+
+/// `RL.HIT name key [COST n] [DRYRUN] [AT ms] [WAIT t] [DEADLINE ms]`: the key judged with the
+/// policy's (or the key's override's) parameters through the limiting room; the policy's (and
+/// the override's) counters record it. Under `SHADOW`, a refusal is answered `allowed = 1`
+/// and counted as `shadow_limited` (nothing changed: a shadow policy's request carries no ban
+/// and never waits). A policy's candidate judges the same call in shadow beside it.
+pub fn hit(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, name, key, options @ ..] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    // The limiting room finds its key at argument 1: it sees the call from the name on.
+    let judged_call = Call {
+        argv: call.argv.get(1..).unwrap_or(&[]),
+        args: call.args.get(1..).unwrap_or(&[]),
+        ..*call
+    };
+    with_table(|table| {
+        let mut resolved =
+            table.resolve(name, key).ok_or_else(|| PolicyError::NoSuchPolicy(name.to_vec()))?;
+        let shadow = resolved.definition.shadow;
+        let mut request = resolved.definition.request(options)?;
+        call.check_deadline(request.deadline_ms)?;
+        request.wait_ms = call.wait_within_deadline(request.wait_ms, request.deadline_ms);
+        if request.wait_ms.is_some() && wait::can_block(call) {
+            let outcome = wait::limit_or_block(&judged_call, request.clone())?;
+            resolved.record_outcome(outcome == Outcome::Admitted, outcome == Outcome::Limited);
+            judge_candidate(call, &mut resolved, name, key, &request, call.clock_ms());
+            return Ok(outcome);
+        }
+        let judged = limiting::judge_and_apply::<true>(&judged_call, &request)?;
+        if judged.changed {
+            wait::key_changed(&judged_call);
+        }
+        let mut values = judged.verdict.reply;
+        resolved.record(&values, shadow);
+        judge_candidate(call, &mut resolved, name, key, &request, judged.now);
+        if shadow {
+            if values[0] == 0 && !request.dry_run {
+                top::refused(key, &shadow_tag(name), top_clock(call, &request, judged.now));
+            }
+            values[0] = 1;
+        }
+        reply::integers(call.api, call.ctx, &values);
+        if values[0] == 1 {
+            return Ok(Outcome::Admitted);
+        }
+        if !request.dry_run {
+            top::call_refused(&judged_call, name, request.at_ms.is_some(), judged.now);
+        }
+        Ok(Outcome::Limited)
+    })
+}
+
+/// `RL.POLICY SET name limit [BAN d [CLEAR]] [SHADOW] [FOR key | CANDIDATE]`: defines or
+/// replaces (whole) a policy, one key's override, or the policy's candidate; propagated
+/// verbatim.
+pub fn set(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _, name, definition @ ..] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let (definition, target) = Definition::parse(definition, slide_log_max())?;
+    let target = SetTarget::target(&target);
+    with_table(|table| Ok(table.set(name, target, definition, policy_max())?))?;
+    if target == Target::Candidate {
+        forget_candidates(Some(name));
+    }
+    unsafe { (call.api.replicate_verbatim)(call.ctx) };
+    reply::ok(call.api, call.ctx);
+    Ok(Outcome::Answered)
+}
+
+/// `RL.POLICY GET name [FOR key | CANDIDATE]`: `algorithm`, the parameters under `RL.INFO`'s
+/// names, `ban_ms`, `clear`, `shadow`, then `definition` (the limit as `SET` took it); nil
+/// when there is no such policy (or override, or candidate).
+pub fn get(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _, name, rest @ ..] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let target = Target::parse(rest)?;
+    let found = with_table(|table| {
+        Ok(table.get(name, target).map(|d| (d.algorithm().name(), d.fields(), d.text())))
+    })?;
+    match found {
+        Some((algorithm, fields, text)) => {
+            let mut pairs = vec![("algorithm", FieldValue::Text(algorithm))];
+            pairs.extend(fields.into_iter().map(|(k, v)| (k, FieldValue::Int(v))));
+            pairs.push(("definition", FieldValue::Text(&text)));
+            reply::fields(call.api, call.ctx, &pairs);
+        }
+        None => reply::null(call.api, call.ctx),
+    }
+    Ok(Outcome::Answered)
+}
+
+/// `RL.POLICY DEL name [FOR key | CANDIDATE]`: `1` (removed: the policy with all its overrides
+/// and its candidate, the override, or the candidate; propagated verbatim) or `0`.
+pub fn delete(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _, name, rest @ ..] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let target = Target::parse(rest)?;
+    let removed = with_table(|table| Ok(table.delete(name, target)))?;
+    if removed {
+        if matches!(target, Target::Policy | Target::Candidate) {
+            forget_candidates(Some(name));
+        }
+        unsafe { (call.api.replicate_verbatim)(call.ctx) };
+    }
+    unsafe { (call.api.reply_with_long_long)(call.ctx, i64::from(removed)) };
+    Ok(Outcome::Answered)
+}
+
+/// `RL.POLICY PROMOTE name`: the policy's candidate becomes its definition (`1`, propagated
+/// verbatim), or `0` when it has none; an error naming an unknown policy.
+pub fn promote(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _, name] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let promoted = with_table(|table| Ok(table.promote(name)?))?;
+    if promoted {
+        forget_candidates(Some(name));
+        unsafe { (call.api.replicate_verbatim)(call.ctx) };
+    }
+    unsafe { (call.api.reply_with_long_long)(call.ctx, i64::from(promoted)) };
+    Ok(Outcome::Answered)
+}
+
+/// `RL.POLICY LIST`: the policy names, sorted. `RL.POLICY LIST name`: the policy's overrides,
+/// sorted by key, each a map (RESP3) / flat pairs of `key`, `definition` (the limit as `SET`
+/// took it) and the override's own counters (`calls`, `admitted`, `limited`,
+/// `shadow_limited`, `near_limit`); an error naming an unknown policy.
+pub fn list(call: &Call) -> Result<Outcome, CommandError> {
+    match call.args {
+        [_, _] => list_names(call),
+        [_, _, name] => list_overrides(call, name),
+        _ => Err(ArgError::WrongArity.into()),
+    }
+}
+
+fn list_names(call: &Call) -> Result<Outcome, CommandError> {
+    with_table(|table| {
+        let names = table.names();
+        unsafe { (call.api.reply_with_array)(call.ctx, names.len() as c_long) };
+        for name in names {
+            unsafe {
+                (call.api.reply_with_string_buffer)(
+                    call.ctx,
+                    name.as_ptr().cast::<c_char>(),
+                    name.len(),
+                )
+            };
+        }
+        Ok(())
+    })?;
+    Ok(Outcome::Answered)
+}
+
+fn list_overrides(call: &Call, name: &[u8]) -> Result<Outcome, CommandError> {
+    with_table(|table| {
+        let entries =
+            table.overrides(name).ok_or_else(|| PolicyError::NoSuchPolicy(name.to_vec()))?;
+        unsafe { (call.api.reply_with_array)(call.ctx, entries.len() as c_long) };
+        for entry in entries {
+            let text = entry.definition.text();
+            let mut pairs = vec![("key", FieldValue::Bytes(entry.key))];
+            pairs.push(("definition", FieldValue::Text(&text)));
+            pairs.extend(entry.stats.fields().into_iter().map(|(k, v)| (k, int_field(v))));
+            reply::fields(call.api, call.ctx, &pairs);
+        }
+        Ok(())
+    })?;
+    Ok(Outcome::Answered)
+}
+
+fn int_field(v: u64) -> FieldValue<'static> {
+    FieldValue::Int(i64::try_from(v).unwrap_or(i64::MAX))
+}
+
+/// `RL.POLICY STATS name`: the policy's counters, then its candidate's (`candidate_calls`,
+/// `candidate_admitted`, `candidate_limited`, `candidate_near_limit`) when it has one; an
+/// error naming an unknown policy.
+pub fn stats(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _, name] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    let (stats, candidate) = with_table(|table| {
+        table.stats(name).ok_or_else(|| PolicyError::NoSuchPolicy(name.to_vec()).into())
+    })?;
+    let mut pairs: Vec<(&str, FieldValue)> =
+        stats.fields().into_iter().map(|(k, v)| (k, int_field(v))).collect();
+    if let Some(candidate) = candidate {
+        pairs.extend(candidate.candidate_fields().into_iter().map(|(k, v)| (k, int_field(v))));
+    }
+    reply::fields(call.api, call.ctx, &pairs);
+    Ok(Outcome::Answered)
+}
+
+/// `RL.POLICY RESETSTAT`: zeroes every policy's counters (this node's; not propagated).
+pub fn reset_stats(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    with_table(|table| {
+        table.reset_stats();
+        Ok(())
+    })?;
+    reply::ok(call.api, call.ctx);
+    Ok(Outcome::Answered)
+}
+
+/// `RL.POLICY HELP`'s lines.
+const HELP: &[&str] = &[
+    "RL.POLICY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "SET <name> <limit> [BAN <d> [CLEAR]] [SHADOW] [FOR <key> | CANDIDATE]",
+    "    Define or replace (whole) a policy, one key's override, or the policy's candidate",
+    "    (a second limit judged in shadow beside the enforced one). <limit> is RL.ALL's",
+    "    grammar without COST: TOKEN c r p [STEP] | PERIOD l p [ALIGN [o] | KEEPPERIOD] |",
+    "    SLIDE l w [BUCKETS b [ANCHOR] [FLOOR]] | LEAKY c r p [NODELAY | DELAY d].",
+    "GET <name> [FOR <key> | CANDIDATE]",
+    "    The definition's algorithm, parameters, ban_ms, clear, shadow and text; nil if none.",
+    "DEL <name> [FOR <key> | CANDIDATE]",
+    "    Remove a policy (with its overrides and candidate), one override, or the candidate.",
+    "PROMOTE <name>",
+    "    The candidate becomes the policy's definition: 1, or 0 when there is none.",
+    "LIST [<name>]",
+    "    The policy names; with <name>, its overrides: key, definition and counters.",
+    "STATS <name>",
+    "    The policy's counters (and its candidate's): calls, admitted, limited, ...",
+    "RESETSTAT",
+    "    Zero every policy's counters on this node.",
+    "HELP",
+    "    Print this help.",
+];
+
+/// `RL.POLICY HELP`: the subcommands, one line each (as Redis' own `HELP` subcommands).
+pub fn help(call: &Call) -> Result<Outcome, CommandError> {
+    let [_, _] = call.args else {
+        return Err(ArgError::WrongArity.into());
+    };
+    unsafe { (call.api.reply_with_array)(call.ctx, HELP.len() as c_long) };
+    for line in HELP {
+        unsafe {
+            (call.api.reply_with_string_buffer)(
+                call.ctx,
+                line.as_ptr().cast::<c_char>(),
+                line.len(),
+            )
+        };
+    }
+    Ok(Outcome::Answered)
+}

@@ -1,0 +1,118 @@
+//! `RL.TOP`: the keys refused most often now, on this node (the summary is
+//! `ratelimit_core::features::top::TopKeys`; this file keeps it and answers the command).
+//!
+//! The summary is fed only on the refusal path: a limiting call answered `allowed = 0` that is
+//! not a dry run ([`refused`], out of line, so the admitted path does not change). It lives in
+//! this node's memory only: not persisted and not replicated. Refusals change no key and are
+//! never propagated, so a replica's summary would be empty anyway — each node answers for the
+//! refusals it made; after a restart or a failover the summary starts empty, and fills again
+//! within a window under the same traffic. `CONFIG SET ratelimit.top-k` or
+//! `ratelimit.top-window` clears it (the next refusal or read starts a summary with the new
+//! settings); `ratelimit.top-k 0` turns it off.
+
+use std::cell::RefCell;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_long, c_longlong};
+
+use crate::shell::execution::call::{Call, CommandError};
+use crate::shell::features::stats::Outcome;
+use crate::shell::server::config::{top_k, top_window_ms};
+use crate::shell::server::reply;
+use ratelimit_core::features::top::{TopKeys, TopRequest, TopStats};
+
+thread_local! {
+    /// Redis runs commands, timers and callbacks on its main thread only.
+    static TOP: RefCell<Option<TopKeys>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on the summary with the configured settings (a new one when they changed), or not
+/// at all when the summary is off (`ratelimit.top-k 0`) or already borrowed.
+fn with_top<R>(f: impl FnOnce(&mut TopKeys) -> R) -> Option<R> {
+    let k = top_k();
+    if k == 0 {
+        TOP.with(|t| t.try_borrow_mut().map(|mut t| *t = None).ok());
+        return None;
+    }
+    let window_ms = top_window_ms();
+    TOP.with(|t| {
+        let mut t = t.try_borrow_mut().ok()?;
+        if !t.as_ref().is_some_and(|top| top.has_settings(k, window_ms)) {
+            *t = Some(TopKeys::new(k, window_ms));
+        }
+        t.as_mut().map(f)
+    })
+}
+
+/// Counts one refusal of `key` under the policy `tag` (empty for the direct commands) at
+/// `now_ms` (the server clock).
+#[cold]
+#[inline(never)]
+pub fn refused(key: &[u8], tag: &[u8], now_ms: i64) {
+    with_top(|top| top.record(tag, key, now_ms));
+}
+
+/// Counts one refusal of the call's key (argument 1) under the policy `tag`, at the instant it
+/// was judged at — or the server clock when the caller gave `AT`: an instant of the caller's
+/// choosing must not move the windows.
+#[cold]
+#[inline(never)]
+pub fn call_refused(call: &Call, tag: &[u8], given_at: bool, judged_ms: i64) {
+    let now_ms = if given_at { call.clock_ms() } else { judged_ms };
+    if let Some(key) = call.args.get(1) {
+        refused(key, tag, now_ms);
+    } else if let Ok(key) = call.key() {
+        // A waiter judged from a timer has its arguments as strings only.
+        refused(unsafe { crate::shell::server::api::bytes(call.api, key) }, tag, now_ms);
+    }
+}
+
+/// The policy a call was judged under, for its refusals: `RL.HIT name key …` reaches the
+/// limiting room with its arguments shifted by one, so that argument 0 is the policy's name;
+/// the direct commands have none (their argument 0 is their own name, or left empty).
+pub fn policy_of<'a>(command: &CStr, first: Option<&'a [u8]>) -> &'a [u8] {
+    match first {
+        Some(name) if command == c"rl.hit" => name,
+        _ => b"",
+    }
+}
+
+/// What `INFO ratelimit` shows of the summary now.
+pub fn stats(now_ms: i64) -> TopStats {
+    TOP.with(|t| {
+        t.try_borrow()
+            .ok()
+            .and_then(|t| t.as_ref().map(|top| top.stats(now_ms)))
+            .unwrap_or_default()
+    })
+}
+
+/// `RL.TOP [COUNT n] [POLICY name]` → `[[key, refused, last_refused_ms], ...]`, most refused
+/// first; `RL.TOP RESET` → `OK`.
+pub fn command(call: &Call) -> Result<Outcome, CommandError> {
+    match TopRequest::parse(call.args.get(1..).unwrap_or(&[]))? {
+        TopRequest::Reset => {
+            TOP.with(|t| t.try_borrow_mut().map(|mut t| *t = None).ok());
+            reply::ok(call.api, call.ctx);
+        }
+        TopRequest::Read { count, policy } => {
+            let now = call.clock_ms();
+            let rows = with_top(|top| top.top(now, count, policy.as_deref())).unwrap_or_default();
+            let api = call.api;
+            unsafe { (api.reply_with_array)(call.ctx, rows.len() as c_long) };
+            for row in &rows {
+                let refused = c_longlong::try_from(row.refused).unwrap_or(c_longlong::MAX);
+                unsafe {
+                    (api.reply_with_array)(call.ctx, 3);
+                    (api.reply_with_string_buffer)(
+                        call.ctx,
+                        row.key.as_ptr().cast::<c_char>(),
+                        row.key.len(),
+                    );
+                    (api.reply_with_long_long)(call.ctx, refused);
+                    (api.reply_with_long_long)(call.ctx, row.last_refused_ms);
+                }
+            }
+        }
+    }
+    Ok(Outcome::Answered)
+}

@@ -1,0 +1,681 @@
+//! `WAIT timeout`: fair waiting on the server.
+//!
+//! A request that must wait blocks its client (`BlockClient`, no Redis timeout) and joins the
+//! key's first-come-first-served queue (`ratelimit_core::features::waiters`). One module timer per key
+//! fires at the head's retry instant or the earliest deadline, whichever is first; a change
+//! that may give room (an admitted call, `RL.REFUND`, `DEL`, expiry) fires it at once. The
+//! timer judges the head again exactly as the command would (`limiting::judge_and_apply`,
+//! which propagates the admission as the command without `WAIT`, with `AT` = the instant of
+//! admission), answers it and moves on to the next head; it answers timed-out waiters with a
+//! refused reply. Waiters live in this process' memory: they are answered or dropped, never
+//! persisted. Everything here runs on Redis' main thread.
+//!
+//! In a cluster, a waiter whose key left this node (classic resharding's `MIGRATE`, the end of
+//! an atomic slot migration) is answered with the redirect its client would get now
+//! (`-ASK`/`-MOVED`), never judged against the missing key; while an atomic slot migration
+//! exports its key's slot it is held, unjudged (`server::slots`).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use redis_module::raw::{self, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
+
+use crate::shell::execution::call::{Call, CommandError};
+use crate::shell::execution::leases::acquire_and_apply;
+use crate::shell::execution::limiting::judge_and_apply;
+use crate::shell::features::stats::{self, Outcome, Tally};
+use crate::shell::features::top;
+use crate::shell::server::api::{api, bytes, Api};
+use crate::shell::server::key::{Contents, Key, Mode};
+use crate::shell::server::reply;
+use crate::shell::server::slots::{self, Served};
+use ratelimit_core::algorithms::lease::LeaseId;
+use ratelimit_core::features::waiters::{WaitQueue, Waiter};
+use ratelimit_core::grammar::request::{AcquireRequest, Request};
+
+/// A key, by database and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct KeyId {
+    db: c_int,
+    name: Vec<u8>,
+}
+
+/// A request that waits: a limiting call, or `RL.ACQUIRE`.
+#[derive(Debug, Clone)]
+enum Pending {
+    Limit(Request),
+    Acquire(AcquireRequest),
+}
+
+/// What judging a pending request gave, and the instant used.
+struct Judged {
+    allowed: bool,
+    reply: [i64; 5],
+    /// `RL.ACQUIRE`'s lease id (nil when refused).
+    id: Option<LeaseId>,
+    now: i64,
+}
+
+impl Pending {
+    fn wait_ms(&self) -> Option<u64> {
+        match self {
+            Pending::Limit(r) => r.wait_ms,
+            Pending::Acquire(r) => r.wait_ms,
+        }
+    }
+
+    fn dry_run(&self) -> bool {
+        match self {
+            Pending::Limit(r) => r.dry_run,
+            Pending::Acquire(r) => r.dry_run,
+        }
+    }
+
+    fn given_at(&self) -> bool {
+        match self {
+            Pending::Limit(r) => r.at_ms.is_some(),
+            Pending::Acquire(r) => r.at_ms.is_some(),
+        }
+    }
+
+    fn has_ban(&self) -> bool {
+        matches!(self, Pending::Limit(r) if r.ban_ms.is_some())
+    }
+
+    /// Judges (and applies, unless `dry`) the request on the call's key; a `BAN` counts only
+    /// with `with_ban` (a waiting request's refusals are not final).
+    fn judge(&self, call: &Call, dry: bool, with_ban: bool) -> Result<Judged, CommandError> {
+        match self {
+            Pending::Limit(r) => {
+                let ban_ms = r.ban_ms.filter(|_| with_ban);
+                let request = Request { dry_run: dry, ban_ms, ..r.clone() };
+                // `RL.HIT`'s waiters are judged as `RL.HIT` is (`execution::limiting`, `BY_POLICY`),
+                // with the policy's parameters as they were when the call was made.
+                let judged = if call.name == c"rl.hit" {
+                    judge_and_apply::<true>(call, &request)?
+                } else {
+                    judge_and_apply::<false>(call, &request)?
+                };
+                let (v, now) = (judged.verdict, judged.now);
+                Ok(Judged { allowed: v.allowed, reply: v.reply, id: None, now })
+            }
+            Pending::Acquire(r) => {
+                let request = AcquireRequest { dry_run: dry, ..r.clone() };
+                let judged = acquire_and_apply(call, &request)?;
+                let (v, now) = (judged.verdict, judged.now);
+                Ok(Judged { allowed: v.allowed, reply: v.reply, id: v.id, now })
+            }
+        }
+    }
+
+    /// The answer a judged request gets.
+    fn answer(&self, judged: Judged) -> Answer {
+        match self {
+            Pending::Limit(_) => Answer::Ints(judged.reply),
+            Pending::Acquire(_) => Answer::Lease(judged.reply, judged.id),
+        }
+    }
+}
+
+/// A blocked request: its client, the request, and its arguments (held until answered).
+struct Blocked {
+    bc: *mut RedisModuleBlockedClient,
+    pending: Pending,
+    name: &'static CStr,
+    tally: Tally,
+    /// The command's arguments, name first, held (`HoldString`) until the waiter is done.
+    argv: Vec<*mut RedisModuleString>,
+}
+
+/// One key's waiters and its timer.
+#[derive(Default)]
+struct KeyWaits {
+    queue: WaitQueue<Blocked>,
+    /// The armed timer and the instant it fires.
+    timer: Option<(raw::RedisModuleTimerID, i64)>,
+}
+
+#[derive(Default)]
+struct Waits {
+    keys: HashMap<KeyId, KeyWaits>,
+    /// Where each blocked client waits (for disconnections): client → (key, ticket).
+    clients: HashMap<usize, (KeyId, u64)>,
+    next_ticket: u64,
+}
+
+thread_local! {
+    /// Redis runs commands, timers and callbacks on its main thread only.
+    static WAITS: RefCell<Waits> = RefCell::new(Waits::default());
+}
+
+/// Runs `f` on the waits. Never called while another borrow is alive (no Redis API that can
+/// call back into this module runs inside `f`); were it ever, `f` is skipped and the default
+/// returned rather than aborting the server.
+fn with<R: Default>(f: impl FnOnce(&mut Waits) -> R) -> R {
+    WAITS.with(|w| {
+        w.try_borrow_mut()
+            .map(|mut w| {
+                let result = f(&mut w);
+                KEYS_WAITED_ON.store(w.keys.len(), Ordering::Relaxed);
+                result
+            })
+            .unwrap_or_default()
+    })
+}
+
+/// How many keys have waiters or a timer (`Waits::keys.len()` after the last change): the
+/// common case, none, is one load for every admitted call.
+static KEYS_WAITED_ON: AtomicUsize = AtomicUsize::new(0);
+
+fn no_waits() -> bool {
+    KEYS_WAITED_ON.load(Ordering::Relaxed) == 0
+}
+
+/// What a blocked client is answered with.
+enum Answer {
+    Ints([i64; 5]),
+    Lease([i64; 5], Option<LeaseId>),
+    Error(String),
+}
+
+/// Whether the calling client can block: not inside `MULTI`/`EXEC` or a script, and not a
+/// client Redis forbids to block. Otherwise `WAIT` is ignored, as `BLPOP` does.
+pub fn can_block(call: &Call) -> bool {
+    let flags = unsafe { (call.api.get_context_flags)(call.ctx) };
+    let forbid = raw::REDISMODULE_CTX_FLAGS_MULTI
+        | raw::REDISMODULE_CTX_FLAGS_LUA
+        | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING
+        | raw::REDISMODULE_CTX_FLAGS_REPLICATED
+        | raw::REDISMODULE_CTX_FLAGS_LOADING;
+    flags & forbid as c_int == 0
+}
+
+fn key_id(call: &Call, name: *mut RedisModuleString) -> KeyId {
+    let db = unsafe { (call.api.get_selected_db)(call.ctx) };
+    KeyId { db, name: unsafe { bytes(call.api, name) }.to_vec() }
+}
+
+/// A limiting request with `WAIT` from a client that can block: answered at once when the key
+/// has no waiters and the request is admitted, or can never be; otherwise queued.
+pub fn limit_or_block(call: &Call, request: Request) -> Result<Outcome, CommandError> {
+    answer_or_block(call, Pending::Limit(request))
+}
+
+/// `RL.ACQUIRE … WAIT timeout`, as [`limit_or_block`].
+pub fn acquire_or_block(call: &Call, request: AcquireRequest) -> Result<Outcome, CommandError> {
+    answer_or_block(call, Pending::Acquire(request))
+}
+
+fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandError> {
+    // Most calls meet no waiter anywhere: then nothing is looked up (and nothing copied).
+    let queued = !no_waits() && {
+        let id = key_id(call, call.key()?);
+        with(|w| w.keys.get(&id).is_some_and(|k| !k.queue.is_empty()))
+    };
+    // Never overtake a waiter: with a queue, judge without taking anything (to answer errors
+    // and requests that can never be admitted at once). While waiting, a refusal is not final:
+    // it starts no ban (only a timeout does).
+    let judged = pending.judge(call, queued, false)?;
+    if (!queued && judged.allowed) || judged.reply[3] < 0 {
+        let (allowed, now) = (judged.allowed, judged.now);
+        send(call.api, call.ctx, &pending.answer(judged));
+        if allowed {
+            return Ok(Outcome::Admitted);
+        }
+        note_refused(call, &pending, now);
+        return Ok(Outcome::Limited);
+    }
+    let retry_at = (!queued).then(|| judged.now.saturating_add(judged.reply[3]));
+    let id = key_id(call, call.key()?);
+    let (now, reply) = (judged.now, judged.reply);
+    if block(call, id, pending.clone(), now, retry_at) {
+        return Ok(Outcome::Blocked);
+    }
+    // Redis would not block this client: answer as without WAIT.
+    send(call.api, call.ctx, &pending.answer(Judged { allowed: false, reply, id: None, now }));
+    note_refused(call, &pending, now);
+    Ok(Outcome::Limited)
+}
+
+/// A refusal answered at once (not a dry run) counts in `RL.TOP`.
+fn note_refused(call: &Call, pending: &Pending, now: i64) {
+    if !pending.dry_run() {
+        let policy = top::policy_of(call.name, call.args.first().copied());
+        top::call_refused(call, policy, pending.given_at(), now);
+    }
+}
+
+/// Blocks the calling client and queues its request; `false` if Redis would not block it.
+fn block(call: &Call, id: KeyId, pending: Pending, now: i64, retry_at: Option<i64>) -> bool {
+    let api = call.api;
+    let bc =
+        unsafe { (api.block_client)(call.ctx, Some(reply_callback), None, Some(free_answer), 0) };
+    if bc.is_null() {
+        return false;
+    }
+    unsafe { (api.set_disconnect_callback)(bc, Some(on_disconnect)) };
+    let argv: Vec<*mut RedisModuleString> =
+        call.argv.iter().map(|s| unsafe { (api.hold_string)(ptr::null_mut(), *s) }).collect();
+    let deadline_ms = pending
+        .wait_ms()
+        .filter(|w| *w > 0)
+        .map(|w| now.saturating_add(i64::try_from(w).unwrap_or(i64::MAX)));
+    let tally = tally_of(call.name);
+    let blocked = Blocked { bc, pending, name: call.name, tally, argv };
+    let wake = with(|w| {
+        w.next_ticket += 1;
+        let ticket = w.next_ticket;
+        w.clients.insert(bc as usize, (id.clone(), ticket));
+        let key = w.keys.entry(id.clone()).or_default();
+        key.queue.push(Waiter { ticket, deadline_ms, data: blocked });
+        stats::waiting_changed(1);
+        key.queue.wake_at(retry_at)
+    });
+    if let Some(at) = wake {
+        arm(api, call.ctx, &id, at, now);
+    }
+    true
+}
+
+fn tally_of(name: &CStr) -> Tally {
+    match name.to_bytes() {
+        b"rl.token" => Tally::Token,
+        b"rl.period" => Tally::Period,
+        b"rl.slide" => Tally::Slide,
+        b"rl.acquire" => Tally::Acquire,
+        b"rl.hit" => Tally::Hit,
+        _ => Tally::Leaky,
+    }
+}
+
+/// Makes sure the key's timer fires no later than `at`.
+fn arm(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, at: i64, now: i64) {
+    let stale = with(|w| {
+        let key = w.keys.get_mut(id)?;
+        match key.timer {
+            Some((_, fires)) if fires <= at => None,
+            other => {
+                key.timer = None;
+                Some(other)
+            }
+        }
+    });
+    let Some(previous) = stale else {
+        return;
+    };
+    if let Some((timer, _)) = previous {
+        stop_timer(api, ctx, timer);
+    }
+    let delay = at.saturating_sub(now).max(0);
+    let data = Box::into_raw(Box::new(id.clone())).cast::<c_void>();
+    let timer = unsafe { (api.create_timer)(ctx, delay, Some(on_timer), data) };
+    with(|w| {
+        if let Some(key) = w.keys.get_mut(id) {
+            key.timer = Some((timer, now.saturating_add(delay)));
+        }
+    });
+}
+
+/// Stops a key's timer before it fires, and frees the key id it carried.
+fn stop_timer(api: &Api, ctx: *mut RedisModuleCtx, timer: raw::RedisModuleTimerID) {
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: `timer` was created by `arm` with a boxed `KeyId` as its data; a stopped timer
+    // hands that data back exactly once, and it is freed here (a fired one freed its own).
+    if unsafe { (api.stop_timer)(ctx, timer, &mut data) } == raw::REDISMODULE_OK as c_int
+        && !data.is_null()
+    {
+        drop(unsafe { Box::from_raw(data.cast::<KeyId>()) });
+    }
+}
+
+/// The call's key may have gained room: judge its head waiter at once.
+#[inline]
+pub fn key_changed(call: &Call) {
+    if no_waits() {
+        return;
+    }
+    if let Ok(name) = call.key() {
+        key_named_changed(call, name);
+    }
+}
+
+/// As [`key_changed`], for a key given by name.
+pub fn key_named_changed(call: &Call, name: *mut RedisModuleString) {
+    if no_waits() {
+        return;
+    }
+    let id = key_id(call, name);
+    if with(|w| w.keys.contains_key(&id)) {
+        let now = call.api.now_ms();
+        arm(call.api, call.ctx, &id, now, now);
+    }
+}
+
+/// Keyspace events (`DEL`, expiry, eviction, …) on a key with waiters judge its head at once.
+pub unsafe extern "C" fn on_keyspace_event(
+    ctx: *mut RedisModuleCtx,
+    _type: c_int,
+    _event: *const c_char,
+    key: *mut RedisModuleString,
+) -> c_int {
+    let Some(api) = api() else {
+        return raw::REDISMODULE_OK as c_int;
+    };
+    if key.is_null() || no_waits() {
+        return raw::REDISMODULE_OK as c_int;
+    }
+    let call = Call { api, ctx, name: c"rl.wait", argv: &[], args: &[], from_client: false };
+    key_named_changed(&call, key);
+    raw::REDISMODULE_OK as c_int
+}
+
+/// The key's timer: answers timed-out waiters, then judges heads until one must wait.
+unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, data: *mut c_void) {
+    if data.is_null() {
+        return;
+    }
+    let id = *unsafe { Box::from_raw(data.cast::<KeyId>()) };
+    let Some(api) = api() else {
+        return;
+    };
+    with(|w| {
+        if let Some(key) = w.keys.get_mut(&id) {
+            key.timer = None;
+        }
+    });
+    unsafe { (api.select_db)(ctx, id.db) };
+    serve(api, ctx, &id);
+}
+
+fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
+    let served = where_served(api, ctx, id);
+    if let Served::Elsewhere(error) = served {
+        redirect_all(api, ctx, id, &error);
+        return;
+    }
+    let now = api.now_ms();
+    let timed_out =
+        with(|w| w.keys.get_mut(id).map(|k| k.queue.take_timed_out(now)).unwrap_or_default());
+    let may_write = served == Served::Here;
+    for waiter in timed_out {
+        time_out(api, ctx, waiter, may_write);
+    }
+    if !may_write {
+        hold(api, ctx, id, now);
+        return;
+    }
+    loop {
+        // Copy what judging the head needs: no borrow lives across Redis calls.
+        let head = with(|w| {
+            w.keys
+                .get(id)
+                .and_then(|k| k.queue.head())
+                .map(|h| (h.ticket, h.data.pending.clone(), h.data.name, h.data.argv.clone()))
+        });
+        let Some((ticket, pending, name, argv)) = head else {
+            with(|w| {
+                if w.keys.get(id).is_some_and(|k| k.queue.is_empty() && k.timer.is_none()) {
+                    w.keys.remove(id);
+                }
+            });
+            return;
+        };
+        let call = Call { api, ctx, name, argv: &argv, args: &[], from_client: false };
+        let answer = match pending.judge(&call, false, false) {
+            Ok(j) if j.allowed || j.reply[3] < 0 => {
+                let allowed = j.allowed;
+                Some((pending.answer(j), allowed))
+            }
+            Ok(j) => {
+                let (now, retry) = (j.now, j.reply[3]);
+                let retry_at = now.saturating_add(retry);
+                let wake = with(|w| w.keys.get(id).and_then(|k| k.queue.wake_at(Some(retry_at))));
+                if let Some(at) = wake {
+                    arm(api, ctx, id, at, now);
+                }
+                None
+            }
+            Err(e) => Some((Answer::Error(e.render(name)), false)),
+        };
+        let Some((answer, admitted)) = answer else {
+            return;
+        };
+        let Some(waiter) = with(|w| w.keys.get_mut(id).and_then(|k| k.queue.pop_head())) else {
+            return;
+        };
+        debug_assert_eq!(waiter.ticket, ticket);
+        if admitted {
+            stats::wait_admitted();
+        }
+        finish(api, waiter, answer, if admitted { Outcome::Admitted } else { Outcome::Limited });
+    }
+}
+
+/// A waiter whose timeout ran out: the reply a refused call gets now. It lost its turn to
+/// earlier waiters even if the algorithm would admit it now; with `BAN`, a refusal by the
+/// algorithm starts the ban now — unless the key may not be written (`may_write`: its slot is
+/// being exported), when the refusal is answered without a ban.
+fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>, may_write: bool) {
+    let blocked = &waiter.data;
+    let pending = &blocked.pending;
+    let call =
+        Call { api, ctx, name: blocked.name, argv: &blocked.argv, args: &[], from_client: false };
+    let answer = match pending.judge(&call, true, false) {
+        Ok(j) if j.allowed => {
+            let [_, limit, remaining, _, reset] = j.reply;
+            pending.answer(Judged {
+                allowed: false,
+                reply: [0, limit, remaining, 0, reset],
+                id: None,
+                ..j
+            })
+        }
+        Ok(j) if pending.has_ban() && may_write => match pending.judge(&call, false, true) {
+            Ok(banned) => pending.answer(banned),
+            Err(_) => pending.answer(j),
+        },
+        Ok(j) => pending.answer(j),
+        Err(e) => Answer::Error(e.render(blocked.name)),
+    };
+    stats::wait_timed_out();
+    finish(api, waiter, answer, Outcome::Limited);
+}
+
+/// Where the key of a queue is served: [`slots::served_here`], which opens the key only in
+/// cluster mode.
+fn where_served(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) -> Served {
+    let Some(key) = with(|w| {
+        w.keys.get(id).and_then(|k| k.queue.head()).and_then(|h| h.data.argv.get(1).copied())
+    }) else {
+        return Served::Here;
+    };
+    slots::served_here(api, ctx, &id.name, || {
+        // SAFETY: a live context; selecting the waiter's database before opening its key.
+        unsafe { (api.select_db)(ctx, id.db) };
+        let mut open = Key::open(api, ctx, key, Mode::Read);
+        !matches!(open.contents(), Contents::Empty)
+    })
+}
+
+/// The key's slot is being exported: nothing is judged (a judgement may write); the timer
+/// is armed for the next deadline only.
+fn hold(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, now: i64) {
+    let next = with(|w| match w.keys.get(id) {
+        Some(k) if k.queue.is_empty() && k.timer.is_none() => {
+            w.keys.remove(id);
+            None
+        }
+        Some(k) => k.queue.next_deadline(),
+        None => None,
+    });
+    if let Some(at) = next {
+        arm(api, ctx, id, at, now);
+    }
+}
+
+/// The key left this node: every waiter on it gets `error`, the redirect its client would get
+/// now (never a judgement against the missing key, which would be a fresh limiter).
+fn redirect_all(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, error: &str) {
+    let (waiters, timer) = with(|w| match w.keys.remove(id) {
+        Some(mut k) => {
+            let mut all = Vec::new();
+            while let Some(waiter) = k.queue.pop_head() {
+                all.push(waiter);
+            }
+            (all, k.timer)
+        }
+        None => (Vec::new(), None),
+    });
+    if let Some((timer, _)) = timer {
+        stop_timer(api, ctx, timer);
+    }
+    for waiter in waiters {
+        finish(api, waiter, Answer::Error(error.to_string()), Outcome::Error);
+    }
+}
+
+/// The waited keys whose slot is in one of `ranges`.
+fn keys_in(ranges: &[(u16, u16)]) -> Vec<KeyId> {
+    if no_waits() {
+        return Vec::new();
+    }
+    with(|w| {
+        w.keys
+            .keys()
+            .filter(|id| {
+                let slot = slots::key_slot(&id.name);
+                ranges.iter().any(|&(start, end)| (start..=end).contains(&slot))
+            })
+            .cloned()
+            .collect()
+    })
+}
+
+/// An atomic slot migration moved `ranges` away: their waiters get the redirect a client
+/// would get now (`-MOVED` to the new owner), read from `CLUSTER NODES` once.
+pub fn slots_left(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
+    let Some(api) = api() else {
+        return;
+    };
+    let ids = keys_in(ranges);
+    if ids.is_empty() {
+        return;
+    }
+    let nodes = slots::cluster_nodes(api, ctx).unwrap_or_default();
+    // SAFETY: reads the server clock.
+    let now = api.now_ms();
+    for id in ids {
+        match slots::redirect(&nodes, slots::key_slot(&id.name)) {
+            Some(error) => redirect_all(api, ctx, &id, &error),
+            // Still served here (the view has not changed yet): judge them again.
+            None => arm(api, ctx, &id, now, now),
+        }
+    }
+}
+
+/// An atomic slot migration of `ranges` was cancelled or failed: their waiters, held while
+/// it ran, are judged again here.
+pub fn slots_stayed(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
+    let Some(api) = api() else {
+        return;
+    };
+    // SAFETY: reads the server clock.
+    let now = api.now_ms();
+    for id in keys_in(ranges) {
+        arm(api, ctx, &id, now, now);
+    }
+}
+
+/// Hands the answer to the blocked client and forgets the waiter.
+fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) {
+    let blocked = waiter.data;
+    // A waiter refused for good (its timeout ran out, or it can never be admitted) counts in
+    // `RL.TOP`; an error does not.
+    if outcome == Outcome::Limited
+        && !matches!(answer, Answer::Error(_))
+        && !blocked.pending.dry_run()
+    {
+        if let Some(key) = blocked.argv.get(1) {
+            let now = api.now_ms();
+            let first = blocked.argv.first().map(|s| unsafe { bytes(api, *s) });
+            top::refused(unsafe { bytes(api, *key) }, top::policy_of(blocked.name, first), now);
+        }
+    }
+    with(|w| w.clients.remove(&(blocked.bc as usize)));
+    stats::waiting_changed(-1);
+    stats::record_late(blocked.tally, outcome);
+    if blocked.tally == Tally::Hit {
+        // `RL.HIT`'s held arguments start at the policy's name.
+        if let (Some(name), Some(key)) = (blocked.argv.first(), blocked.argv.get(1)) {
+            let (name, key) = unsafe { (bytes(api, *name), bytes(api, *key)) };
+            crate::shell::features::policies::record_late(name, key, outcome);
+        }
+    }
+    let data = Box::into_raw(Box::new(answer)).cast::<c_void>();
+    unsafe { (api.unblock_client)(blocked.bc, data) };
+    release_args(api, blocked.argv);
+}
+
+fn release_args(api: &Api, argv: Vec<*mut RedisModuleString>) {
+    for s in argv {
+        unsafe { (api.free_string)(ptr::null_mut(), s) };
+    }
+}
+
+/// Writes an answer as the reply.
+fn send(api: &Api, ctx: *mut RedisModuleCtx, answer: &Answer) {
+    match answer {
+        Answer::Ints(values) => reply::integers(api, ctx, values),
+        Answer::Lease(values, id) => reply::lease(api, ctx, values, id.as_deref()),
+        Answer::Error(text) => reply::error(api, ctx, text),
+    }
+}
+
+/// Replies to an unblocked client (Redis calls it from its event loop).
+unsafe extern "C" fn reply_callback(
+    ctx: *mut RedisModuleCtx,
+    _argv: *mut *mut RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    let Some(api) = api() else {
+        return raw::REDISMODULE_ERR as c_int;
+    };
+    let data = unsafe { (api.get_blocked_client_private_data)(ctx) }.cast::<Answer>();
+    match unsafe { data.as_ref() } {
+        Some(answer) => send(api, ctx, answer),
+        None => reply::null(api, ctx),
+    }
+    raw::REDISMODULE_OK as c_int
+}
+
+unsafe extern "C" fn free_answer(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
+    if !data.is_null() {
+        drop(unsafe { Box::from_raw(data.cast::<Answer>()) });
+    }
+}
+
+/// A blocked client went away: it leaves the queue (idempotent: it may already be answered).
+unsafe extern "C" fn on_disconnect(ctx: *mut RedisModuleCtx, bc: *mut RedisModuleBlockedClient) {
+    let Some(api) = api() else {
+        return;
+    };
+    let gone = with(|w| {
+        let (id, ticket) = w.clients.remove(&(bc as usize))?;
+        let key = w.keys.get_mut(&id)?;
+        let waiter = key.queue.remove(ticket)?;
+        Some((id, waiter))
+    });
+    let Some((id, waiter)) = gone else {
+        return;
+    };
+    stats::waiting_changed(-1);
+    unsafe { (api.unblock_client)(bc, ptr::null_mut()) };
+    release_args(api, waiter.data.argv);
+    // The next waiter may now be the head.
+    let now = api.now_ms();
+    arm(api, ctx, &id, now, now);
+}

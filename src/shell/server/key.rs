@@ -1,0 +1,340 @@
+//! An open Redis key holding (or about to hold) a limiter: a small RAII wrapper over the raw
+//! key API, because the crate's `RedisKeyWritable` hides the raw pointer that absolute expiry
+//! (`SetAbsExpire`) needs.
+
+use std::os::raw::c_int;
+
+use redis_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString, RedisModuleType};
+
+use crate::shell::server::api::Api;
+use crate::shell::server::datatype::limiter_type;
+use crate::shell::server::values::{self, Rewrite, Slot, Value};
+use ratelimit_core::algorithms::ban::Ban;
+use ratelimit_core::algorithms::limiter::Limiter;
+use ratelimit_core::store::held::Expanded;
+
+/// How a key is opened: limiting commands write, `RL.PEEK`/`RL.INFO` only read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    Write,
+}
+
+/// What an open key holds.
+pub enum Contents<'k> {
+    /// Nothing (missing or logically expired).
+    Empty,
+    /// One of our limiters.
+    Limiter(Slot<'k>),
+    /// A value of another type, by the name `TYPE` reports.
+    Foreign(String),
+}
+
+/// An open key, closed on drop.
+pub struct Key {
+    api: &'static Api,
+    ctx: *mut RedisModuleCtx,
+    name: *mut RedisModuleString,
+    raw: *mut RedisModuleKey,
+    /// The limiter of an inline value word, expanded for this command (written back by
+    /// [`Key::changed`]), and that word. An expanded log value shares the key's buffer (and may
+    /// free or move it), so it is always written back over the key ([`Key::settle`]) before
+    /// the key is closed, given another value or deleted.
+    expanded: Option<Expanded>,
+    value: *mut std::ffi::c_void,
+}
+
+impl Key {
+    pub fn open(
+        api: &'static Api,
+        ctx: *mut RedisModuleCtx,
+        name: *mut RedisModuleString,
+        mode: Mode,
+    ) -> Key {
+        let flags = match mode {
+            Mode::Read => raw::REDISMODULE_READ,
+            Mode::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
+        };
+        // A read-mode open of a missing key returns NULL; every use below checks for it.
+        let raw = unsafe { (api.open_key)(ctx, name, flags as c_int) };
+        Key { api, ctx, name, raw, expanded: None, value: std::ptr::null_mut() }
+    }
+
+    fn our_type() -> *mut RedisModuleType {
+        limiter_type()
+    }
+
+    /// What the key holds.
+    pub fn contents(&mut self) -> Contents<'_> {
+        if self.raw.is_null() {
+            return Contents::Empty;
+        }
+        // Ours, the common case, first: one call says so.
+        let ours = Self::our_type();
+        if !ours.is_null() && unsafe { (self.api.module_type_get_type)(self.raw) } == ours {
+            let value = unsafe { (self.api.module_type_get_value)(self.raw) };
+            return self.slot(value);
+        }
+        let key_type = unsafe { (self.api.key_type)(self.raw) };
+        let name = match key_type as isize {
+            raw::REDISMODULE_KEYTYPE_EMPTY => return Contents::Empty,
+            raw::REDISMODULE_KEYTYPE_STRING => "string",
+            raw::REDISMODULE_KEYTYPE_LIST => "list",
+            raw::REDISMODULE_KEYTYPE_HASH => "hash",
+            raw::REDISMODULE_KEYTYPE_SET => "set",
+            raw::REDISMODULE_KEYTYPE_ZSET => "zset",
+            raw::REDISMODULE_KEYTYPE_STREAM => "stream",
+            // Another module's type (ours was recognised above).
+            raw::REDISMODULE_KEYTYPE_MODULE => return Contents::Foreign(self.foreign_type_name()),
+            _ => "unknown",
+        };
+        Contents::Foreign(name.to_string())
+    }
+
+    /// Our value as a slot: an inline word expanded once per key (a second look returns the
+    /// same expansion, changes included), or the box.
+    fn slot(&mut self, value: *mut std::ffi::c_void) -> Contents<'_> {
+        match Value::of(value) {
+            Value::Packed(packed) => {
+                // SAFETY: a live `Box<PackedLimiter>` (`server::values`); the reference lives no
+                // longer than `self`.
+                match unsafe { packed.as_mut() } {
+                    Some(limiter) => Contents::Limiter(Slot::Boxed(limiter)),
+                    None => Contents::Empty,
+                }
+            }
+            Value::Null => Contents::Empty,
+            Value::Log(buffer) => {
+                if self.value != value || self.expanded.is_none() {
+                    self.settle();
+                    // SAFETY: the key's live log value; the expansion shares its buffer until
+                    // `settle` writes it back.
+                    let limiter = unsafe { values::expand_log(buffer) };
+                    self.expand_as(limiter);
+                    self.value = value;
+                }
+                match self.expanded.as_mut() {
+                    Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
+                    None => Contents::Empty,
+                }
+            }
+            inline => {
+                if self.value != value || self.expanded.is_none() {
+                    self.settle();
+                    // A word whose entry is gone cannot be (the word holds a reference to it).
+                    let Some(limiter) = values::expand(inline) else {
+                        return Contents::Empty;
+                    };
+                    self.expand_as(limiter);
+                    self.value = value;
+                }
+                match self.expanded.as_mut() {
+                    Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
+                    None => Contents::Empty,
+                }
+            }
+        }
+    }
+
+    /// Holds `limiter` as this key's expansion. A stale expansion (of another value word) is
+    /// dropped out of line, so that the common case — none — calls no drop glue.
+    #[inline(always)]
+    fn expand_as(&mut self, limiter: Limiter) {
+        if let Some(stale) = self.expanded.take() {
+            drop_stale(stale);
+        }
+        // SAFETY: the field holds `None` (just taken), which owns nothing: overwriting it
+        // without dropping it loses nothing, and skips a drop-glue call on every command.
+        unsafe { std::ptr::write(&mut self.expanded, Some(Expanded { limiter, ban: None })) };
+    }
+
+    /// The type name another module's value reports through `TYPE` (error path only).
+    fn foreign_type_name(&self) -> String {
+        let fallback = || "module".to_string();
+        let reply =
+            unsafe { (self.api.call)(self.ctx, c"TYPE".as_ptr(), c"s".as_ptr(), self.name) };
+        if reply.is_null() {
+            return fallback();
+        }
+        let mut len = 0usize;
+        let ptr = unsafe { (self.api.call_reply_string_ptr)(reply, &mut len) };
+        let name = if ptr.is_null() {
+            fallback()
+        } else {
+            let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+            String::from_utf8_lossy(bytes).into_owned()
+        };
+        unsafe { (self.api.free_call_reply)(reply) };
+        name
+    }
+
+    /// Stores `limiter` under `ban` (replacing a limiter, or creating the key) and sets the
+    /// key's absolute expiry. The caller has checked that the key is empty or holds a limiter.
+    pub fn store(
+        &mut self,
+        limiter: Limiter,
+        ban: Option<Ban>,
+        expire_at_ms: i64,
+    ) -> Result<(), &'static str> {
+        if self.raw.is_null() {
+            return Err("ERR key not open for writing");
+        }
+        let ours = Self::our_type();
+        if ours.is_null() {
+            return Err("ERR ratelimit data type not registered");
+        }
+        let replace = match self.contents() {
+            Contents::Limiter(_) => true,
+            Contents::Empty => false,
+            Contents::Foreign(_) => return Err("WRONGTYPE key holds another type"),
+        };
+        self.settle();
+        self.expanded = None;
+        let value = values::into_value(limiter, ban);
+        if replace {
+            self.replace_value(value);
+        } else {
+            let status = unsafe { (self.api.module_type_set_value)(self.raw, ours, value) };
+            if status != raw::REDISMODULE_OK as c_int {
+                // SAFETY: Redis did not take ownership.
+                unsafe { values::free_value(value) };
+                return Err("ERR could not store the limiter");
+            }
+        }
+        self.set_expiry(expire_at_ms, false);
+        Ok(())
+    }
+
+    /// Puts `value` in place of the key's value word (keeping its expiry) and frees the old
+    /// one.
+    fn replace_value(&mut self, value: *mut std::ffi::c_void) {
+        let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
+        let status = unsafe {
+            (self.api.module_type_replace_value)(self.raw, Self::our_type(), value, &mut old)
+        };
+        // SAFETY: on success Redis handed the old word back to us; on failure it kept
+        // nothing of `value`.
+        if status == raw::REDISMODULE_OK as c_int {
+            unsafe { values::free_value(old) };
+        } else {
+            unsafe { values::free_value(value) };
+        }
+    }
+
+    /// Puts the value word `word` in place of the key's old one, which needs no freeing (its
+    /// entry reference, or its log buffer, passed to `word`; or the log freed the buffer).
+    fn move_value(&mut self, word: *mut std::ffi::c_void) {
+        let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
+        // Should it fail, the key keeps its old word and reference (`word` has none of its
+        // own): nothing to free either way.
+        unsafe { (self.api.module_type_replace_value)(self.raw, Self::our_type(), word, &mut old) };
+    }
+
+    /// Ends the expansion of a log value: writes it back over the key, changed or not, since it
+    /// shares (and may have freed or moved) the key's buffer. An expanded inline value needs
+    /// nothing: the key's word owns nothing of it.
+    fn settle(&mut self) {
+        if self.expanded.is_some() && values::is_log(self.value) {
+            self.write_back();
+        }
+    }
+
+    /// Writes the limiter changed in place back into the value word: an expanded inline or log
+    /// value is encoded again (inline again when it can be, else a log value or boxed); a boxed
+    /// one becomes inline when it now can (its ban over and gone).
+    #[inline]
+    fn write_back(&mut self) {
+        if let Some(expanded) = self.expanded.take() {
+            let old = std::mem::replace(&mut self.value, std::ptr::null_mut());
+            let rewrite = if values::is_log(old) {
+                // SAFETY: `old` is the key's live log value the limiter was expanded from.
+                unsafe { values::rewrite_log(old, expanded.limiter, expanded.ban) }
+            } else {
+                // SAFETY: `old` is the key's live value word (read in `slot`, unchanged since).
+                unsafe { values::rewrite(old, expanded.limiter, expanded.ban) }
+            };
+            match rewrite {
+                Rewrite::InPlace => {}
+                Rewrite::Replace(value) => self.replace_value(value),
+                // Neither frees the old word: its reference or its buffer passed on.
+                Rewrite::Move(value) | Rewrite::Adopt(value) => self.move_value(value),
+            }
+            return;
+        }
+        let value = unsafe { (self.api.module_type_get_value)(self.raw) };
+        let Value::Packed(packed) = Value::of(value) else {
+            return;
+        };
+        // SAFETY: a live `Box<PackedLimiter>`.
+        if let Some(inline) = unsafe { packed.as_ref() }.and_then(values::inline_form) {
+            self.replace_value(inline);
+        }
+    }
+
+    /// Records that the value (changed in place) now resets at `expire_at_ms`: sets the
+    /// absolute expiry and signals the key as modified (WATCH, client-side caching). When
+    /// the expiry `may_stay` unchanged (a fixed window inside its window), it is read first:
+    /// reading is cheaper than setting it again; otherwise it is set at once.
+    pub fn changed(&mut self, expire_at_ms: i64, may_stay: bool) {
+        if self.raw.is_null() {
+            return;
+        }
+        self.write_back();
+        self.set_expiry(expire_at_ms, may_stay);
+    }
+
+    /// [`Key::changed`] for a value that has no inline form (leases): an expanded inline
+    /// value is still written back (it became a lease), a box is not checked for an inline
+    /// form it cannot have.
+    pub fn changed_no_inline(&mut self, expire_at_ms: i64, may_stay: bool) {
+        if self.raw.is_null() {
+            return;
+        }
+        if self.expanded.is_some() {
+            self.write_back();
+        }
+        self.set_expiry(expire_at_ms, may_stay);
+    }
+
+    /// Sets the absolute expiry (read first when it `may_stay`) and signals the key.
+    fn set_expiry(&mut self, expire_at_ms: i64, may_stay: bool) {
+        if !may_stay || unsafe { (self.api.get_abs_expire)(self.raw) } != expire_at_ms {
+            unsafe { (self.api.set_abs_expire)(self.raw, expire_at_ms) };
+        }
+        unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
+    }
+
+    /// Deletes the key (a limiter back in its initial state) and signals it as modified.
+    pub fn delete(&mut self) {
+        if self.raw.is_null() {
+            return;
+        }
+        self.settle();
+        self.expanded = None;
+        unsafe { (self.api.delete_key)(self.raw) };
+        unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
+    }
+
+    /// The key's absolute expiry in unix ms, if it has one.
+    pub fn expire_at_ms(&self) -> Option<i64> {
+        if self.raw.is_null() {
+            return None;
+        }
+        let at = unsafe { (self.api.get_abs_expire)(self.raw) };
+        (at >= 0).then_some(at)
+    }
+}
+
+#[cold]
+fn drop_stale(stale: Expanded) {
+    drop(stale);
+}
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        self.settle();
+        if !self.raw.is_null() {
+            unsafe { (self.api.close_key)(self.raw) };
+        }
+    }
+}

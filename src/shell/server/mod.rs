@@ -1,0 +1,20 @@
+//! The server layer, the lowest: everything that speaks to Redis or Valkey directly. The
+//! module API table resolved once (`api`), replies (`reply`), the RAII key (`key`), value
+//! words and the module's one table of interned parameter sets (`values`), the data type's
+//! callbacks (`datatype`), the server events fanned out to each layer's handlers (`events`),
+//! configuration (`config`), the version (`version`), which
+//! propagation form is exact (`propagation`), command registration (`registry`).
+//!
+//! Imports nothing from the layers above (`execution`, `features`, `commands`).
+
+pub mod api;
+pub mod config;
+pub mod datatype;
+pub mod events;
+pub mod key;
+pub mod propagation;
+pub mod registry;
+pub mod reply;
+pub mod slots;
+pub mod values;
+pub mod version;
