@@ -425,3 +425,29 @@ fn a_call_redis_runs_after_the_timeout_counts_nothing() {
     assert_eq!(ints(&mut con, &["RL.PEEK", "edge_user_frank_"])[..3], [1, 3, 1]);
     assert_eq!(stack.statuses(1, &frank), vec![200]);
 }
+
+/// `quota_mode` (envoyproxy's): a quota descriptor over its limit refuses the request only
+/// when every quota descriptor of the request is over; then nothing is kept (what the call
+/// took is given back).
+#[test]
+fn quota_mode_refuses_only_when_every_quota_is_over() {
+    let config = r#"
+domain: edge
+descriptors:
+  - key: user
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: path
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: vip
+    rate_limit: {unit: hour, requests_per_unit: 10}
+"#;
+    let stack = Stack::start(config, &[]);
+    let all = [("x-user", "q"), ("x-path", "/q"), ("x-vip", "v")];
+    assert_eq!(stack.statuses(4, &all), vec![200, 200, 200, 429], "{}", stack.logs());
+    let mut con = stack.redis.conn();
+    // vip counted the three admitted requests only (one more would leave 6 of 10).
+    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_vip_v_"])[..3], [1, 10, 6]);
+    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_path_/q_"])[..3], [0, 3, 0]);
+}

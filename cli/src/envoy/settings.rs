@@ -257,6 +257,12 @@ impl Settings {
                     .into(),
             ));
         }
+        if env.bool("QUOTA_MODE", false)? {
+            return Err(SettingError(
+                "QUOTA_MODE=true: not supported globally; set quota_mode: true on the descriptors"
+                    .into(),
+            ));
+        }
         let redis_pool_size: usize = env.int("REDIS_POOL_SIZE", 10, "a positive integer")?;
         if redis_pool_size == 0 {
             return Err(SettingError("REDIS_POOL_SIZE=0: must be at least 1".into()));
@@ -402,6 +408,7 @@ mod tests {
             ("BACKEND_TYPE", "memcache"),
             ("REDIS_PERSECOND", "true"),
             ("USE_PROMETHEUS", "maybe"),
+            ("QUOTA_MODE", "true"),
         ] {
             let error = settings(&[(name, value)]).unwrap_err();
             assert!(error.0.starts_with(name), "{name}={value}: {error}");
