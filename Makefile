@@ -167,6 +167,11 @@ envoy:
 memcheck: deps
 	CARGO=$(CARGO) bash scripts/memcheck.sh
 
+## bench-envoy: redis-ratelimit envoy vs envoyproxy/ratelimit (built from its Go module) behind
+## Envoy 1.40, wrk through Envoy, 1/2/4 descriptors, refused requests' permits (bench/ENVOY.md)
+bench-envoy: deps build envoy
+	bash bench/envoy.sh
+
 ## servers: build / fetch every server of the compat matrix; prints "name server cli" per line
 servers: deps examples
 	bash scripts/servers.sh ensure

@@ -330,3 +330,124 @@ fn on_a_cluster_a_refused_request_keeps_no_permit_across_slots() {
     // A hash tag in the descriptor value keeps keys together: still exact.
     assert_eq!(statuses(4, &[("x-user", "{t}a")]), vec![200, 200, 200, 429]);
 }
+
+/// The YAML block after `<!-- tested: NAME -->` in docs/envoy.md.
+fn doc_block(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/envoy.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let marker = format!("<!-- tested: {name} -->");
+    let after = &text[text.find(&marker).unwrap_or_else(|| panic!("no {marker}"))..];
+    let start = after.find("```yaml\n").unwrap() + "```yaml\n".len();
+    let end = after[start..].find("```").unwrap();
+    after[start..start + end].to_string()
+}
+
+/// docs/envoy.md's config file and Envoy config, run as written (free ports in place of
+/// theirs): a user's sixth request in a minute is refused.
+#[test]
+fn the_documented_configs_run() {
+    let redis = common::Server::start();
+    let service = harness::start_service(&redis.dir, &redis.sock, &doc_block("docs-config"), &[]);
+    let (port, admin) = (harness::free_port(), harness::free_port());
+    let config = doc_block("envoy.yaml")
+        .replace("port_value: 10000", &format!("port_value: {port}"))
+        .replace("port_value: 9901", &format!("port_value: {admin}"))
+        .replace("port_value: 8081", &format!("port_value: {}", service.grpc_port))
+        .replace("port_value: 8000", &format!("port_value: {}", service.http_port));
+    let envoy = harness::run_envoy(&redis.dir, &config, port, admin);
+    // The backend (the service's own HTTP port) answers 404 for "/": passed through.
+    let answers: Vec<harness::Answer> =
+        (0..7).map(|_| harness::get(envoy.port, "/", &[("x-user", "alice")])).collect();
+    let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    assert_eq!(statuses, vec![404, 404, 404, 404, 404, 429, 429], "{}", service.process.log_text());
+    assert_eq!(answers[0].headers.get("x-ratelimit-remaining").map(String::as_str), Some("4"));
+    assert_eq!(answers[6].headers.get("x-ratelimit-remaining").map(String::as_str), Some("0"));
+}
+
+#[test]
+fn a_bad_setting_or_config_stops_the_service_at_start_naming_it() {
+    let dir = tempdir();
+    for (vars, expected) in [
+        (vec![("REDIS_TIMEOUT", "10")], "REDIS_TIMEOUT=\"10\": not a duration"),
+        (vec![("REDIS_TYPE", "ring")], "REDIS_TYPE=\"ring\": use SINGLE or CLUSTER"),
+        (vec![("GRPC_PORT", "http")], "GRPC_PORT=\"http\": not a port"),
+        (vec![("USE_PROMETHEUS", "yes")], "USE_PROMETHEUS=\"yes\": not a boolean"),
+        (vec![("REDIS_TLS", "true")], "REDIS_TLS=true: TLS to Redis is not built in"),
+        (
+            vec![("RUNTIME_ROOT", dir.to_str().unwrap()), ("RUNTIME_SUBDIRECTORY", "rl")],
+            "unknown field `bogus`",
+        ),
+    ] {
+        let out = std::process::Command::new(harness::service_bin())
+            .arg("envoy")
+            .env_clear()
+            .envs(vars.iter().copied())
+            .env("PORT", harness::free_port().to_string())
+            .env(
+                "GRPC_PORT",
+                vars.iter()
+                    .find(|(k, _)| *k == "GRPC_PORT")
+                    .map_or(harness::free_port().to_string(), |(_, v)| v.to_string()),
+            )
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{vars:?}: {stderr}");
+        assert!(stderr.contains(expected), "{vars:?}: {stderr}");
+    }
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("envoy-settings-{}", std::process::id()));
+    let config = dir.join("rl").join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(config.join("bad.yaml"), "domain: edge\nbogus: 1\n").unwrap();
+    dir
+}
+
+/// A stalled Redis: the service gives up after `REDIS_TIMEOUT` (Envoy answers 500), and the
+/// call Redis runs after the stall carries a passed `DEADLINE`, so it counts nothing.
+#[test]
+fn a_call_redis_runs_after_the_timeout_counts_nothing() {
+    let stack = Stack::start(EDGE, &[("REDIS_TIMEOUT", "300ms")]);
+    let frank = [("x-user", "frank")];
+    assert_eq!(stack.statuses(1, &frank), vec![200]);
+    let mut stalled = stack.redis.conn();
+    let stall = std::thread::spawn(move || {
+        let _: redis::RedisResult<()> =
+            redis::cmd("DEBUG").arg("SLEEP").arg("1.5").query(&mut stalled);
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(stack.statuses(1, &frank), vec![500]);
+    stall.join().unwrap();
+    // Only the first request counted: one more would leave 1 of 3.
+    let mut con = stack.redis.conn();
+    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_user_frank_"])[..3], [1, 3, 1]);
+    assert_eq!(stack.statuses(1, &frank), vec![200]);
+}
+
+/// `quota_mode` (envoyproxy's): a quota descriptor over its limit refuses the request only
+/// when every quota descriptor of the request is over; then nothing is kept (what the call
+/// took is given back).
+#[test]
+fn quota_mode_refuses_only_when_every_quota_is_over() {
+    let config = r#"
+domain: edge
+descriptors:
+  - key: user
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: path
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: vip
+    rate_limit: {unit: hour, requests_per_unit: 10}
+"#;
+    let stack = Stack::start(config, &[]);
+    let all = [("x-user", "q"), ("x-path", "/q"), ("x-vip", "v")];
+    assert_eq!(stack.statuses(4, &all), vec![200, 200, 200, 429], "{}", stack.logs());
+    let mut con = stack.redis.conn();
+    // vip counted the three admitted requests only (one more would leave 6 of 10).
+    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_vip_v_"])[..3], [1, 10, 6]);
+    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_path_/q_"])[..3], [0, 3, 0]);
+}

@@ -1,7 +1,9 @@
 # clients/go: the Go module (github.com/redis-ratelimit/redis-ratelimit/clients/go). Included by
 # the top Makefile.
 #   make go-test      go vet, staticcheck and go test -race ./... (each test package starts its
-#                     own server on a free port with target/release/libredis_ratelimit.so)
+#                     own server on a free port with target/release/libredis_ratelimit.so), and
+#                     the host-fidelity tests (clients/go/bench: stock library and drop-in side
+#                     by side; their own module, which requires the host libraries)
 #   make go-compat    redis_rate v10's rate_test.go and ulule/limiter v3's store_test.go through
 #                     the drop-ins (clients/go/compat/run.sh), on every compat server
 #   make bench-go     server time per decision and decisions/s against the host libraries' Lua:
@@ -24,6 +26,7 @@ CLIENT_BENCH  += bench-go
 go-deps:
 	@command -v $(GO) >/dev/null 2>&1 || { echo "go-deps: Go (>= 1.22) is needed: https://go.dev/dl/" >&2; exit 1; }
 	cd $(GO_PKG) && $(GO) mod download
+	cd $(GO_PKG)/bench && $(GO) mod download
 	@[ -x $(GO_BIN)/staticcheck ] || GOBIN=$(GO_BIN) $(GO) install $(STATICCHECK)
 
 go-test: build go-deps
@@ -31,6 +34,8 @@ go-test: build go-deps
 	cd $(GO_PKG) && $(GO_BIN)/staticcheck ./...
 	@cd $(GO_PKG) && unformatted=$$(gofmt -l .) && [ -z "$$unformatted" ] || { echo "gofmt: $$unformatted" >&2; exit 1; }
 	cd $(GO_PKG) && RL_MODULE=$(CURDIR)/$(MODULE) $(GO) test -race -count=1 ./...
+	cd $(GO_PKG)/bench && $(GO) vet . && $(GO_BIN)/staticcheck . && \
+	  RL_MODULE=$(CURDIR)/$(MODULE) $(GO) test -race -count=1 .
 
 ## go-compat: the host suites on each compat server under target/servers (make compat builds
 ## them), else on Debian's redis-server

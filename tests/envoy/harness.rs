@@ -357,6 +357,11 @@ static_resources:
         backend = cluster("backend", service.http_port, false),
         ratelimit = cluster("ratelimit", service.grpc_port, true),
     );
+    run_envoy(dir, &config, port, admin_port)
+}
+
+/// Envoy with this config (listening on `port`, admin on `admin_port`).
+pub fn run_envoy(dir: &Path, config: &str, port: u16, admin_port: u16) -> Envoy {
     let path = dir.join("envoy.yaml");
     std::fs::write(&path, config).expect("write envoy config");
     let mut command = Command::new(envoy_bin());

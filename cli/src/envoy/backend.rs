@@ -112,6 +112,11 @@ impl Backend {
         Ok(Backend { kind, timeout: settings.redis_timeout })
     }
 
+    /// `REDIS_TIMEOUT` in ms (the calls' `DEADLINE` is now + this).
+    pub fn timeout_ms(&self) -> i64 {
+        i64::try_from(self.timeout.as_millis()).unwrap_or(i64::MAX)
+    }
+
     /// Whether keys live in slots (so a request's keys may need several calls).
     pub fn is_cluster(&self) -> bool {
         matches!(self.kind, Kind::Cluster { .. })
@@ -151,7 +156,10 @@ impl Backend {
 
     async fn call_inner(&self, slot: u16, cmd: &redis::Cmd) -> Result<Value, CallError> {
         let classify = |e: redis::RedisError| {
-            if e.kind() == redis::ErrorKind::ResponseError
+            // `-DEADLINE …`: the call came too late to count; as a timeout.
+            if e.code() == Some("DEADLINE") {
+                CallError::Unavailable(e.to_string())
+            } else if e.kind() == redis::ErrorKind::ResponseError
                 || e.kind() == redis::ErrorKind::ExtensionError
                 || e.kind() == redis::ErrorKind::TypeError
             {

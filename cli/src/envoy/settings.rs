@@ -191,15 +191,16 @@ impl Settings {
     pub fn from_map(vars: &HashMap<String, String>) -> Result<Settings, SettingError> {
         let env = Env { vars };
         let port = |name: &str, default: u16| env.int(name, default, "a port (0-65535)");
-        let log_level = match env.string("LOG_LEVEL", "WARN").to_ascii_uppercase().as_str() {
+        let raw_level = env.string("LOG_LEVEL", "WARN");
+        let log_level = match raw_level.to_ascii_uppercase().as_str() {
             "TRACE" => tracing::Level::TRACE,
             "DEBUG" => tracing::Level::DEBUG,
             "INFO" => tracing::Level::INFO,
             "WARN" | "WARNING" => tracing::Level::WARN,
             "ERROR" | "FATAL" | "PANIC" => tracing::Level::ERROR,
-            other => {
+            _ => {
                 return Err(SettingError(format!(
-                    "LOG_LEVEL={other:?}: not a level (use debug, info, warn or error)"
+                    "LOG_LEVEL={raw_level:?}: not a level (use debug, info, warn or error)"
                 )))
             }
         };
@@ -220,16 +221,17 @@ impl Settings {
                 "BACKEND_TYPE={backend:?}: only redis is supported (the module decides every limit)"
             )));
         }
-        let redis_type = match env.string("REDIS_TYPE", "SINGLE").to_ascii_uppercase().as_str() {
+        let raw_type = env.string("REDIS_TYPE", "SINGLE");
+        let redis_type = match raw_type.to_ascii_uppercase().as_str() {
             "SINGLE" => RedisType::Single,
             "CLUSTER" => RedisType::Cluster,
             "SENTINEL" => {
-                return Err(SettingError(
-                    "REDIS_TYPE=\"SENTINEL\": not supported (use SINGLE or CLUSTER)".into(),
-                ))
+                return Err(SettingError(format!(
+                    "REDIS_TYPE={raw_type:?}: Sentinel is not supported (use SINGLE or CLUSTER)"
+                )))
             }
-            other => {
-                return Err(SettingError(format!("REDIS_TYPE={other:?}: use SINGLE or CLUSTER")))
+            _ => {
+                return Err(SettingError(format!("REDIS_TYPE={raw_type:?}: use SINGLE or CLUSTER")))
             }
         };
         let redis_socket_type =
@@ -252,6 +254,12 @@ impl Settings {
             return Err(SettingError(
                 "REDIS_PERSECOND=true: not supported — every descriptor of a request is decided by \
                  one module call on one Redis (unset it)"
+                    .into(),
+            ));
+        }
+        if env.bool("QUOTA_MODE", false)? {
+            return Err(SettingError(
+                "QUOTA_MODE=true: not supported globally; set quota_mode: true on the descriptors"
                     .into(),
             ));
         }
@@ -400,6 +408,7 @@ mod tests {
             ("BACKEND_TYPE", "memcache"),
             ("REDIS_PERSECOND", "true"),
             ("USE_PROMETHEUS", "maybe"),
+            ("QUOTA_MODE", "true"),
         ] {
             let error = settings(&[(name, value)]).unwrap_err();
             assert!(error.0.starts_with(name), "{name}={value}: {error}");

@@ -123,7 +123,8 @@ pub fn init(ctx: *mut RedisModuleCtx) -> Result<(), String> {
         free: Some(carrier_free),
         aux_load: Some(aux_load),
         // Never `aux_save`: on Redis 7.0 it would write a record into every RDB (the carrier
-        // key does the job there). 7.0 reads only the fields up to `aux_save_triggers`.
+        // key does the job there). 7.0 reads the method struct up to its version 4, which
+        // ends before `aux_save2`.
         aux_save: None,
         aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as c_int,
         free_effort: None,

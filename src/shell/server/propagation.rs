@@ -103,7 +103,7 @@ fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
     alone
 }
 
-/// Any of those events is a doubt.
+/// A server event that can give the stream a consumer (`init` names them) is a doubt.
 fn on_server_event(_ctx: *mut RedisModuleCtx, _subevent: u64) {
     if let Some(api) = super::api::api() {
         doubt(api);
