@@ -87,6 +87,8 @@ pub fn set(call: &Call) -> Result<Outcome, CommandError> {
     if target == Target::Candidate {
         forget_candidates(Some(name));
     }
+    // SAFETY: `ctx` is the live context of the command being propagated; the format and the strings
+    // are live for the call.
     unsafe { (call.api.replicate_verbatim)(call.ctx) };
     reply::ok(call.api, call.ctx);
     Ok(Outcome::Answered)
@@ -127,8 +129,12 @@ pub fn delete(call: &Call) -> Result<Outcome, CommandError> {
         if matches!(target, Target::Policy | Target::Candidate) {
             forget_candidates(Some(name));
         }
+        // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+        // strings are live for the call.
         unsafe { (call.api.replicate_verbatim)(call.ctx) };
     }
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (call.api.reply_with_long_long)(call.ctx, i64::from(removed)) };
     Ok(Outcome::Answered)
 }
@@ -142,8 +148,12 @@ pub fn promote(call: &Call) -> Result<Outcome, CommandError> {
     let promoted = with_table(|table| Ok(table.promote(name)?))?;
     if promoted {
         forget_candidates(Some(name));
+        // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+        // strings are live for the call.
         unsafe { (call.api.replicate_verbatim)(call.ctx) };
     }
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (call.api.reply_with_long_long)(call.ctx, i64::from(promoted)) };
     Ok(Outcome::Answered)
 }
@@ -163,8 +173,12 @@ pub fn list(call: &Call) -> Result<Outcome, CommandError> {
 fn list_names(call: &Call) -> Result<Outcome, CommandError> {
     with_table(|table| {
         let names = table.names();
+        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+        // client's reply callback's); the server copies what it is given.
         unsafe { (call.api.reply_with_array)(call.ctx, names.len() as c_long) };
         for name in names {
+            // SAFETY: `ctx` is the live context of the call being answered (a command's, or a
+            // blocked client's reply callback's); the server copies what it is given.
             unsafe {
                 (call.api.reply_with_string_buffer)(
                     call.ctx,
@@ -182,6 +196,8 @@ fn list_overrides(call: &Call, name: &[u8]) -> Result<Outcome, CommandError> {
     with_table(|table| {
         let entries =
             table.overrides(name).ok_or_else(|| PolicyError::NoSuchPolicy(name.to_vec()))?;
+        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+        // client's reply callback's); the server copies what it is given.
         unsafe { (call.api.reply_with_array)(call.ctx, entries.len() as c_long) };
         for entry in entries {
             let text = entry.definition.text();
@@ -260,8 +276,12 @@ pub fn help(call: &Call) -> Result<Outcome, CommandError> {
     let [_, _] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (call.api.reply_with_array)(call.ctx, HELP.len() as c_long) };
     for line in HELP {
+        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+        // client's reply callback's); the server copies what it is given.
         unsafe {
             (call.api.reply_with_string_buffer)(
                 call.ctx,

@@ -49,6 +49,8 @@ fn dispatch<const N: usize>(
         let mut buffer: [&[u8]; N] = [&[]; N];
         if let (Some(slots), Some(strings)) = (buffer.get_mut(1..), argv.get(1..)) {
             for (slot, s) in slots.iter_mut().zip(strings) {
+                // SAFETY: the string is one the server passed for this call (or one the module
+                // holds), live while the slice is used.
                 *slot = unsafe { bytes(api, *s) };
             }
         }
@@ -191,6 +193,8 @@ fn all_refused(call: &Call, all: &AllRequest, details: &PerKey<[i64; 5]>) {
 fn all_key_positions(api: &Api, ctx: *mut RedisModuleCtx, args: &[*mut RedisModuleString]) {
     let count = args
         .get(1)
+        // SAFETY: the string is one the server passed for this call (or one the module holds), live
+        // while the slice is used.
         .and_then(|n| AllRequest::key_count(unsafe { bytes(api, *n) }).ok())
         .unwrap_or(0)
         .min(args.len().saturating_sub(2));
@@ -199,6 +203,7 @@ fn all_key_positions(api: &Api, ctx: *mut RedisModuleCtx, args: &[*mut RedisModu
         | raw::REDISMODULE_CMD_KEY_UPDATE) as c_int;
     for position in 2..2 + count {
         let position = c_int::try_from(position).unwrap_or(c_int::MAX);
+        // SAFETY: `ctx` is the live context the server passed to this call or callback.
         unsafe { (api.key_at_pos_with_flags)(ctx, position, flags) };
     }
 }
@@ -281,6 +286,8 @@ fn release(call: &Call) -> Result<Outcome, CommandError> {
     if released {
         wait::key_changed(call);
     }
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (call.api.reply_with_long_long)(call.ctx, i64::from(released)) };
     Ok(Outcome::Answered)
 }
@@ -351,6 +358,8 @@ fn restore(call: &Call) -> Result<Outcome, CommandError> {
         return Err(KeyError::Foreign(held).into());
     }
     key.store(limiter, ban, expire_at).map_err(|e| CommandError::Text(e.into()))?;
+    // SAFETY: `ctx` is the live context of the command being propagated; the format and the strings
+    // are live for the call.
     unsafe { (call.api.replicate_verbatim)(call.ctx) };
     call.notify_changed();
     drop(key);
@@ -376,6 +385,7 @@ pub(super) extern "C" fn rl_all(
     argc: c_int,
 ) -> c_int {
     if let Some(api) = api() {
+        // SAFETY: `ctx` is the live context the server passed to this call or callback.
         if unsafe { (api.is_keys_position_request)(ctx) } != 0 {
             all_key_positions(api, ctx, arguments(argv, argc));
             return raw::REDISMODULE_OK as c_int;

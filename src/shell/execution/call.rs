@@ -115,6 +115,8 @@ impl Call<'_> {
     #[inline]
     pub fn notify_changed_key(&self, key: *mut RedisModuleString) {
         let class = raw::REDISMODULE_NOTIFY_MODULE as c_int;
+        // SAFETY: `ctx` is the call's live context, `key` one of its live strings, the event name a
+        // NUL-terminated constant.
         unsafe { (self.api.notify_keyspace_event)(self.ctx, class, self.name.as_ptr(), key) };
     }
 
@@ -126,6 +128,7 @@ impl Call<'_> {
         if deadline_ms.is_none() {
             return Ok(());
         }
+        // SAFETY: `ctx` is the live context the server passed to this call or callback.
         let flags = unsafe { (self.api.get_context_flags)(self.ctx) } as u32;
         if flags & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
         {
@@ -168,6 +171,8 @@ impl Call<'_> {
 
     /// [`Call::replicate_state`] for a key given by name (`RL.ALL`'s keys).
     pub fn replicate_state_of(&self, key: *mut RedisModuleString, payload: &[u8]) {
+        // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+        // strings are live for the call.
         unsafe {
             (self.api.replicate)(
                 self.ctx,
@@ -184,6 +189,8 @@ impl Call<'_> {
     /// clock and read by every release.
     pub fn replicate_delete(&self) {
         if let Ok(key) = self.key() {
+            // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+            // strings are live for the call.
             unsafe { (self.api.replicate)(self.ctx, c"DEL".as_ptr(), c"s".as_ptr(), key) };
         }
     }
@@ -193,6 +200,8 @@ impl Call<'_> {
     /// gave `AT` (which excludes `WAIT`) or when propagation goes nowhere (`server::propagation`).
     pub fn replicate_at<const N: usize>(&self, given_at: bool, now_ms: i64) {
         if self.verbatim_is_exact(given_at, now_ms) {
+            // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+            // strings are live for the call.
             unsafe { (self.api.replicate_verbatim)(self.ctx) };
             return;
         }
@@ -204,6 +213,8 @@ impl Call<'_> {
         let position = |keyword: &[u8]| {
             rest.iter()
                 .skip(1)
+                // SAFETY: the string is one the server passed for this call (or one the module
+                // holds), live while the slice is used.
                 .position(|s| unsafe { bytes(self.api, *s) }.eq_ignore_ascii_case(keyword))
         };
         let (wait, deadline) = (position(b"WAIT"), position(b"DEADLINE"));
@@ -218,6 +229,8 @@ impl Call<'_> {
             *slot = s;
             len += 1;
         }
+        // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+        // strings are live for the call.
         unsafe {
             (self.api.replicate)(self.ctx, self.name.as_ptr(), c"v".as_ptr(), vector.as_ptr(), len)
         };
@@ -239,10 +252,14 @@ fn at_string(api: &Api, now_ms: i64) -> *mut RedisModuleString {
         if ms == now_ms && !string.is_null() {
             return string;
         }
+        // SAFETY: a NULL context makes a string the module owns (freed above when replaced); no
+        // other argument is a pointer.
         let fresh = unsafe {
             (api.create_string_from_long_long)(std::ptr::null_mut(), now_ms as c_longlong)
         };
         if !string.is_null() {
+            // SAFETY: `string` is the previous cached `AT` string, made with a NULL context by this
+            // function and held nowhere else now: freed once.
             unsafe { (api.free_string)(std::ptr::null_mut(), string) };
         }
         cell.set((now_ms, fresh));

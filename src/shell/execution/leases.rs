@@ -34,6 +34,8 @@ pub fn acquire_and_apply(
     if changed {
         if call.verbatim_is_exact(false, now) {
             // Nothing will ever replay it (`server::propagation`): the call as sent.
+            // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+            // strings are live for the call.
             unsafe { (call.api.replicate_verbatim)(call.ctx) };
         } else if let Some(id) = verdict.id.as_deref() {
             replicate_acquire(call, id, now);
@@ -47,6 +49,8 @@ fn replicate_acquire(call: &Call, id: &[u8], now: i64) {
     let [_, key, limit, lease, ..] = call.argv else {
         return;
     };
+    // SAFETY: `ctx` is the live context of the command being propagated; the format and the strings
+    // are live for the call.
     unsafe {
         (call.api.replicate)(
             call.ctx,

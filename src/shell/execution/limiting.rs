@@ -106,6 +106,8 @@ fn judge_and_apply_as<const BY_POLICY: bool, const AT_MOST: bool>(
     drop(key);
     if let Some(propagation) = propagation {
         match propagation {
+            // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+            // strings are live for the call.
             Propagation::Verbatim => unsafe {
                 (call.api.replicate_verbatim)(call.ctx);
             },
@@ -155,6 +157,8 @@ pub fn judge_all_and_apply(
             }
         }
         None if all.by_policy => {
+            // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+            // strings are live for the call.
             unsafe { (call.api.replicate_verbatim)(call.ctx) };
         }
         None => call.replicate_at::<{ MAX_ALL_ARGS + 1 }>(all.at_ms.is_some(), now),

@@ -62,6 +62,8 @@ pub fn call_refused(call: &Call, tag: &[u8], given_at: bool, judged_ms: i64) {
         refused(key, tag, now_ms);
     } else if let Ok(key) = call.key() {
         // A waiter judged from a timer has its arguments as strings only.
+        // SAFETY: the string is one the server passed for this call (or one the module holds), live
+        // while the slice is used.
         refused(unsafe { crate::shell::server::api::bytes(call.api, key) }, tag, now_ms);
     }
 }
@@ -98,9 +100,13 @@ pub fn command(call: &Call) -> Result<Outcome, CommandError> {
             let now = call.clock_ms();
             let rows = with_top(|top| top.top(now, count, policy.as_deref())).unwrap_or_default();
             let api = call.api;
+            // SAFETY: `ctx` is the live context of the call being answered (a command's, or a
+            // blocked client's reply callback's); the server copies what it is given.
             unsafe { (api.reply_with_array)(call.ctx, rows.len() as c_long) };
             for row in &rows {
                 let refused = c_longlong::try_from(row.refused).unwrap_or(c_longlong::MAX);
+                // SAFETY: `ctx` is the live context of the call being answered (a command's, or a
+                // blocked client's reply callback's); the server copies what it is given.
                 unsafe {
                     (api.reply_with_array)(call.ctx, 3);
                     (api.reply_with_string_buffer)(

@@ -10,8 +10,12 @@ use ratelimit_core::grammar::request::PerKey;
 
 /// Replies with an array of integers (the `RL.*` and `CL.THROTTLE` layouts).
 pub fn integers(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64]) {
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (api.reply_with_array)(ctx, values.len() as c_long) };
     for v in values {
+        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+        // client's reply callback's); the server copies what it is given.
         unsafe { (api.reply_with_long_long)(ctx, *v) };
     }
 }
@@ -19,10 +23,16 @@ pub fn integers(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64]) {
 /// Replies with `RL.ALL`'s layout: six integers, then an array of one five-integer array per
 /// key.
 pub fn all(api: &Api, ctx: *mut RedisModuleCtx, head: &[i64; 6], details: &PerKey<[i64; 5]>) {
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (api.reply_with_array)(ctx, (head.len() + 1) as c_long) };
     for v in head {
+        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+        // client's reply callback's); the server copies what it is given.
         unsafe { (api.reply_with_long_long)(ctx, *v) };
     }
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (api.reply_with_array)(ctx, details.len() as c_long) };
     for detail in details.iter() {
         integers(api, ctx, detail);
@@ -31,11 +41,17 @@ pub fn all(api: &Api, ctx: *mut RedisModuleCtx, head: &[i64; 6], details: &PerKe
 
 /// Replies with `RL.ACQUIRE`'s layout: five integers and the lease id (nil when refused).
 pub fn lease(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64; 5], id: Option<&[u8]>) {
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (api.reply_with_array)(ctx, 6) };
     for v in values {
+        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+        // client's reply callback's); the server copies what it is given.
         unsafe { (api.reply_with_long_long)(ctx, *v) };
     }
     match id {
+        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+        // client's reply callback's); the server copies what it is given.
         Some(id) => unsafe {
             (api.reply_with_string_buffer)(ctx, id.as_ptr().cast::<c_char>(), id.len());
         },
@@ -48,14 +64,20 @@ pub fn lease(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64; 5], id: Option<
 pub fn error(api: &Api, ctx: *mut RedisModuleCtx, text: &str) {
     let clean: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     let c_text = CString::new(clean).unwrap_or_else(|_| CString::from(c"ERR internal error"));
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (api.reply_with_error)(ctx, c_text.as_ptr()) };
 }
 
 pub fn null(api: &Api, ctx: *mut RedisModuleCtx) {
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (api.reply_with_null)(ctx) };
 }
 
 pub fn ok(api: &Api, ctx: *mut RedisModuleCtx) {
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (api.reply_with_simple_string)(ctx, c"OK".as_ptr()) };
 }
 
@@ -73,30 +95,46 @@ pub enum FieldValue<'a> {
 
 /// Replies with a map (RESP3) that Redis flattens to an array of pairs for RESP2 clients.
 pub fn fields(api: &Api, ctx: *mut RedisModuleCtx, pairs: &[(&str, FieldValue<'_>)]) {
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     let text = |s: &str| unsafe {
         (api.reply_with_string_buffer)(ctx, s.as_ptr().cast::<c_char>(), s.len());
     };
+    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+    // client's reply callback's); the server copies what it is given.
     unsafe { (api.reply_with_map)(ctx, pairs.len() as c_long) };
     for (name, value) in pairs {
         text(name);
         match value {
+            // SAFETY: `ctx` is the live context of the call being answered (a command's, or a
+            // blocked client's reply callback's); the server copies what it is given.
             FieldValue::Int(v) => unsafe {
                 (api.reply_with_long_long)(ctx, *v);
             },
             FieldValue::Text(s) => text(s),
+            // SAFETY: `ctx` is the live context of the call being answered (a command's, or a
+            // blocked client's reply callback's); the server copies what it is given.
             FieldValue::Bytes(b) => unsafe {
                 (api.reply_with_string_buffer)(ctx, b.as_ptr().cast::<c_char>(), b.len());
             },
             FieldValue::Counts(counts) => {
+                // SAFETY: `ctx` is the live context of the call being answered (a command's, or a
+                // blocked client's reply callback's); the server copies what it is given.
                 unsafe { (api.reply_with_array)(ctx, counts.len() as c_long) };
                 for count in counts.iter() {
                     let count = i64::try_from(*count).unwrap_or(i64::MAX);
+                    // SAFETY: `ctx` is the live context of the call being answered (a command's, or
+                    // a blocked client's reply callback's); the server copies what it is given.
                     unsafe { (api.reply_with_long_long)(ctx, count) };
                 }
             }
             FieldValue::Leases(leases) => {
+                // SAFETY: `ctx` is the live context of the call being answered (a command's, or a
+                // blocked client's reply callback's); the server copies what it is given.
                 unsafe { (api.reply_with_array)(ctx, (leases.len() * 2) as c_long) };
                 for (id, expires_ms) in leases.iter() {
+                    // SAFETY: `ctx` is the live context of the call being answered (a command's, or
+                    // a blocked client's reply callback's); the server copies what it is given.
                     unsafe {
                         (api.reply_with_string_buffer)(ctx, id.as_ptr().cast::<c_char>(), id.len());
                         (api.reply_with_long_long)(ctx, *expires_ms);
