@@ -451,3 +451,41 @@ descriptors:
     assert_eq!(ints(&mut con, &["RL.PEEK", "edge_vip_v_"])[..3], [1, 10, 6]);
     assert_eq!(ints(&mut con, &["RL.PEEK", "edge_path_/q_"])[..3], [0, 3, 0]);
 }
+
+/// `RUNTIME_WATCH_ROOT=true` (the default) with the root a symlink swapped to a new tree, as
+/// runtime deployments do (`current -> v2`): the new tree's config is loaded.
+#[test]
+fn a_swapped_runtime_root_is_reloaded() {
+    let redis = common::Server::start();
+    let base = redis.dir.join("runtime_data");
+    let tree = |name: &str, limit: u32| {
+        let config = base.join(name).join("ratelimit").join("config");
+        std::fs::create_dir_all(&config).unwrap();
+        let text = EDGE.replace("requests_per_unit: 3", &format!("requests_per_unit: {limit}"));
+        std::fs::write(config.join("config.yaml"), text).unwrap();
+    };
+    tree("v1", 3);
+    let current = base.join("current");
+    std::os::unix::fs::symlink(base.join("v1"), &current).unwrap();
+    let sock = redis.sock.display().to_string();
+    let service = harness::start_service_with(
+        &redis.dir,
+        EDGE,
+        &[
+            ("REDIS_SOCKET_TYPE", "unix"),
+            ("REDIS_URL", &sock),
+            ("RUNTIME_ROOT", current.to_str().unwrap()),
+            ("RUNTIME_WATCH_ROOT", "true"),
+        ],
+    );
+    let json = || harness::get(service.http_port, "/json", &[]).body;
+    assert!(json().contains("\"requests_per_unit\":3"), "{}", json());
+    tree("v2", 7);
+    let swap = base.join("current.new");
+    std::os::unix::fs::symlink(base.join("v2"), &swap).unwrap();
+    std::fs::rename(&swap, &current).unwrap();
+    harness::wait_for("the swapped tree's config", || json().contains("\"requests_per_unit\":7"));
+    // And a change inside the new tree is seen too.
+    tree("v2", 9);
+    harness::wait_for("a change in the new tree", || json().contains("\"requests_per_unit\":9"));
+}
