@@ -489,3 +489,41 @@ fn a_swapped_runtime_root_is_reloaded() {
     tree("v2", 9);
     harness::wait_for("a change in the new tree", || json().contains("\"requests_per_unit\":9"));
 }
+
+/// gRPC health (`grpc.health.v1.Health`, service `ratelimit`), as Envoy's active health
+/// check of the rate-limit cluster sees it.
+#[test]
+fn envoy_health_checks_the_service_over_grpc() {
+    let redis = common::Server::start();
+    let service = harness::start_service(&redis.dir, &redis.sock, EDGE, &[]);
+    let admin = harness::free_port();
+    let grpc = service.grpc_port;
+    let config = format!(
+        r#"
+admin:
+  address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}
+static_resources:
+  clusters:
+  - name: ratelimit
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{http2_protocol_options: {{}}}}
+    health_checks:
+    - timeout: 1s
+      interval: 0.2s
+      unhealthy_threshold: 1
+      healthy_threshold: 1
+      grpc_health_check: {{service_name: ratelimit}}
+    load_assignment:
+      cluster_name: ratelimit
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {grpc}}}}}}}}}]}}]
+"#
+    );
+    let _envoy = harness::run_envoy(&redis.dir, &config, admin, admin);
+    let clusters = || harness::get(admin, "/clusters", &[]).body;
+    let healthy = format!("ratelimit::127.0.0.1:{grpc}::health_flags::healthy");
+    harness::wait_for("Envoy's gRPC health check to pass", || clusters().contains(&healthy));
+}
