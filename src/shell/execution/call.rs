@@ -10,7 +10,7 @@
 //! other commands rewritten with `AT <the ms it used>`.
 
 use std::ffi::CStr;
-use std::os::raw::{c_int, c_longlong};
+use std::os::raw::{c_char, c_int, c_longlong};
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
@@ -90,6 +90,46 @@ impl Call<'_> {
             Some(key) => Ok(*key),
             None => Err(CommandError::Arg(ArgError::WrongArity)),
         }
+    }
+
+    /// The bytes of the call's key (argument 1) as the server passed it, for a call made from
+    /// strings only (a waiter judged from a timer).
+    pub fn key_bytes(&self) -> Option<&[u8]> {
+        let key = *self.argv.get(1)?;
+        // SAFETY: `argv` holds the strings the server passed for this call (or that a waiter
+        // holds until it is answered), live as long as `self`.
+        Some(unsafe { bytes(self.api, key) })
+    }
+
+    /// Propagates an admitted `RL.ACQUIRE` with its lease's `ID` and `AT`, so that replicas and
+    /// AOF replay hold the same id and continue the same sequence.
+    pub fn replicate_acquire(&self, id: &[u8], now: i64) {
+        let [_, key, limit, lease, ..] = self.argv else {
+            return;
+        };
+        // SAFETY: `ctx` is the live context of the command being propagated; the format and the strings
+        // are live for the call.
+        unsafe {
+            (self.api.replicate)(
+                self.ctx,
+                c"rl.acquire".as_ptr(),
+                c"ssscbcl".as_ptr(),
+                *key,
+                *limit,
+                *lease,
+                c"ID".as_ptr(),
+                id.as_ptr().cast::<c_char>(),
+                id.len(),
+                c"AT".as_ptr(),
+                now as c_longlong,
+            );
+        }
+    }
+
+    /// Propagates this call as it came (`RM_ReplicateVerbatim`).
+    pub fn replicate_verbatim(&self) {
+        // SAFETY: `ctx` is the live context of the command being propagated.
+        unsafe { (self.api.replicate_verbatim)(self.ctx) };
     }
 
     /// The server clock in unix ms, read once per call, clamped to the range `AT` accepts.

@@ -151,6 +151,27 @@ impl Api {
         // the main thread; the pointer was resolved from the server at load.
         unsafe { (self.milliseconds)() }
     }
+
+    /// The bytes of one of the strings of a call's argument vector, borrowed for as long as
+    /// the vector (the server keeps its strings alive for the whole call).
+    pub fn arg_bytes<'a>(&self, arg: &'a *mut RedisModuleString) -> &'a [u8] {
+        // SAFETY: `arg` is an element of the argument vector the server passed this call (or
+        // that a waiter holds, `HoldString`), whose strings live as long as the vector.
+        unsafe { bytes(self, *arg) }
+    }
+
+    /// Whether the server asks only for this call's key positions (`COMMAND GETKEYS`,
+    /// cluster routing) rather than running it.
+    pub fn is_keys_position_request(&self, ctx: *mut RedisModuleCtx) -> bool {
+        // SAFETY: `ctx` is the live context the server passed to the command callback.
+        unsafe { (self.is_keys_position_request)(ctx) != 0 }
+    }
+
+    /// Answers a key-position request: argument `position` is a key, with `flags`.
+    pub fn key_at(&self, ctx: *mut RedisModuleCtx, position: c_int, flags: c_int) {
+        // SAFETY: as in `is_keys_position_request`.
+        unsafe { (self.key_at_pos_with_flags)(ctx, position, flags) };
+    }
 }
 
 /// The resolved API; `None` only if `resolve` has not succeeded (the module would not have

@@ -8,32 +8,42 @@ use redis_module::raw::RedisModuleCtx;
 use crate::shell::server::api::Api;
 use ratelimit_core::grammar::request::PerKey;
 
-/// Replies with an array of integers (the `RL.*` and `CL.THROTTLE` layouts).
-pub fn integers(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64]) {
+/// Starts an array reply of `len` elements (the next `len` replies fill it).
+pub fn array(api: &Api, ctx: *mut RedisModuleCtx, len: usize) {
+    let len = c_long::try_from(len).unwrap_or(c_long::MAX);
     // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
     // client's reply callback's); the server copies what it is given.
-    unsafe { (api.reply_with_array)(ctx, values.len() as c_long) };
+    unsafe { (api.reply_with_array)(ctx, len) };
+}
+
+/// Replies with an integer.
+pub fn long(api: &Api, ctx: *mut RedisModuleCtx, value: i64) {
+    // SAFETY: as in `array`.
+    unsafe { (api.reply_with_long_long)(ctx, value) };
+}
+
+/// Replies with a bulk string (binary safe).
+pub fn bulk(api: &Api, ctx: *mut RedisModuleCtx, bytes: &[u8]) {
+    // SAFETY: as in `array`; the server copies the `bytes.len()` bytes at `bytes`.
+    unsafe { (api.reply_with_string_buffer)(ctx, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
+}
+
+/// Replies with an array of integers (the `RL.*` and `CL.THROTTLE` layouts).
+pub fn integers(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64]) {
+    array(api, ctx, values.len());
     for v in values {
-        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
-        // client's reply callback's); the server copies what it is given.
-        unsafe { (api.reply_with_long_long)(ctx, *v) };
+        long(api, ctx, *v);
     }
 }
 
 /// Replies with `RL.ALL`'s layout: six integers, then an array of one five-integer array per
 /// key.
 pub fn all(api: &Api, ctx: *mut RedisModuleCtx, head: &[i64; 6], details: &PerKey<[i64; 5]>) {
-    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
-    // client's reply callback's); the server copies what it is given.
-    unsafe { (api.reply_with_array)(ctx, (head.len() + 1) as c_long) };
+    array(api, ctx, head.len() + 1);
     for v in head {
-        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
-        // client's reply callback's); the server copies what it is given.
-        unsafe { (api.reply_with_long_long)(ctx, *v) };
+        long(api, ctx, *v);
     }
-    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
-    // client's reply callback's); the server copies what it is given.
-    unsafe { (api.reply_with_array)(ctx, details.len() as c_long) };
+    array(api, ctx, details.len());
     for detail in details.iter() {
         integers(api, ctx, detail);
     }
@@ -41,13 +51,9 @@ pub fn all(api: &Api, ctx: *mut RedisModuleCtx, head: &[i64; 6], details: &PerKe
 
 /// Replies with `RL.ACQUIRE`'s layout: five integers and the lease id (nil when refused).
 pub fn lease(api: &Api, ctx: *mut RedisModuleCtx, values: &[i64; 5], id: Option<&[u8]>) {
-    // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
-    // client's reply callback's); the server copies what it is given.
-    unsafe { (api.reply_with_array)(ctx, 6) };
+    array(api, ctx, 6);
     for v in values {
-        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
-        // client's reply callback's); the server copies what it is given.
-        unsafe { (api.reply_with_long_long)(ctx, *v) };
+        long(api, ctx, *v);
     }
     match id {
         // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
@@ -118,9 +124,7 @@ pub fn fields(api: &Api, ctx: *mut RedisModuleCtx, pairs: &[(&str, FieldValue<'_
                 (api.reply_with_string_buffer)(ctx, b.as_ptr().cast::<c_char>(), b.len());
             },
             FieldValue::Counts(counts) => {
-                // SAFETY: `ctx` is the live context of the call being answered (a command's, or a
-                // blocked client's reply callback's); the server copies what it is given.
-                unsafe { (api.reply_with_array)(ctx, counts.len() as c_long) };
+                array(api, ctx, counts.len());
                 for count in counts.iter() {
                     let count = i64::try_from(*count).unwrap_or(i64::MAX);
                     // SAFETY: `ctx` is the live context of the call being answered (a command's, or
@@ -129,9 +133,7 @@ pub fn fields(api: &Api, ctx: *mut RedisModuleCtx, pairs: &[(&str, FieldValue<'_
                 }
             }
             FieldValue::Leases(leases) => {
-                // SAFETY: `ctx` is the live context of the call being answered (a command's, or a
-                // blocked client's reply callback's); the server copies what it is given.
-                unsafe { (api.reply_with_array)(ctx, (leases.len() * 2) as c_long) };
+                array(api, ctx, leases.len() * 2);
                 for (id, expires_ms) in leases.iter() {
                     // SAFETY: `ctx` is the live context of the call being answered (a command's, or
                     // a blocked client's reply callback's); the server copies what it is given.
