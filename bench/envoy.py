@@ -156,15 +156,14 @@ class Redis:
         return float(i["used_cpu_sys"]) + float(i["used_cpu_user"])
 
     def calls(self):
-        total = 0
+        """Calls and microseconds spent in them (INFO commandstats), rate-limit work only."""
+        calls = usec = 0
         for k, v in self.info("commandstats").items():
-            if k.startswith("cmdstat_") and not k.startswith(("cmdstat_info", "cmdstat_config",
-                                                              "cmdstat_flushall", "cmdstat_ping",
-                                                              "cmdstat_keys", "cmdstat_get",
-                                                              "cmdstat_rl.info", "cmdstat_client",
-                                                              "cmdstat_hello", "cmdstat_select")):
-                total += int(re.search(r"calls=(\d+)", v).group(1))
-        return total
+            name = k[len("cmdstat_"):] if k.startswith("cmdstat_") else None
+            if name in ("rl.all", "rl.refund", "incrby", "expire", "multi", "exec"):
+                calls += int(re.search(r"calls=(\d+)", v).group(1))
+                usec += int(re.search(r"usec=(\d+)", v).group(1))
+        return calls, usec
 
     def stop(self):
         self.proc.terminate()
@@ -213,7 +212,7 @@ def run_one(args, which, binary, module, n, seconds, connections, refusal=False)
         "GRPC_HOST": "127.0.0.1", "GRPC_PORT": str(grpc), "HOST": "127.0.0.1", "PORT": str(http),
         "DEBUG_HOST": "127.0.0.1", "DEBUG_PORT": str(debug), "USE_STATSD": "false",
         "LOG_LEVEL": "warn", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": f"127.0.0.1:{redis.port}",
-        "REDIS_POOL_SIZE": "10", "RUNTIME_ROOT": runtime, "RUNTIME_SUBDIRECTORY": "ratelimit",
+        "REDIS_POOL_SIZE": os.environ.get("BENCH_POOL", "10"), "RUNTIME_ROOT": runtime, "RUNTIME_SUBDIRECTORY": "ratelimit",
         "RUNTIME_WATCH_ROOT": "false",
     }
     log = open(os.path.join(args.work, f"{which}.log"), "a")
@@ -247,7 +246,9 @@ def run_one(args, which, binary, module, n, seconds, connections, refusal=False)
     cpu1 = redis.cpu()
     result = parse_wrk(out)
     result["cpu_us"] = (cpu1 - cpu0) * 1e6 / max(result["total"], 1)
-    result["calls"] = redis.calls() / max(result["total"], 1)
+    calls, usec = redis.calls()
+    result["calls"] = calls / max(result["total"], 1)
+    result["cmd_us"] = usec / max(result["total"], 1)
     if refusal:
         admitted = result["total"] - result["refused"]
         if which == "ours":
@@ -266,6 +267,31 @@ def run_one(args, which, binary, module, n, seconds, connections, refusal=False)
     return result
 
 
+def commands_alone(args):
+    """What one request costs Redis in commands alone, without Envoy or a service:
+    redis-benchmark (8 connections, 100 000 calls) of the call each service sends for 1, 2 and
+    4 fixed-window descriptors, INFO commandstats usec per call."""
+    out = {}
+    redis = Redis(args.module, args.work)
+    limit = ["PERIOD", "1000000000", "3600000", "ALIGN"]
+    for n in (1, 2, 4):
+        keys = [f"{{bench}}k{i}" for i in range(n)]
+        ours = ["RL.ALL", str(n), *keys, *(limit * n), "DEADLINE", "99999999999999"]
+        redis.cli("CONFIG", "RESETSTAT")
+        subprocess.run(["redis-benchmark", "-p", str(redis.port), "-n", "100000", "-c", "8", "-q",
+                        *ours], capture_output=True, check=True)
+        _, ours_usec = redis.calls()
+        # Theirs: INCRBY and EXPIRE per descriptor, pipelined (-P 2n keeps them in one batch).
+        redis.cli("CONFIG", "RESETSTAT")
+        for cmd in (["INCRBY", "counter", "1"], ["EXPIRE", "counter", "3600"]):
+            subprocess.run(["redis-benchmark", "-p", str(redis.port), "-n", "100000", "-c", "8",
+                            "-q", *cmd], capture_output=True, check=True)
+        _, pair_usec = redis.calls()
+        out[n] = (ours_usec / 100000, n * pair_usec / 100000)
+    redis.stop()
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
     for a in ["envoy", "theirs", "ours", "module", "work", "out", "theirs-version"]:
@@ -274,6 +300,8 @@ def main():
     seconds = int(os.environ.get("BENCH_SECONDS", "8"))
     connections = int(os.environ.get("BENCH_CONNECTIONS", "16"))
     services = [("ours", args.ours), ("theirs", args.theirs)]
+    alone = commands_alone(args)
+    print(f"commands alone: {alone}", file=sys.stderr)
     rows = []
     for n in (1, 2, 4):
         for which, binary in services:
@@ -300,20 +328,40 @@ def main():
         "other work: compare the rows with each other, not with other machines.",
         "",
         "Redis CPU per request: `used_cpu_user + used_cpu_sys` (INFO cpu) over the run, divided "
-        "by the requests; Redis commands per request: INFO commandstats.",
+        "by the requests — almost all of it is the server's per-request network work (reading "
+        "and answering one batch per request, the same for both services); in commands: the "
+        "time Redis spent executing the rate-limit commands (INFO commandstats `usec`), the "
+        "part the module changes; commands per request: INFO commandstats `calls`.",
         "",
-        "| descriptors | service | requests/s | p50 ms | p99 ms | Redis CPU µs / request | Redis commands / request |",
-        "|---:|---|---:|---:|---:|---:|---:|",
+        "| descriptors | service | requests/s | p50 ms | p99 ms | Redis CPU µs / request "
+        "| in commands µs / request | commands / request |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for n, which, r in rows:
         lines.append(f"| {n} | {names[which]} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} "
-                     f"| {r['cpu_us']:.1f} | {r['calls']:.2f} |")
+                     f"| {r['cpu_us']:.1f} | {r['cmd_us']:.2f} | {r['calls']:.2f} |")
     lines += ["", "Ratios (ours / theirs):", "",
-              "| descriptors | requests/s | Redis CPU per request |", "|---:|---:|---:|"]
+              "| descriptors | requests/s | Redis CPU per request | in commands per request |",
+              "|---:|---:|---:|---:|"]
     for n in (1, 2, 4):
         o = next(r for m, w, r in rows if m == n and w == "ours")
         t = next(r for m, w, r in rows if m == n and w == "theirs")
-        lines.append(f"| {n} | {o['rps'] / t['rps']:.2f} × | {o['cpu_us'] / t['cpu_us']:.2f} × |")
+        lines.append(f"| {n} | {o['rps'] / t['rps']:.2f} × | {o['cpu_us'] / t['cpu_us']:.2f} × "
+                     f"| {o['cmd_us'] / t['cmd_us']:.2f} × |")
+    lines += [
+        "",
+        "## Redis's command work alone",
+        "",
+        "The same calls without Envoy or a service, on an idle Redis (redis-benchmark, 8 "
+        "connections, 100 000 calls, INFO commandstats): what one request's decision costs "
+        "inside Redis — one `RL.ALL` of n fixed-window groups (with `DEADLINE`) against n "
+        "`INCRBY` + `EXPIRE` pairs.",
+        "",
+        "| descriptors | RL.ALL µs / request | INCRBY + EXPIRE µs / request | ratio |",
+        "|---:|---:|---:|---:|",
+    ]
+    for n, (ours_us, theirs_us) in alone.items():
+        lines.append(f"| {n} | {ours_us:.2f} | {theirs_us:.2f} | {ours_us / theirs_us:.2f} × |")
     lines += [
         "",
         "## Permits counted for refused requests",

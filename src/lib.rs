@@ -4,6 +4,8 @@
 //! `ratelimit-core` crate (no Redis dependency); this crate is the thin Redis layer `shell`:
 //! key access, the data type, replication, replies, registration, INFO.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 #[cfg_attr(test, allow(dead_code))]
 mod shell;
 

@@ -425,3 +425,105 @@ fn a_call_redis_runs_after_the_timeout_counts_nothing() {
     assert_eq!(ints(&mut con, &["RL.PEEK", "edge_user_frank_"])[..3], [1, 3, 1]);
     assert_eq!(stack.statuses(1, &frank), vec![200]);
 }
+
+/// `quota_mode` (envoyproxy's): a quota descriptor over its limit refuses the request only
+/// when every quota descriptor of the request is over; then nothing is kept (what the call
+/// took is given back).
+#[test]
+fn quota_mode_refuses_only_when_every_quota_is_over() {
+    let config = r#"
+domain: edge
+descriptors:
+  - key: user
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: path
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 3}
+  - key: vip
+    rate_limit: {unit: hour, requests_per_unit: 10}
+"#;
+    let stack = Stack::start(config, &[]);
+    let all = [("x-user", "q"), ("x-path", "/q"), ("x-vip", "v")];
+    assert_eq!(stack.statuses(4, &all), vec![200, 200, 200, 429], "{}", stack.logs());
+    let mut con = stack.redis.conn();
+    // vip counted the three admitted requests only (one more would leave 6 of 10).
+    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_vip_v_"])[..3], [1, 10, 6]);
+    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_path_/q_"])[..3], [0, 3, 0]);
+}
+
+/// `RUNTIME_WATCH_ROOT=true` (the default) with the root a symlink swapped to a new tree, as
+/// runtime deployments do (`current -> v2`): the new tree's config is loaded.
+#[test]
+fn a_swapped_runtime_root_is_reloaded() {
+    let redis = common::Server::start();
+    let base = redis.dir.join("runtime_data");
+    let tree = |name: &str, limit: u32| {
+        let config = base.join(name).join("ratelimit").join("config");
+        std::fs::create_dir_all(&config).unwrap();
+        let text = EDGE.replace("requests_per_unit: 3", &format!("requests_per_unit: {limit}"));
+        std::fs::write(config.join("config.yaml"), text).unwrap();
+    };
+    tree("v1", 3);
+    let current = base.join("current");
+    std::os::unix::fs::symlink(base.join("v1"), &current).unwrap();
+    let sock = redis.sock.display().to_string();
+    let service = harness::start_service_with(
+        &redis.dir,
+        EDGE,
+        &[
+            ("REDIS_SOCKET_TYPE", "unix"),
+            ("REDIS_URL", &sock),
+            ("RUNTIME_ROOT", current.to_str().unwrap()),
+            ("RUNTIME_WATCH_ROOT", "true"),
+        ],
+    );
+    let json = || harness::get(service.http_port, "/json", &[]).body;
+    assert!(json().contains("\"requests_per_unit\":3"), "{}", json());
+    tree("v2", 7);
+    let swap = base.join("current.new");
+    std::os::unix::fs::symlink(base.join("v2"), &swap).unwrap();
+    std::fs::rename(&swap, &current).unwrap();
+    harness::wait_for("the swapped tree's config", || json().contains("\"requests_per_unit\":7"));
+    // And a change inside the new tree is seen too.
+    tree("v2", 9);
+    harness::wait_for("a change in the new tree", || json().contains("\"requests_per_unit\":9"));
+}
+
+/// gRPC health (`grpc.health.v1.Health`, service `ratelimit`), as Envoy's active health
+/// check of the rate-limit cluster sees it.
+#[test]
+fn envoy_health_checks_the_service_over_grpc() {
+    let redis = common::Server::start();
+    let service = harness::start_service(&redis.dir, &redis.sock, EDGE, &[]);
+    let admin = harness::free_port();
+    let grpc = service.grpc_port;
+    let config = format!(
+        r#"
+admin:
+  address: {{socket_address: {{address: 127.0.0.1, port_value: {admin}}}}}
+static_resources:
+  clusters:
+  - name: ratelimit
+    type: STATIC
+    connect_timeout: 1s
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{http2_protocol_options: {{}}}}
+    health_checks:
+    - timeout: 1s
+      interval: 0.2s
+      unhealthy_threshold: 1
+      healthy_threshold: 1
+      grpc_health_check: {{service_name: ratelimit}}
+    load_assignment:
+      cluster_name: ratelimit
+      endpoints: [{{lb_endpoints: [{{endpoint: {{address: {{socket_address: {{address: 127.0.0.1, port_value: {grpc}}}}}}}}}]}}]
+"#
+    );
+    let _envoy = harness::run_envoy(&redis.dir, &config, admin, admin);
+    let clusters = || harness::get(admin, "/clusters", &[]).body;
+    let healthy = format!("ratelimit::127.0.0.1:{grpc}::health_flags::healthy");
+    harness::wait_for("Envoy's gRPC health check to pass", || clusters().contains(&healthy));
+}

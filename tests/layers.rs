@@ -386,3 +386,16 @@ fn the_checker_finds_upward_imports_grouped_paths_and_circles() {
     assert_eq!(up, [("server::key".to_string(), "execution::call".to_string())]);
     assert_eq!(circles(&edges), [vec!["execution::call".to_string(), "server::key".to_string()]]);
 }
+
+/// The command layer reaches the server only through safe wrappers (`server::reply`, `Api`,
+/// `Call`): no `unsafe` in `src/shell/commands/` (comments aside), nor raw `RedisModule_*`.
+#[test]
+fn the_command_layer_has_no_unsafe_code() {
+    let commands = root().join("src/shell/commands");
+    for file in rust_files(&commands) {
+        let code = strip_comments(&std::fs::read_to_string(&file).expect("read"));
+        for word in ["unsafe", "RedisModule_"] {
+            assert!(!code.contains(word), "{} uses `{word}`", file.display());
+        }
+    }
+}

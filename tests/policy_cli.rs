@@ -473,3 +473,57 @@ fn a_cluster_gets_the_file_on_every_primary_and_a_new_node_is_told_and_repaired(
     let hit = run(&mut newcomer.conn(), &["RL.HIT", "free", &owned]).unwrap();
     assert!(matches!(hit, Value::Array(_)), "{hit:?}");
 }
+
+/// `rediss://` reaches a server over TLS (`#insecure`: a self-signed certificate). Skipped,
+/// saying so, where the server was built without TLS or `openssl` is missing.
+#[test]
+fn rediss_urls_reach_a_tls_server() {
+    let certs = std::env::temp_dir().join(format!("rl-policy-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&certs).unwrap();
+    let (cert, key) = (certs.join("cert.pem"), certs.join("key.pem"));
+    let made = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj"])
+        .arg("/CN=127.0.0.1")
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output();
+    if !made.is_ok_and(|o| o.status.success()) {
+        eprintln!("SKIPPED rediss_urls_reach_a_tls_server: no openssl to make a certificate");
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let port_text = port.to_string();
+    let args = [
+        "--tls-port",
+        port_text.as_str(),
+        "--tls-cert-file",
+        cert.as_str(),
+        "--tls-key-file",
+        key.as_str(),
+        "--tls-ca-cert-file",
+        cert.as_str(),
+        "--tls-auth-clients",
+        "no",
+    ];
+    let started = std::panic::catch_unwind(|| Server::start_with(&args));
+    let Ok(server) = started else {
+        eprintln!("SKIPPED rediss_urls_reach_a_tls_server: this server does not start with TLS");
+        return;
+    };
+    let dir = scratch(&server, "tls");
+    write_doc_file(&dir);
+    let tls_url = format!("rediss://127.0.0.1:{port}/#insecure");
+    let applied = run_cli(&dir, &["policy", "apply", "policies.yaml", "--url", &tls_url]);
+    assert_eq!(applied.code, 0, "{}{}", applied.stdout, applied.stderr);
+    assert!(applied.stdout.contains(&format!("127.0.0.1:{port}: 4 to add")), "{}", applied.stdout);
+    assert_eq!(names(&mut server.conn()), ["free", "pro"]);
+    let diff = run_cli(&dir, &["policy", "diff", "policies.yaml", "--url", &tls_url]);
+    assert_eq!(diff.code, 0, "{}{}", diff.stdout, diff.stderr);
+    // The certificate is checked unless told otherwise.
+    let checked = format!("rediss://127.0.0.1:{port}");
+    assert_eq!(run_cli(&dir, &["policy", "export", "--url", &checked]).code, 2);
+    let _ = std::fs::remove_dir_all(&certs);
+}

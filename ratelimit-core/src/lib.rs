@@ -12,6 +12,7 @@
 //! `tests.rs`; `testing/` holds the shared test support and the crate-wide property fuzzers.
 
 #![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod algorithms;
 pub mod features;

@@ -45,12 +45,14 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         stayed: features::wait::slots_stayed,
     });
     let options = options as i32 | server::slots::declares_atomic_slot_migration(api, ctx.ctx);
+    // SAFETY: called from `OnLoad` with its context; the callback is a `'static` function.
     unsafe { (api.set_module_options)(ctx.ctx, options) };
     // Waiters are judged again when their key may have gained room: deleted, expired, evicted.
     let events = raw::REDISMODULE_NOTIFY_GENERIC
         | raw::REDISMODULE_NOTIFY_EXPIRED
         | raw::REDISMODULE_NOTIFY_EVICTED;
     let subscribe = api.subscribe_to_keyspace_events;
+    // SAFETY: called from `OnLoad` with its context; the callback is a `'static` function.
     unsafe { subscribe(ctx.ctx, events, Some(features::wait::on_keyspace_event)) };
     server::values::init();
     if let Err(e) = server::propagation::init(api, ctx.ctx) {

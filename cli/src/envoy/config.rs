@@ -123,6 +123,9 @@ pub struct Rule {
     pub unit: Option<Unit>,
     pub unlimited: bool,
     pub shadow: bool,
+    /// `quota_mode`: over its limit, this descriptor refuses the request only when every
+    /// quota-mode descriptor of the request is over (envoyproxy's rule).
+    pub quota: bool,
     pub name: String,
     pub replaces: Vec<String>,
     pub detailed_metric: bool,
@@ -366,11 +369,6 @@ fn load_descriptors(
         if node.children.contains_key(&final_key) {
             return Err(error(format!("duplicate descriptor composite key '{full_key}'")));
         }
-        if descriptor.quota_mode {
-            return Err(error(format!(
-                "'{full_key}': quota_mode is not supported (use a token bucket with a burst)"
-            )));
-        }
         let _ = (descriptor.value_to_metric, descriptor.metadata);
         if descriptor.share_threshold && !final_key.contains('*') {
             return Err(error(format!(
@@ -382,7 +380,7 @@ fn load_descriptors(
             Some(rl) => Some(Arc::new(rule(
                 rl,
                 &full_key,
-                descriptor.shadow_mode,
+                (descriptor.shadow_mode, descriptor.quota_mode),
                 descriptor.detailed_metric,
                 error,
             )?)),
@@ -402,7 +400,7 @@ fn load_descriptors(
 fn rule(
     rl: YamlRateLimit,
     full_key: &str,
-    shadow: bool,
+    (shadow, quota): (bool, bool),
     detailed_metric: bool,
     error: &dyn Fn(String) -> ConfigError,
 ) -> Result<Rule, ConfigError> {
@@ -471,6 +469,7 @@ fn rule(
         unit,
         unlimited: rl.unlimited,
         shadow,
+        quota,
         name,
         replaces,
         detailed_metric,
@@ -581,7 +580,6 @@ descriptors:
             ("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{}]}\n", "empty replaces"),
             ("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {policy: p, algorithm: token}\n", "not both"),
             ("domain: d\ndescriptors:\n  - key: k\n    share_threshold: true\n", "share_threshold can only be used"),
-            ("domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n", "quota_mode is not supported"),
             ("domain: d\ndescriptors: [", "error loading config file"),
         ] {
             let error = load(text).unwrap_err().0;

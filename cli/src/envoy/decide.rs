@@ -41,10 +41,11 @@ pub struct Check {
 }
 
 impl Check {
-    /// The shadow flag the module sees: the rule's `shadow_mode` (global `SHADOW_MODE` acts on
-    /// the overall answer instead, as envoyproxy's does).
+    /// The shadow flag the module sees: the rule's `shadow_mode`, or its `quota_mode` (whose
+    /// refusal counts only when every quota descriptor refuses: decided after the call).
+    /// Global `SHADOW_MODE` acts on the overall answer instead, as envoyproxy's does.
     pub fn shadow(&self) -> bool {
-        self.rule.shadow
+        self.rule.shadow || self.rule.quota
     }
 
     /// This key's group in `RL.ALL`'s grammar.
@@ -178,6 +179,7 @@ pub fn plan(
                     name: String::new(),
                     replaces: Vec::new(),
                     detailed_metric: false,
+                    quota: false,
                     algorithm: Algorithm::Fixed,
                     burst: None,
                 };
@@ -234,6 +236,32 @@ pub fn plan(
         }
     }
     Ok(Plan { domain: domain.to_string(), slots, checks })
+}
+
+/// Whether the quota-mode descriptors refuse the request: there is at least one, and every one
+/// is over its limit (`answers[i]` for `plan.checks[i]`; a quota descriptor with no permit at
+/// all, `requests_per_unit: 0`, is always over).
+pub fn quota_refuses(plan: &Plan, answers: &[KeyAnswer]) -> bool {
+    let mut total = 0;
+    let mut failed = 0;
+    for slot in &plan.slots {
+        match slot {
+            Slot::Zero(rule, _) if rule.quota && !rule.shadow => {
+                total += 1;
+                failed += 1;
+            }
+            _ => {}
+        }
+    }
+    for (check, answer) in plan.checks.iter().zip(answers) {
+        if check.rule.quota && !check.rule.shadow {
+            total += 1;
+            if answer.detail[0] == 0 {
+                failed += 1;
+            }
+        }
+    }
+    total > 0 && total == failed
 }
 
 /// `RL.ALL` for some checks: `RL.ALL n key… group…`.
@@ -331,6 +359,7 @@ pub fn outcome(plan: &Plan, answers: &[KeyAnswer], options: &Options, now_ms: i6
     let mut statuses = Vec::with_capacity(plan.slots.len());
     let mut stats: Vec<(String, String, Stats)> = Vec::new();
     let mut refused = false;
+    let (mut quota_total, mut quota_failed) = (0usize, 0usize);
     // (remaining, status index) of the descriptor with the fewest remaining, for the headers.
     let mut minimum: Option<(u32, usize)> = None;
     for slot in &plan.slots {
@@ -346,6 +375,10 @@ pub fn outcome(plan: &Plan, answers: &[KeyAnswer], options: &Options, now_ms: i6
                 let code = if rule.shadow {
                     s.shadow_mode = *cost;
                     Code::Ok
+                } else if rule.quota {
+                    quota_total += 1;
+                    quota_failed += 1;
+                    Code::OverLimit
                 } else {
                     refused = true;
                     Code::OverLimit
@@ -373,6 +406,10 @@ pub fn outcome(plan: &Plan, answers: &[KeyAnswer], options: &Options, now_ms: i6
                 // Share the key's hits among its descriptors: each is counted with its own.
                 let cost = check.cost;
                 let mut s = Stats { total_hits: cost, ..Stats::default() };
+                let first = check.descriptors.first() == Some(&statuses.len());
+                if rule.quota && !rule.shadow && first {
+                    quota_total += 1;
+                }
                 let code = if own_allowed {
                     s.within_limit = cost;
                     let used = limit.saturating_sub(remaining).max(0) as u64;
@@ -386,6 +423,11 @@ pub fn outcome(plan: &Plan, answers: &[KeyAnswer], options: &Options, now_ms: i6
                     if rule.shadow {
                         s.shadow_mode = cost;
                         Code::Ok
+                    } else if rule.quota {
+                        if first {
+                            quota_failed += 1;
+                        }
+                        Code::OverLimit
                     } else {
                         refused = true;
                         Code::OverLimit
@@ -410,7 +452,7 @@ pub fn outcome(plan: &Plan, answers: &[KeyAnswer], options: &Options, now_ms: i6
                         _ => ceil_secs(reset_ms),
                     }
                 };
-                if check.descriptors.first() == Some(&statuses.len()) {
+                if first {
                     stats.push((plan.domain.clone(), rule.stats_key.clone(), s));
                 }
                 DescriptorStatus {
@@ -431,6 +473,8 @@ pub fn outcome(plan: &Plan, answers: &[KeyAnswer], options: &Options, now_ms: i6
         }
         statuses.push(status);
     }
+    // Quota mode: the request is refused when every quota descriptor is over.
+    refused |= quota_total > 0 && quota_total == quota_failed;
     let mut global_shadow = false;
     let overall = if refused && options.global_shadow_mode {
         global_shadow = true;
@@ -609,6 +653,30 @@ descriptors:
         let o = outcome(&p, &answers, &opts, 90_000);
         assert!(o.global_shadow);
         assert_eq!(o.response.overall_code, Code::Ok as i32);
+    }
+
+    #[test]
+    fn quota_mode_refuses_when_every_quota_descriptor_is_over() {
+        let text = "domain: d\ndescriptors:\n  - key: a\n    quota_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 1}\n  - key: b\n    quota_mode: true\n    rate_limit: {unit: hour, requests_per_unit: 5}\n";
+        let c = Config::load(&[("q".into(), text.into())], false).unwrap();
+        let r = request(vec![descriptor(&[("a", "1")], None), descriptor(&[("b", "1")], None)], 0);
+        let p = plan(&r, Some(&c), &options()).unwrap();
+        assert!(p.checks.iter().all(Check::shadow));
+        assert!(all_command(&p.checks.iter().collect::<Vec<_>>()).join(" ").ends_with("SHADOW"));
+        let one_over = [
+            KeyAnswer { detail: [0, 1, 0, 1000, 1000], taken: false },
+            KeyAnswer { detail: [1, 5, 3, 0, 1000], taken: true },
+        ];
+        assert!(!quota_refuses(&p, &one_over));
+        let o = outcome(&p, &one_over, &options(), 0);
+        assert_eq!(o.response.overall_code, Code::Ok as i32);
+        assert_eq!(o.response.statuses[0].code, Code::OverLimit as i32);
+        let both_over = [one_over[0], KeyAnswer { detail: [0, 5, 0, 1000, 1000], taken: false }];
+        assert!(quota_refuses(&p, &both_over));
+        assert_eq!(
+            outcome(&p, &both_over, &options(), 0).response.overall_code,
+            Code::OverLimit as i32
+        );
     }
 
     #[test]

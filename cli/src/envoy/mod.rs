@@ -14,6 +14,7 @@ mod service;
 mod settings;
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -158,7 +159,7 @@ async fn serve(settings: Settings) -> Result<(), String> {
         let state = state.clone();
         tokio::spawn(async move { state.backend.warm_up().await });
     }
-    let reload = spawn_reload(settings.clone(), state.clone(), set_health.clone());
+    let _ = spawn_reload(settings.clone(), state.clone(), set_health.clone());
 
     let http = Http { state: state.clone(), healthy: healthy.clone(), settings: settings.clone() };
     let router = axum::Router::new()
@@ -207,7 +208,6 @@ async fn serve(settings: Settings) -> Result<(), String> {
     tracing::warn!("stopping: draining requests in flight");
     set_health(false);
     let _ = stop_tx.send(true);
-    drop(reload);
     let drained = tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(result) = tasks.join_next().await {
             if let Ok(Err(e)) = result {
@@ -279,7 +279,7 @@ fn spawn_reload(
     settings: Arc<Settings>,
     state: Arc<service::State>,
     set_health: impl Fn(bool) + Send + 'static,
-) -> Option<notify::RecommendedWatcher> {
+) -> Option<()> {
     use notify::Watcher;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let mut watcher =
@@ -299,11 +299,25 @@ fn spawn_reload(
         tracing::error!(dir = %dir.display(), "config reload disabled: cannot watch: {e}");
         return None;
     }
+    // RUNTIME_WATCH_ROOT: the root is often a symlink swapped to a new tree (`current ->
+    // v2`); the swap happens in the root's parent, watched too, and the root's watch is made
+    // again after each change so that it follows the link to the new tree.
+    let parent = settings
+        .runtime_watch_root
+        .then(|| dir.parent().map(Path::to_path_buf))
+        .flatten()
+        .filter(|p| watcher.watch(p, notify::RecursiveMode::NonRecursive).is_ok());
     tokio::spawn(async move {
         while rx.recv().await.is_some() {
             // Let a burst of events (an editor's save, a symlink swap) settle.
             tokio::time::sleep(Duration::from_millis(100)).await;
             while rx.try_recv().is_ok() {}
+            if parent.is_some() {
+                let _ = watcher.unwatch(&dir);
+                if let Err(e) = watcher.watch(&dir, notify::RecursiveMode::Recursive) {
+                    tracing::error!(dir = %dir.display(), "cannot watch the runtime root again: {e}");
+                }
+            }
             match Config::load_dir(
                 &settings.config_dir(),
                 settings.runtime_ignore_dot_files,
@@ -324,5 +338,5 @@ fn spawn_reload(
             }
         }
     });
-    Some(watcher)
+    Some(())
 }

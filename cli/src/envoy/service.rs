@@ -76,7 +76,8 @@ fn batches(checks: &[Check], cluster: bool) -> Vec<(u16, Vec<usize>)> {
 
 impl State {
     /// Decides `plan`'s checks: one answer per check.
-    async fn decide(&self, checks: &[Check]) -> Result<Vec<KeyAnswer>, CallError> {
+    async fn decide(&self, plan: &decide::Plan) -> Result<Vec<KeyAnswer>, CallError> {
+        let checks = plan.checks.as_slice();
         let mut answers = vec![KeyAnswer { detail: [1, 0, 0, 0, 0], taken: false }; checks.len()];
         let batches = batches(checks, self.backend.is_cluster());
         let mut refused_at: Option<usize> = None;
@@ -103,7 +104,11 @@ impl State {
                 refused_at = Some(n);
             }
         }
-        if let Some(n) = refused_at {
+        // Every quota-mode descriptor over its limit: the request is refused after all, and
+        // every group gives back what it took.
+        let quota_refused = refused_at.is_none() && decide::quota_refuses(plan, &answers);
+        let give_back = if quota_refused { Some(batches.len()) } else { refused_at };
+        if let Some(n) = give_back {
             // Give back what the groups before the refusing one took.
             for (slot, members) in batches.iter().take(n) {
                 for &i in members {
@@ -141,7 +146,7 @@ impl RateLimitService for Service {
         let answers = if plan.checks.is_empty() {
             Vec::new()
         } else {
-            state.decide(&plan.checks).await.map_err(|e| {
+            state.decide(&plan).await.map_err(|e| {
                 state.metrics.redis_error.inc();
                 match e {
                     CallError::Unavailable(message) => {

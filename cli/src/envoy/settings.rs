@@ -257,6 +257,24 @@ impl Settings {
                     .into(),
             ));
         }
+        if !env.string("GRPC_UDS", "").is_empty() {
+            return Err(SettingError(
+                "GRPC_UDS: serving gRPC on a unix socket is not supported (use GRPC_HOST/GRPC_PORT)"
+                    .into(),
+            ));
+        }
+        if env.bool("GRPC_SERVER_USE_TLS", false)? {
+            return Err(SettingError(
+                "GRPC_SERVER_USE_TLS=true: not supported (terminate TLS in front of the service)"
+                    .into(),
+            ));
+        }
+        if env.bool("QUOTA_MODE", false)? {
+            return Err(SettingError(
+                "QUOTA_MODE=true: not supported globally; set quota_mode: true on the descriptors"
+                    .into(),
+            ));
+        }
         let redis_pool_size: usize = env.int("REDIS_POOL_SIZE", 10, "a positive integer")?;
         if redis_pool_size == 0 {
             return Err(SettingError("REDIS_POOL_SIZE=0: must be at least 1".into()));
@@ -402,6 +420,9 @@ mod tests {
             ("BACKEND_TYPE", "memcache"),
             ("REDIS_PERSECOND", "true"),
             ("USE_PROMETHEUS", "maybe"),
+            ("QUOTA_MODE", "true"),
+            ("GRPC_UDS", "/tmp/rl.sock"),
+            ("GRPC_SERVER_USE_TLS", "true"),
         ] {
             let error = settings(&[(name, value)]).unwrap_err();
             assert!(error.0.starts_with(name), "{name}={value}: {error}");

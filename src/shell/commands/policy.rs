@@ -7,8 +7,6 @@
 //! never propagates where anything consumes propagation: the state it left does
 //! (`RL.RESTORE`), so a replica or an AOF replay reaches the same state without the table.
 
-use std::os::raw::{c_char, c_long};
-
 use crate::shell::execution::call::{Call, CommandError};
 use crate::shell::execution::limiting;
 use crate::shell::features::stats::Outcome;
@@ -87,7 +85,7 @@ pub fn set(call: &Call) -> Result<Outcome, CommandError> {
     if target == Target::Candidate {
         forget_candidates(Some(name));
     }
-    unsafe { (call.api.replicate_verbatim)(call.ctx) };
+    call.replicate_verbatim();
     reply::ok(call.api, call.ctx);
     Ok(Outcome::Answered)
 }
@@ -127,9 +125,9 @@ pub fn delete(call: &Call) -> Result<Outcome, CommandError> {
         if matches!(target, Target::Policy | Target::Candidate) {
             forget_candidates(Some(name));
         }
-        unsafe { (call.api.replicate_verbatim)(call.ctx) };
+        call.replicate_verbatim();
     }
-    unsafe { (call.api.reply_with_long_long)(call.ctx, i64::from(removed)) };
+    reply::long(call.api, call.ctx, i64::from(removed));
     Ok(Outcome::Answered)
 }
 
@@ -142,9 +140,9 @@ pub fn promote(call: &Call) -> Result<Outcome, CommandError> {
     let promoted = with_table(|table| Ok(table.promote(name)?))?;
     if promoted {
         forget_candidates(Some(name));
-        unsafe { (call.api.replicate_verbatim)(call.ctx) };
+        call.replicate_verbatim();
     }
-    unsafe { (call.api.reply_with_long_long)(call.ctx, i64::from(promoted)) };
+    reply::long(call.api, call.ctx, i64::from(promoted));
     Ok(Outcome::Answered)
 }
 
@@ -163,15 +161,9 @@ pub fn list(call: &Call) -> Result<Outcome, CommandError> {
 fn list_names(call: &Call) -> Result<Outcome, CommandError> {
     with_table(|table| {
         let names = table.names();
-        unsafe { (call.api.reply_with_array)(call.ctx, names.len() as c_long) };
+        reply::array(call.api, call.ctx, names.len());
         for name in names {
-            unsafe {
-                (call.api.reply_with_string_buffer)(
-                    call.ctx,
-                    name.as_ptr().cast::<c_char>(),
-                    name.len(),
-                )
-            };
+            reply::bulk(call.api, call.ctx, name);
         }
         Ok(())
     })?;
@@ -182,7 +174,7 @@ fn list_overrides(call: &Call, name: &[u8]) -> Result<Outcome, CommandError> {
     with_table(|table| {
         let entries =
             table.overrides(name).ok_or_else(|| PolicyError::NoSuchPolicy(name.to_vec()))?;
-        unsafe { (call.api.reply_with_array)(call.ctx, entries.len() as c_long) };
+        reply::array(call.api, call.ctx, entries.len());
         for entry in entries {
             let text = entry.definition.text();
             let mut pairs = vec![("key", FieldValue::Bytes(entry.key))];
@@ -260,15 +252,9 @@ pub fn help(call: &Call) -> Result<Outcome, CommandError> {
     let [_, _] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
-    unsafe { (call.api.reply_with_array)(call.ctx, HELP.len() as c_long) };
+    reply::array(call.api, call.ctx, HELP.len());
     for line in HELP {
-        unsafe {
-            (call.api.reply_with_string_buffer)(
-                call.ctx,
-                line.as_ptr().cast::<c_char>(),
-                line.len(),
-            )
-        };
+        reply::bulk(call.api, call.ctx, line.as_bytes());
     }
     Ok(Outcome::Answered)
 }

@@ -14,7 +14,7 @@ use crate::shell::commands::policy;
 use crate::shell::execution::call::{arguments, held, Call, CommandError, MAX_ARGS};
 use crate::shell::execution::limiting::{self, MAX_ALL_ARGS};
 use crate::shell::features::stats::{self, Outcome, Tally};
-use crate::shell::server::api::{api, bytes, Api};
+use crate::shell::server::api::{api, Api};
 use crate::shell::server::config::{lease_max, slide_log_max};
 use crate::shell::server::key::{Contents, Mode};
 use crate::shell::server::reply::{self, FieldValue};
@@ -49,7 +49,7 @@ fn dispatch<const N: usize>(
         let mut buffer: [&[u8]; N] = [&[]; N];
         if let (Some(slots), Some(strings)) = (buffer.get_mut(1..), argv.get(1..)) {
             for (slot, s) in slots.iter_mut().zip(strings) {
-                *slot = unsafe { bytes(api, *s) };
+                *slot = api.arg_bytes(s);
             }
         }
         let args = buffer.get(..argv.len()).unwrap_or(&[]);
@@ -191,7 +191,7 @@ fn all_refused(call: &Call, all: &AllRequest, details: &PerKey<[i64; 5]>) {
 fn all_key_positions(api: &Api, ctx: *mut RedisModuleCtx, args: &[*mut RedisModuleString]) {
     let count = args
         .get(1)
-        .and_then(|n| AllRequest::key_count(unsafe { bytes(api, *n) }).ok())
+        .and_then(|n| AllRequest::key_count(api.arg_bytes(n)).ok())
         .unwrap_or(0)
         .min(args.len().saturating_sub(2));
     let flags = (raw::REDISMODULE_CMD_KEY_RW
@@ -199,7 +199,7 @@ fn all_key_positions(api: &Api, ctx: *mut RedisModuleCtx, args: &[*mut RedisModu
         | raw::REDISMODULE_CMD_KEY_UPDATE) as c_int;
     for position in 2..2 + count {
         let position = c_int::try_from(position).unwrap_or(c_int::MAX);
-        unsafe { (api.key_at_pos_with_flags)(ctx, position, flags) };
+        api.key_at(ctx, position, flags);
     }
 }
 
@@ -281,7 +281,7 @@ fn release(call: &Call) -> Result<Outcome, CommandError> {
     if released {
         wait::key_changed(call);
     }
-    unsafe { (call.api.reply_with_long_long)(call.ctx, i64::from(released)) };
+    reply::long(call.api, call.ctx, i64::from(released));
     Ok(Outcome::Answered)
 }
 
@@ -351,7 +351,7 @@ fn restore(call: &Call) -> Result<Outcome, CommandError> {
         return Err(KeyError::Foreign(held).into());
     }
     key.store(limiter, ban, expire_at).map_err(|e| CommandError::Text(e.into()))?;
-    unsafe { (call.api.replicate_verbatim)(call.ctx) };
+    call.replicate_verbatim();
     call.notify_changed();
     drop(key);
     reply::ok(call.api, call.ctx);
@@ -376,7 +376,7 @@ pub(super) extern "C" fn rl_all(
     argc: c_int,
 ) -> c_int {
     if let Some(api) = api() {
-        if unsafe { (api.is_keys_position_request)(ctx) } != 0 {
+        if api.is_keys_position_request(ctx) {
             all_key_positions(api, ctx, arguments(argv, argc));
             return raw::REDISMODULE_OK as c_int;
         }

@@ -10,7 +10,7 @@
 //! other commands rewritten with `AT <the ms it used>`.
 
 use std::ffi::CStr;
-use std::os::raw::{c_int, c_longlong};
+use std::os::raw::{c_char, c_int, c_longlong};
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
@@ -92,6 +92,46 @@ impl Call<'_> {
         }
     }
 
+    /// The bytes of the call's key (argument 1) as the server passed it, for a call made from
+    /// strings only (a waiter judged from a timer).
+    pub fn key_bytes(&self) -> Option<&[u8]> {
+        let key = *self.argv.get(1)?;
+        // SAFETY: `argv` holds the strings the server passed for this call (or that a waiter
+        // holds until it is answered), live as long as `self`.
+        Some(unsafe { bytes(self.api, key) })
+    }
+
+    /// Propagates an admitted `RL.ACQUIRE` with its lease's `ID` and `AT`, so that replicas and
+    /// AOF replay hold the same id and continue the same sequence.
+    pub fn replicate_acquire(&self, id: &[u8], now: i64) {
+        let [_, key, limit, lease, ..] = self.argv else {
+            return;
+        };
+        // SAFETY: `ctx` is the live context of the command being propagated; the format and the strings
+        // are live for the call.
+        unsafe {
+            (self.api.replicate)(
+                self.ctx,
+                c"rl.acquire".as_ptr(),
+                c"ssscbcl".as_ptr(),
+                *key,
+                *limit,
+                *lease,
+                c"ID".as_ptr(),
+                id.as_ptr().cast::<c_char>(),
+                id.len(),
+                c"AT".as_ptr(),
+                now as c_longlong,
+            );
+        }
+    }
+
+    /// Propagates this call as it came (`RM_ReplicateVerbatim`).
+    pub fn replicate_verbatim(&self) {
+        // SAFETY: `ctx` is the live context of the command being propagated.
+        unsafe { (self.api.replicate_verbatim)(self.ctx) };
+    }
+
     /// The server clock in unix ms, read once per call, clamped to the range `AT` accepts.
     pub fn clock_ms(&self) -> i64 {
         let now = self.api.now_ms();
@@ -115,6 +155,8 @@ impl Call<'_> {
     #[inline]
     pub fn notify_changed_key(&self, key: *mut RedisModuleString) {
         let class = raw::REDISMODULE_NOTIFY_MODULE as c_int;
+        // SAFETY: `ctx` is the call's live context, `key` one of its live strings, the event name a
+        // NUL-terminated constant.
         unsafe { (self.api.notify_keyspace_event)(self.ctx, class, self.name.as_ptr(), key) };
     }
 
@@ -126,6 +168,7 @@ impl Call<'_> {
         if deadline_ms.is_none() {
             return Ok(());
         }
+        // SAFETY: `ctx` is the live context the server passed to this call or callback.
         let flags = unsafe { (self.api.get_context_flags)(self.ctx) } as u32;
         if flags & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
         {
@@ -168,6 +211,8 @@ impl Call<'_> {
 
     /// [`Call::replicate_state`] for a key given by name (`RL.ALL`'s keys).
     pub fn replicate_state_of(&self, key: *mut RedisModuleString, payload: &[u8]) {
+        // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+        // strings are live for the call.
         unsafe {
             (self.api.replicate)(
                 self.ctx,
@@ -184,6 +229,8 @@ impl Call<'_> {
     /// clock and read by every release.
     pub fn replicate_delete(&self) {
         if let Ok(key) = self.key() {
+            // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+            // strings are live for the call.
             unsafe { (self.api.replicate)(self.ctx, c"DEL".as_ptr(), c"s".as_ptr(), key) };
         }
     }
@@ -193,6 +240,8 @@ impl Call<'_> {
     /// gave `AT` (which excludes `WAIT`) or when propagation goes nowhere (`server::propagation`).
     pub fn replicate_at<const N: usize>(&self, given_at: bool, now_ms: i64) {
         if self.verbatim_is_exact(given_at, now_ms) {
+            // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+            // strings are live for the call.
             unsafe { (self.api.replicate_verbatim)(self.ctx) };
             return;
         }
@@ -204,6 +253,8 @@ impl Call<'_> {
         let position = |keyword: &[u8]| {
             rest.iter()
                 .skip(1)
+                // SAFETY: the string is one the server passed for this call (or one the module
+                // holds), live while the slice is used.
                 .position(|s| unsafe { bytes(self.api, *s) }.eq_ignore_ascii_case(keyword))
         };
         let (wait, deadline) = (position(b"WAIT"), position(b"DEADLINE"));
@@ -218,6 +269,8 @@ impl Call<'_> {
             *slot = s;
             len += 1;
         }
+        // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+        // strings are live for the call.
         unsafe {
             (self.api.replicate)(self.ctx, self.name.as_ptr(), c"v".as_ptr(), vector.as_ptr(), len)
         };
@@ -239,10 +292,14 @@ fn at_string(api: &Api, now_ms: i64) -> *mut RedisModuleString {
         if ms == now_ms && !string.is_null() {
             return string;
         }
+        // SAFETY: a NULL context makes a string the module owns (freed above when replaced); no
+        // other argument is a pointer.
         let fresh = unsafe {
             (api.create_string_from_long_long)(std::ptr::null_mut(), now_ms as c_longlong)
         };
         if !string.is_null() {
+            // SAFETY: `string` is the previous cached `AT` string, made with a NULL context by this
+            // function and held nowhere else now: freed once.
             unsafe { (api.free_string)(std::ptr::null_mut(), string) };
         }
         cell.set((now_ms, fresh));

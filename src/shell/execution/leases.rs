@@ -5,8 +5,6 @@
 //! continue the same sequence; verbatim when propagation provably goes nowhere, as for the
 //! limiting commands). Replies and waiters are the callers'.
 
-use std::os::raw::{c_char, c_longlong};
-
 use crate::shell::execution::call::{apply, held, Call, CommandError, Judged, MAX_ARGS};
 use crate::shell::server::key::Mode;
 use ratelimit_core::grammar::request::{AcquireRequest, ReleaseRequest};
@@ -34,34 +32,13 @@ pub fn acquire_and_apply(
     if changed {
         if call.verbatim_is_exact(false, now) {
             // Nothing will ever replay it (`server::propagation`): the call as sent.
-            unsafe { (call.api.replicate_verbatim)(call.ctx) };
+            call.replicate_verbatim();
         } else if let Some(id) = verdict.id.as_deref() {
-            replicate_acquire(call, id, now);
+            call.replicate_acquire(id, now);
         }
         call.notify_changed();
     }
     Ok(Judged { verdict, now, changed })
-}
-
-fn replicate_acquire(call: &Call, id: &[u8], now: i64) {
-    let [_, key, limit, lease, ..] = call.argv else {
-        return;
-    };
-    unsafe {
-        (call.api.replicate)(
-            call.ctx,
-            c"rl.acquire".as_ptr(),
-            c"ssscbcl".as_ptr(),
-            *key,
-            *limit,
-            *lease,
-            c"ID".as_ptr(),
-            id.as_ptr().cast::<c_char>(),
-            id.len(),
-            c"AT".as_ptr(),
-            now as c_longlong,
-        );
-    }
 }
 
 /// Opens the key and releases the lease (core): `true` and the lease is gone (the key deleted

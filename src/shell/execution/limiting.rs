@@ -106,9 +106,7 @@ fn judge_and_apply_as<const BY_POLICY: bool, const AT_MOST: bool>(
     drop(key);
     if let Some(propagation) = propagation {
         match propagation {
-            Propagation::Verbatim => unsafe {
-                (call.api.replicate_verbatim)(call.ctx);
-            },
+            Propagation::Verbatim => call.replicate_verbatim(),
             Propagation::State(payload) => call.replicate_state(&payload),
             Propagation::Deleted => call.replicate_delete(),
         }
@@ -155,7 +153,7 @@ pub fn judge_all_and_apply(
             }
         }
         None if all.by_policy => {
-            unsafe { (call.api.replicate_verbatim)(call.ctx) };
+            call.replicate_verbatim();
         }
         None => call.replicate_at::<{ MAX_ALL_ARGS + 1 }>(all.at_ms.is_some(), now),
     }

@@ -12,7 +12,7 @@
 
 use std::cell::RefCell;
 use std::ffi::CStr;
-use std::os::raw::{c_char, c_long, c_longlong};
+use std::os::raw::c_longlong;
 
 use crate::shell::execution::call::{Call, CommandError};
 use crate::shell::features::stats::Outcome;
@@ -60,9 +60,9 @@ pub fn call_refused(call: &Call, tag: &[u8], given_at: bool, judged_ms: i64) {
     let now_ms = if given_at { call.clock_ms() } else { judged_ms };
     if let Some(key) = call.args.get(1) {
         refused(key, tag, now_ms);
-    } else if let Ok(key) = call.key() {
+    } else if let Some(key) = call.key_bytes() {
         // A waiter judged from a timer has its arguments as strings only.
-        refused(unsafe { crate::shell::server::api::bytes(call.api, key) }, tag, now_ms);
+        refused(key, tag, now_ms);
     }
 }
 
@@ -98,19 +98,13 @@ pub fn command(call: &Call) -> Result<Outcome, CommandError> {
             let now = call.clock_ms();
             let rows = with_top(|top| top.top(now, count, policy.as_deref())).unwrap_or_default();
             let api = call.api;
-            unsafe { (api.reply_with_array)(call.ctx, rows.len() as c_long) };
+            reply::array(api, call.ctx, rows.len());
             for row in &rows {
                 let refused = c_longlong::try_from(row.refused).unwrap_or(c_longlong::MAX);
-                unsafe {
-                    (api.reply_with_array)(call.ctx, 3);
-                    (api.reply_with_string_buffer)(
-                        call.ctx,
-                        row.key.as_ptr().cast::<c_char>(),
-                        row.key.len(),
-                    );
-                    (api.reply_with_long_long)(call.ctx, refused);
-                    (api.reply_with_long_long)(call.ctx, row.last_refused_ms);
-                }
+                reply::array(api, call.ctx, 3);
+                reply::bulk(api, call.ctx, &row.key);
+                reply::long(api, call.ctx, refused);
+                reply::long(api, call.ctx, row.last_refused_ms);
             }
         }
     }

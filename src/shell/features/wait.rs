@@ -185,6 +185,7 @@ enum Answer {
 /// Whether the calling client can block: not inside `MULTI`/`EXEC` or a script, and not a
 /// client Redis forbids to block. Otherwise `WAIT` is ignored, as `BLPOP` does.
 pub fn can_block(call: &Call) -> bool {
+    // SAFETY: `ctx` is the live context the server passed to this call or callback.
     let flags = unsafe { (call.api.get_context_flags)(call.ctx) };
     let forbid = raw::REDISMODULE_CTX_FLAGS_MULTI
         | raw::REDISMODULE_CTX_FLAGS_LUA
@@ -195,7 +196,10 @@ pub fn can_block(call: &Call) -> bool {
 }
 
 fn key_id(call: &Call, name: *mut RedisModuleString) -> KeyId {
+    // SAFETY: `ctx` is the live context the server passed to this call or callback.
     let db = unsafe { (call.api.get_selected_db)(call.ctx) };
+    // SAFETY: the string is one the server passed for this call (or one the module holds), live
+    // while the slice is used.
     KeyId { db, name: unsafe { bytes(call.api, name) }.to_vec() }
 }
 
@@ -253,12 +257,17 @@ fn note_refused(call: &Call, pending: &Pending, now: i64) {
 fn block(call: &Call, id: KeyId, pending: Pending, now: i64, retry_at: Option<i64>) -> bool {
     let api = call.api;
     let bc =
+        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
+        // client's reply callback's); the server copies what it is given.
         unsafe { (api.block_client)(call.ctx, Some(reply_callback), None, Some(free_answer), 0) };
     if bc.is_null() {
         return false;
     }
+    // SAFETY: `bc` is the blocked client just made; the callback is a `'static` function.
     unsafe { (api.set_disconnect_callback)(bc, Some(on_disconnect)) };
     let argv: Vec<*mut RedisModuleString> =
+        // SAFETY: every `argv` string is live for this call; held, it outlives it until
+        // `release_args` frees it.
         call.argv.iter().map(|s| unsafe { (api.hold_string)(ptr::null_mut(), *s) }).collect();
     let deadline_ms = pending
         .wait_ms()
@@ -312,6 +321,8 @@ fn arm(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, at: i64, now: i64) {
     }
     let delay = at.saturating_sub(now).max(0);
     let data = Box::into_raw(Box::new(id.clone())).cast::<c_void>();
+    // SAFETY: `ctx` is a live context; `data` a boxed `KeyId` the timer owns until it fires or is
+    // stopped.
     let timer = unsafe { (api.create_timer)(ctx, delay, Some(on_timer), data) };
     with(|w| {
         if let Some(key) = w.keys.get_mut(id) {
@@ -328,6 +339,8 @@ fn stop_timer(api: &Api, ctx: *mut RedisModuleCtx, timer: raw::RedisModuleTimerI
     if unsafe { (api.stop_timer)(ctx, timer, &mut data) } == raw::REDISMODULE_OK as c_int
         && !data.is_null()
     {
+        // SAFETY: `data` is the boxed `KeyId` `arm` gave the timer; it comes back once (fired, or
+        // stopped), and is freed here.
         drop(unsafe { Box::from_raw(data.cast::<KeyId>()) });
     }
 }
@@ -378,6 +391,8 @@ unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, data: *mut c_void) {
     if data.is_null() {
         return;
     }
+    // SAFETY: `data` is the boxed `KeyId` `arm` gave the timer; it comes back once (fired, or
+    // stopped), and is freed here.
     let id = *unsafe { Box::from_raw(data.cast::<KeyId>()) };
     let Some(api) = api() else {
         return;
@@ -387,6 +402,7 @@ unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, data: *mut c_void) {
             key.timer = None;
         }
     });
+    // SAFETY: `ctx` is the live context the server passed to this call or callback.
     unsafe { (api.select_db)(ctx, id.db) };
     serve(api, ctx, &id);
 }
@@ -601,7 +617,11 @@ fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) 
     {
         if let Some(key) = blocked.argv.get(1) {
             let now = api.now_ms();
+            // SAFETY: the string is one the server passed for this call (or one the module holds),
+            // live while the slice is used.
             let first = blocked.argv.first().map(|s| unsafe { bytes(api, *s) });
+            // SAFETY: the string is one the server passed for this call (or one the module holds),
+            // live while the slice is used.
             top::refused(unsafe { bytes(api, *key) }, top::policy_of(blocked.name, first), now);
         }
     }
@@ -611,17 +631,22 @@ fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) 
     if blocked.tally == Tally::Hit {
         // `RL.HIT`'s held arguments start at the policy's name.
         if let (Some(name), Some(key)) = (blocked.argv.first(), blocked.argv.get(1)) {
+            // SAFETY: the string is one the server passed for this call (or one the module holds),
+            // live while the slice is used.
             let (name, key) = unsafe { (bytes(api, *name), bytes(api, *key)) };
             crate::shell::features::policies::record_late(name, key, outcome);
         }
     }
     let data = Box::into_raw(Box::new(answer)).cast::<c_void>();
+    // SAFETY: `blocked.bc` is this waiter's blocked client, unblocked once; `data` is a boxed
+    // `Answer` the reply callback reads and `free_answer` frees.
     unsafe { (api.unblock_client)(blocked.bc, data) };
     release_args(api, blocked.argv);
 }
 
 fn release_args(api: &Api, argv: Vec<*mut RedisModuleString>) {
     for s in argv {
+        // SAFETY: `s` was retained by `hold_string` when the client blocked; released once, here.
         unsafe { (api.free_string)(ptr::null_mut(), s) };
     }
 }
@@ -644,7 +669,10 @@ unsafe extern "C" fn reply_callback(
     let Some(api) = api() else {
         return raw::REDISMODULE_ERR as c_int;
     };
+    // SAFETY: `ctx` is the reply callback's live context.
     let data = unsafe { (api.get_blocked_client_private_data)(ctx) }.cast::<Answer>();
+    // SAFETY: `data` is NULL or the live boxed `Answer` `finish` gave `unblock_client` (freed only
+    // by `free_answer`, after this callback).
     match unsafe { data.as_ref() } {
         Some(answer) => send(api, ctx, answer),
         None => reply::null(api, ctx),
@@ -654,6 +682,8 @@ unsafe extern "C" fn reply_callback(
 
 unsafe extern "C" fn free_answer(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
     if !data.is_null() {
+        // SAFETY: `data` is the boxed `Answer` `finish` gave `unblock_client`; the server hands it
+        // to this free callback once.
         drop(unsafe { Box::from_raw(data.cast::<Answer>()) });
     }
 }
@@ -673,6 +703,8 @@ unsafe extern "C" fn on_disconnect(ctx: *mut RedisModuleCtx, bc: *mut RedisModul
         return;
     };
     stats::waiting_changed(-1);
+    // SAFETY: `bc` is the blocked client this waiter holds, unblocked once (it leaves the queue
+    // here).
     unsafe { (api.unblock_client)(bc, ptr::null_mut()) };
     release_args(api, waiter.data.argv);
     // The next waiter may now be the head.

@@ -138,6 +138,7 @@ pub struct StaticString(pub *mut RedisModuleString);
 
 // SAFETY: created once in `OnLoad`, never freed or mutated; Redis runs commands on one thread.
 unsafe impl Send for StaticString {}
+// SAFETY: as for `Send`: shared only to be read (appended to propagated calls).
 unsafe impl Sync for StaticString {}
 
 static API: OnceLock<Api> = OnceLock::new();
@@ -150,6 +151,27 @@ impl Api {
         // the main thread; the pointer was resolved from the server at load.
         unsafe { (self.milliseconds)() }
     }
+
+    /// The bytes of one of the strings of a call's argument vector, borrowed for as long as
+    /// the vector (the server keeps its strings alive for the whole call).
+    pub fn arg_bytes<'a>(&self, arg: &'a *mut RedisModuleString) -> &'a [u8] {
+        // SAFETY: `arg` is an element of the argument vector the server passed this call (or
+        // that a waiter holds, `HoldString`), whose strings live as long as the vector.
+        unsafe { bytes(self, *arg) }
+    }
+
+    /// Whether the server asks only for this call's key positions (`COMMAND GETKEYS`,
+    /// cluster routing) rather than running it.
+    pub fn is_keys_position_request(&self, ctx: *mut RedisModuleCtx) -> bool {
+        // SAFETY: `ctx` is the live context the server passed to the command callback.
+        unsafe { (self.is_keys_position_request)(ctx) != 0 }
+    }
+
+    /// Answers a key-position request: argument `position` is a key, with `flags`.
+    pub fn key_at(&self, ctx: *mut RedisModuleCtx, position: c_int, flags: c_int) {
+        // SAFETY: as in `is_keys_position_request`.
+        unsafe { (self.key_at_pos_with_flags)(ctx, position, flags) };
+    }
 }
 
 /// The resolved API; `None` only if `resolve` has not succeeded (the module would not have
@@ -161,6 +183,8 @@ pub fn api() -> Option<&'static Api> {
 macro_rules! resolve {
     ($name:ident) => {
         // Copy the `Option<fn>` out of the static before inspecting it.
+        // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this
+        // (main) thread; nothing writes them afterwards, so reading one is a plain copy.
         match unsafe { raw::$name } {
             Some(f) => f,
             None => return Err(stringify!($name)),
@@ -228,6 +252,7 @@ pub fn resolve() -> Result<&'static Api, &'static str> {
         at_keyword: {
             let create = resolve!(RedisModule_CreateString);
             // A NULL context: the string is not auto-freed with any command's context.
+            // SAFETY: `create` was just resolved; the text is a NUL-terminated static of 2 bytes.
             let at = unsafe { create(std::ptr::null_mut(), c"AT".as_ptr(), 2) };
             if at.is_null() {
                 return Err("RedisModule_CreateString");
@@ -244,9 +269,13 @@ pub fn resolve() -> Result<&'static Api, &'static str> {
 /// `s` must be a valid `RedisModuleString` that outlives the returned slice.
 pub unsafe fn bytes<'a>(api: &Api, s: *const RedisModuleString) -> &'a [u8] {
     let mut len = 0usize;
+    // SAFETY: `s` is a live string (the caller's contract); the server returns its buffer and
+    // length.
     let ptr = unsafe { (api.string_ptr_len)(s, &mut len) };
     if ptr.is_null() {
         return &[];
     }
+    // SAFETY: the server gave `len` bytes at the non-NULL `ptr`, live as long as the string or
+    // reply they belong to.
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
 }

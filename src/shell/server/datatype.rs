@@ -78,6 +78,7 @@ pub fn limiter_type() -> *mut RedisModuleType {
 /// # Safety
 /// `value` must be a value word this module stored (`server::values`), or NULL.
 unsafe fn encoded(value: *const c_void) -> Option<Vec<u8>> {
+    // SAFETY: per `encoded`'s contract, `value` is a value word this module stored, or NULL.
     unsafe { values::with_value(value, codec::encode_value) }
 }
 
@@ -92,12 +93,19 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
         return ptr::null_mut();
     }
     let mut len = 0usize;
+    // SAFETY: `rdb`/`aof`/`digest` is the live I/O handle the server passed this callback; the
+    // bytes are live for the call.
     let buffer = unsafe { (api.load_string_buffer)(rdb, &mut len) };
+    // SAFETY: `rdb`/`aof`/`digest` is the live I/O handle the server passed this callback; the
+    // bytes are live for the call.
     if unsafe { (api.is_io_error)(rdb) } != 0 || buffer.is_null() {
         return ptr::null_mut();
     }
+    // SAFETY: the server gave `len` bytes at the non-NULL `buffer`, freed below after the copy.
     let bytes = unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), len) };
     let decoded = codec::decode_value(bytes);
+    // SAFETY: `buffer` came from `load_string_buffer` (the server's allocator), freed once after
+    // the copy.
     unsafe { (api.free)(buffer.cast()) };
     match decoded {
         Ok((limiter, ban)) => values::into_value(limiter, ban),
@@ -109,9 +117,12 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
 }
 
 unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
+    // SAFETY: the server passes this callback a value word of this type, which this module stored.
     let (Some(api), Some(bytes)) = (api(), unsafe { encoded(value) }) else {
         return;
     };
+    // SAFETY: `rdb`/`aof`/`digest` is the live I/O handle the server passed this callback; the
+    // bytes are live for the call.
     unsafe { (api.save_string_buffer)(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
 }
 
@@ -120,10 +131,13 @@ unsafe extern "C" fn aof_rewrite(
     key: *mut RedisModuleString,
     value: *mut c_void,
 ) {
+    // SAFETY: the server passes this callback a value word of this type, which this module stored.
     let (Some(api), Some(bytes)) = (api(), unsafe { encoded(value) }) else {
         return;
     };
     // Redis appends `PEXPIREAT key <expiry>` itself after the value's commands.
+    // SAFETY: `rdb`/`aof`/`digest` is the live I/O handle the server passed this callback; the
+    // bytes are live for the call.
     unsafe {
         (api.emit_aof)(
             aof,
@@ -143,9 +157,12 @@ unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
 }
 
 unsafe extern "C" fn digest(md: *mut RedisModuleDigest, value: *mut c_void) {
+    // SAFETY: the server passes this callback a value word of this type, which this module stored.
     let (Some(api), Some(bytes)) = (api(), unsafe { encoded(value) }) else {
         return;
     };
+    // SAFETY: `rdb`/`aof`/`digest` is the live I/O handle the server passed this callback; the
+    // bytes are live for the call.
     unsafe {
         (api.digest_add_string_buffer)(md, bytes.as_ptr().cast::<c_char>(), bytes.len());
         (api.digest_end_sequence)(md);
@@ -177,6 +194,8 @@ unsafe extern "C" fn defrag(
     _key: *mut RedisModuleString,
     value: *mut *mut c_void,
 ) -> c_int {
+    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
+    // reading one is a plain copy.
     let Some(defrag_alloc) = (unsafe { raw::RedisModule_DefragAlloc }) else {
         return 0;
     };

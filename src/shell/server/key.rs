@@ -56,6 +56,8 @@ impl Key {
             Mode::Write => raw::REDISMODULE_READ | raw::REDISMODULE_WRITE,
         };
         // A read-mode open of a missing key returns NULL; every use below checks for it.
+        // SAFETY: `ctx` is the call's live context and `name` one of its live strings; the key is
+        // closed by `drop`.
         let raw = unsafe { (api.open_key)(ctx, name, flags as c_int) };
         Key { api, ctx, name, raw, expanded: None, value: std::ptr::null_mut() }
     }
@@ -71,10 +73,16 @@ impl Key {
         }
         // Ours, the common case, first: one call says so.
         let ours = Self::our_type();
+        // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
+        // `drop`).
         if !ours.is_null() && unsafe { (self.api.module_type_get_type)(self.raw) } == ours {
+            // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed
+            // only in `drop`).
             let value = unsafe { (self.api.module_type_get_value)(self.raw) };
             return self.slot(value);
         }
+        // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
+        // `drop`).
         let key_type = unsafe { (self.api.key_type)(self.raw) };
         let name = match key_type as isize {
             raw::REDISMODULE_KEYTYPE_EMPTY => return Contents::Empty,
@@ -152,18 +160,26 @@ impl Key {
     fn foreign_type_name(&self) -> String {
         let fallback = || "module".to_string();
         let reply =
+            // SAFETY: `ctx` is the call's live context, `name` a live string of it; the reply is
+            // freed below.
             unsafe { (self.api.call)(self.ctx, c"TYPE".as_ptr(), c"s".as_ptr(), self.name) };
         if reply.is_null() {
             return fallback();
         }
         let mut len = 0usize;
+        // SAFETY: `reply` is the non-NULL reply of `RM_Call` above, freed once, after its string is
+        // copied.
         let ptr = unsafe { (self.api.call_reply_string_ptr)(reply, &mut len) };
         let name = if ptr.is_null() {
             fallback()
         } else {
+            // SAFETY: the server gave `len` bytes at the non-NULL `ptr`, live as long as the string
+            // or reply they belong to.
             let bytes = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
             String::from_utf8_lossy(bytes).into_owned()
         };
+        // SAFETY: `reply` is the non-NULL reply of `RM_Call` above, freed once, after its string is
+        // copied.
         unsafe { (self.api.free_call_reply)(reply) };
         name
     }
@@ -194,6 +210,8 @@ impl Key {
         if replace {
             self.replace_value(value);
         } else {
+            // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed
+            // only in `drop`).
             let status = unsafe { (self.api.module_type_set_value)(self.raw, ours, value) };
             if status != raw::REDISMODULE_OK as c_int {
                 // SAFETY: Redis did not take ownership.
@@ -209,14 +227,20 @@ impl Key {
     /// one.
     fn replace_value(&mut self, value: *mut std::ffi::c_void) {
         let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
+        // `drop`).
         let status = unsafe {
             (self.api.module_type_replace_value)(self.raw, Self::our_type(), value, &mut old)
         };
         // SAFETY: on success Redis handed the old word back to us; on failure it kept
         // nothing of `value`.
         if status == raw::REDISMODULE_OK as c_int {
+            // SAFETY: `old`/`value` is a value word this module made and the key no longer holds:
+            // freed once, here.
             unsafe { values::free_value(old) };
         } else {
+            // SAFETY: `old`/`value` is a value word this module made and the key no longer holds:
+            // freed once, here.
             unsafe { values::free_value(value) };
         }
     }
@@ -227,6 +251,8 @@ impl Key {
         let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
         // Should it fail, the key keeps its old word and reference (`word` has none of its
         // own): nothing to free either way.
+        // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
+        // `drop`).
         unsafe { (self.api.module_type_replace_value)(self.raw, Self::our_type(), word, &mut old) };
     }
 
@@ -261,6 +287,8 @@ impl Key {
             }
             return;
         }
+        // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
+        // `drop`).
         let value = unsafe { (self.api.module_type_get_value)(self.raw) };
         let Value::Packed(packed) = Value::of(value) else {
             return;
@@ -298,9 +326,14 @@ impl Key {
 
     /// Sets the absolute expiry (read first when it `may_stay`) and signals the key.
     fn set_expiry(&mut self, expire_at_ms: i64, may_stay: bool) {
+        // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
+        // `drop`).
         if !may_stay || unsafe { (self.api.get_abs_expire)(self.raw) } != expire_at_ms {
+            // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed
+            // only in `drop`).
             unsafe { (self.api.set_abs_expire)(self.raw, expire_at_ms) };
         }
+        // SAFETY: `ctx` is the call's live context and `name` the live name of the key it opened.
         unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
     }
 
@@ -311,7 +344,10 @@ impl Key {
         }
         self.settle();
         self.expanded = None;
+        // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
+        // `drop`).
         unsafe { (self.api.delete_key)(self.raw) };
+        // SAFETY: `ctx` is the call's live context and `name` the live name of the key it opened.
         unsafe { (self.api.signal_modified_key)(self.ctx, self.name) };
     }
 
@@ -320,6 +356,8 @@ impl Key {
         if self.raw.is_null() {
             return None;
         }
+        // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
+        // `drop`).
         let at = unsafe { (self.api.get_abs_expire)(self.raw) };
         (at >= 0).then_some(at)
     }
@@ -334,6 +372,8 @@ impl Drop for Key {
     fn drop(&mut self) {
         self.settle();
         if !self.raw.is_null() {
+            // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed
+            // only in `drop`).
             unsafe { (self.api.close_key)(self.raw) };
         }
     }

@@ -51,6 +51,7 @@ const CONSUMED: u32 = raw::REDISMODULE_CTX_FLAGS_AOF
 /// Whether this call's propagation provably goes nowhere (so verbatim is exact). `now_ms` is
 /// the call's clock reading, used to pace the `INFO` check.
 pub fn goes_nowhere(api: &Api, ctx: *mut RedisModuleCtx, now_ms: i64) -> bool {
+    // SAFETY: `ctx` is the live context the server passed to this call or callback.
     let flags = unsafe { (api.get_context_flags)(ctx) } as u32;
     if flags & CONSUMED != 0 {
         return false;
@@ -86,19 +87,29 @@ fn doubt(api: &Api) {
 
 /// `INFO replication`: a master with no replica and no backlog.
 fn replication_is_alone(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
+    // SAFETY: `ctx` is a live context; `info` is the non-NULL data `get_server_info` returned,
+    // freed once at the end; a field is a NUL-terminated string it owns.
     let info = unsafe { (api.get_server_info)(ctx, c"replication".as_ptr()) };
     if info.is_null() {
         return false;
     }
+    // SAFETY: `ctx` is a live context; `info` is the non-NULL data `get_server_info` returned,
+    // freed once at the end; a field is a NUL-terminated string it owns.
     let role = unsafe { (api.server_info_get_field_c)(info, c"role".as_ptr()) };
     let is_master =
+        // SAFETY: `ctx` is a live context; `info` is the non-NULL data `get_server_info` returned,
+        // freed once at the end; a field is a NUL-terminated string it owns.
         !role.is_null() && unsafe { std::ffi::CStr::from_ptr(role) }.to_bytes() == b"master";
     let zero = |field: &std::ffi::CStr| {
         let mut err: c_int = 0;
+        // SAFETY: `ctx` is a live context; `info` is the non-NULL data `get_server_info` returned,
+        // freed once at the end; a field is a NUL-terminated string it owns.
         let value = unsafe { (api.server_info_get_field_signed)(info, field.as_ptr(), &mut err) };
         err == 0 && value == 0
     };
     let alone = is_master && zero(c"connected_slaves") && zero(c"repl_backlog_active");
+    // SAFETY: `ctx` is a live context; `info` is the non-NULL data `get_server_info` returned,
+    // freed once at the end; a field is a NUL-terminated string it owns.
     unsafe { (api.free_server_info)(ctx, info) };
     alone
 }

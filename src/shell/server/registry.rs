@@ -162,9 +162,13 @@ static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleComman
 /// The module's own ACL category, `@ratelimit`, on servers that have the API (Redis 7.2+,
 /// Valkey); it can only be added while the module loads. Whether it was added.
 pub fn add_acl_category(ctx: *mut RedisModuleCtx) -> bool {
+    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
+    // reading one is a plain copy.
     let Some(add) = (unsafe { raw::RedisModule_AddACLCategory }) else {
         return false;
     };
+    // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated and
+    // outlives the call (statics, or kept in the command table).
     unsafe { add(ctx, c"ratelimit".as_ptr()) == raw::REDISMODULE_OK as c_int }
 }
 
@@ -193,15 +197,23 @@ pub fn register(
 ) -> Result<(), String> {
     let name = spec.name.to_string_lossy();
     let create =
+        // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
+        // reading one is a plain copy.
         unsafe { raw::RedisModule_CreateCommand }.ok_or("RedisModule_CreateCommand missing")?;
+    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
+    // reading one is a plain copy.
     let get = unsafe { raw::RedisModule_GetCommand }.ok_or("RedisModule_GetCommand missing")?;
     let (first, last, step) = key_range(spec.keys);
+    // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated and
+    // outlives the call (statics, or kept in the command table).
     let created = unsafe {
         create(ctx, spec.name.as_ptr(), Some(spec.handler), spec.flags.as_ptr(), first, last, step)
     };
     if created != raw::REDISMODULE_OK as c_int {
         return Err(format!("could not create command {name}"));
     }
+    // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated and
+    // outlives the call (statics, or kept in the command table).
     let command = unsafe { get(ctx, spec.name.as_ptr()) };
     if command.is_null() {
         return Err(format!("could not find command {name}"));
@@ -227,6 +239,8 @@ fn describe(
 ) -> Result<(), String> {
     let name = spec.name.to_string_lossy();
     let set_info =
+        // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
+        // reading one is a plain copy.
         unsafe { raw::RedisModule_SetCommandInfo }.ok_or("RedisModule_SetCommandInfo missing")?;
     let flags = if spec.read_only {
         KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS
@@ -264,11 +278,17 @@ fn describe(
         args,
     };
     // Redis copies everything it is given.
+    // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated and
+    // outlives the call (statics, or kept in the command table).
     let status = unsafe { set_info(command, &raw mut info) };
     if status != raw::REDISMODULE_OK as c_int {
         return Err(format!("could not set command info of {name}"));
     }
+    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
+    // reading one is a plain copy.
     if let Some(set_categories) = unsafe { raw::RedisModule_SetCommandACLCategories } {
+        // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated
+        // and outlives the call (statics, or kept in the command table).
         if unsafe { set_categories(command, categories.as_ptr()) } != raw::REDISMODULE_OK as c_int {
             return Err(format!("could not set the ACL categories of {name}"));
         }
@@ -303,16 +323,28 @@ pub fn register_container(
 ) -> Result<(), String> {
     let name = container.name.to_string_lossy();
     let create =
+        // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
+        // reading one is a plain copy.
         unsafe { raw::RedisModule_CreateCommand }.ok_or("RedisModule_CreateCommand missing")?;
+    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
+    // reading one is a plain copy.
     let get = unsafe { raw::RedisModule_GetCommand }.ok_or("RedisModule_GetCommand missing")?;
+    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
+    // reading one is a plain copy.
     let create_sub = unsafe { raw::RedisModule_CreateSubcommand }
         .ok_or("RedisModule_CreateSubcommand missing")?;
     let set_info =
+        // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
+        // reading one is a plain copy.
         unsafe { raw::RedisModule_SetCommandInfo }.ok_or("RedisModule_SetCommandInfo missing")?;
+    // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated and
+    // outlives the call (statics, or kept in the command table).
     let created = unsafe { create(ctx, container.name.as_ptr(), None, c"".as_ptr(), 0, 0, 0) };
     if created != raw::REDISMODULE_OK as c_int {
         return Err(format!("could not create command {name}"));
     }
+    // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated and
+    // outlives the call (statics, or kept in the command table).
     let parent = unsafe { get(ctx, container.name.as_ptr()) };
     if parent.is_null() {
         return Err(format!("could not find command {name}"));
@@ -328,12 +360,16 @@ pub fn register_container(
         key_specs: ptr::null_mut(),
         args: ptr::null_mut(),
     };
+    // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated and
+    // outlives the call (statics, or kept in the command table).
     if unsafe { set_info(parent, &raw mut info) } != raw::REDISMODULE_OK as c_int {
         return Err(format!("could not set command info of {name}"));
     }
     for sub in container.subcommands {
         let spec = &sub.spec;
         let (first, last, step) = key_range(spec.keys);
+        // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated
+        // and outlives the call (statics, or kept in the command table).
         let status = unsafe {
             create_sub(
                 parent,
@@ -350,6 +386,8 @@ pub fn register_container(
             return Err(format!("could not create subcommand {full}"));
         }
         let full_c = std::ffi::CString::new(full.clone()).map_err(|e| e.to_string())?;
+        // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated
+        // and outlives the call (statics, or kept in the command table).
         let command = unsafe { get(ctx, full_c.as_ptr()) };
         if command.is_null() {
             return Err(format!("could not find subcommand {full}"));

@@ -175,6 +175,8 @@ fn atomic_migration(api: &Api, ctx: *mut RedisModuleCtx) -> AtomicMigration {
     let field = |name: &CStr| {
         // SAFETY: `info` is live; a returned field is a NUL-terminated string owned by it.
         let value = unsafe { (api.server_info_get_field_c)(info, name.as_ptr()) };
+        // SAFETY: `ctx` is a live context; `info` is the non-NULL data `get_server_info` returned,
+        // freed once at the end; a field is a NUL-terminated string it owns.
         (!value.is_null()).then(|| unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
     };
     let valkey = field(c"server_name").is_some_and(|n| n == "valkey");

@@ -154,6 +154,8 @@ pub fn expand(value: Value) -> Option<Limiter> {
         Value::Inline(word) => with_table(|t| t.expand(word, None)),
         // SAFETY: as in `Value::inline_word`.
         Value::Pair(pair) => {
+            // SAFETY: a pair value's pointer is a live pair box this module made (`Value::of`
+            // untagged it).
             let [word, extra] = *unsafe { pair.as_ref() }?;
             with_table(|t| t.expand(word, Some(extra)))
         }
@@ -351,6 +353,7 @@ pub unsafe fn with_value<R>(
     match Value::of(value) {
         // SAFETY: a live packed box.
         Value::Packed(packed) => {
+            // SAFETY: a packed value's pointer is this module's live `PackedLimiter` box.
             let packed = unsafe { packed.as_ref() }?;
             Some(packed.view(|limiter| f(limiter, packed.ban())))
         }
@@ -388,16 +391,22 @@ pub unsafe fn defrag_value(
     value: *mut *mut c_void,
     alloc: impl FnOnce(*mut c_void) -> *mut c_void,
 ) {
+    // SAFETY: `value` points to the key's live value word (the caller's contract); `moved` is where
+    // the allocator moved the same allocation.
     match Value::of(unsafe { *value }) {
         Value::Pair(pair) => {
             let moved = alloc(pair.cast());
             if !moved.is_null() {
+                // SAFETY: `value` points to the key's live value word (the caller's contract);
+                // `moved` is where the allocator moved the same allocation.
                 unsafe { *value = (moved as usize | PAIR_TAG) as *mut c_void };
             }
         }
         Value::Packed(packed) => {
             let moved = alloc(packed.cast());
             if !moved.is_null() {
+                // SAFETY: `value` points to the key's live value word (the caller's contract);
+                // `moved` is where the allocator moved the same allocation.
                 unsafe { *value = moved };
             }
         }
@@ -405,6 +414,8 @@ pub unsafe fn defrag_value(
         Value::Log(buffer) => {
             let moved = alloc(buffer.cast());
             if !moved.is_null() {
+                // SAFETY: `value` points to the key's live value word (the caller's contract);
+                // `moved` is where the allocator moved the same allocation.
                 unsafe { *value = (moved as usize | LOG_TAG) as *mut c_void };
             }
         }

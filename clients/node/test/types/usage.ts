@@ -16,6 +16,7 @@ import {
   ThrottlerStorageRedisService,
   RedisModuleStore,
   keySlot,
+  registerRateLimitMetrics,
 } from 'redis-ratelimit';
 
 async function main(): Promise<void> {
@@ -89,6 +90,10 @@ export async function policies(rl: RateLimit, redis: Redis): Promise<void> {
   await rl.setPolicy('free', { algorithm: 'slide', limit: 100, window: '1m' }, { ban: '10m' });
   await rl.setPolicy('free', { algorithm: 'token', capacity: 1000, rate: 100, period: '1m' }, { for: 'tenant42', shadow: true });
   const d: Decision = await rl.hit('free', 'tenant42', { cost: 2, dryRun: true });
+  // DEADLINE: a call the server runs after this instant counts nothing
+  await rl.hit('free', 'tenant42', { deadline: Date.now() + 500 });
+  await rl.token('k', { capacity: 5, rate: 1, period: '1s', deadline: Date.now() + 500 });
+  registerRateLimitMetrics({}, redis, { topKeys: 5, timeout: '2s' });
   const def = await rl.getPolicy('free');
   if (def) console.log(def.algorithm, def.banMs, def.shadow, def.limit);
   const names: string[] = await rl.policies();

@@ -31,7 +31,8 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Union,
 
 import redis.asyncio
 import redis.asyncio.cluster
-from redis.exceptions import RedisError
+from redis.exceptions import BusyLoadingError, RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -139,9 +140,10 @@ class RateLimitMiddleware:
 
     Each failure is logged (logger ``redis_ratelimit``, warning, at most a line a second with
     the count): the cause — refused connection, timeout, an unknown policy, a missing ACL
-    permission. A decision is not retried: the command may have been counted before its
-    connection failed (redis-py checks a pooled connection before it reuses it, so a Redis
-    restart costs no request once the server is back).
+    permission. A call whose connection turns out closed (after a Redis restart) is sent once
+    more at once on a new connection, within ``timeout``, as redis-py 6+ does by default: a
+    restart costs no request once the server is back. (A server that crashed after counting
+    the call and before answering counts it twice: one permit.) Timeouts are not retried.
 
     A :class:`Leaky` limit in delay mode (without ``nodelay``) delays each admitted request
     until the water ahead of it has drained (``asyncio.sleep``, nginx ``limit_req``), so
@@ -240,12 +242,8 @@ class RateLimitMiddleware:
         # The instant this request stops waiting: a call the server runs later (queued behind a
         # stall) counts nothing (issue 31, defect 8).
         deadline = None if self.timeout is None else int(time.time() * 1000 + self.timeout * 1000)
-        if self.server_policy is not None:
-            call = self.client.hit(self.server_policy, key, cost=cost, deadline=deadline)
-            first_read = self._policy_read(self.server_policy)
-        else:
-            call = self.client.apply(key, cast(Limit, self.limit), cost=cost, deadline=deadline)
-            first_read = None
+        first_read = None if self.server_policy is None else self._policy_read(self.server_policy)
+        call = self._judge_retrying_a_closed_connection(key, cost, deadline)
         decided = call if self.timeout is None else asyncio.wait_for(call, self.timeout)
         if first_read is None:
             return await decided
@@ -272,6 +270,28 @@ class RateLimitMiddleware:
         )
         self._failures = 0
         self._failure_logged_at = now
+
+    async def _judge(self, key: Union[str, bytes], cost: int, deadline: Optional[int]) -> Decision:
+        if self.server_policy is not None:
+            return await self.client.hit(self.server_policy, key, cost=cost, deadline=deadline)
+        return await self.client.apply(key, cast(Limit, self.limit), cost=cost, deadline=deadline)
+
+    async def _judge_retrying_a_closed_connection(
+        self, key: Union[str, bytes], cost: int, deadline: Optional[int]
+    ) -> Decision:
+        """The decision; sent once more at once, on a new connection, when its connection turns
+        out closed. A Redis restart leaves every pooled connection dead, and a client that does
+        not retry (redis-py before 6, or ``retry`` without retries) reports that on the first
+        call of each: one 503 per stale connection otherwise (issue 31, defect 7). A timeout is
+        never sent again (the call may still run; its ``DEADLINE`` makes it count nothing then),
+        nor a server still loading."""
+        try:
+            return await self._judge(key, cost, deadline)
+        except RedisConnectionError as error:
+            if isinstance(error, BusyLoadingError):
+                raise
+            logger.info("RateLimitMiddleware(policy=%r): %s; sending the call again", self.policy, error)
+            return await self._judge(key, cost, deadline)
 
     def _window_s(self, decision: Decision) -> Optional[int]:
         """``w`` of ``RateLimit-Policy``: the limit's own window, or the server policy's when the

@@ -1455,3 +1455,44 @@ fn options_need_buckets_and_convert_conservatively() {
     let back = convert(d.state.as_ref().unwrap(), &exact(20, 1000), base + 1000).unwrap();
     assert_eq!(back.entries().collect::<Vec<_>>(), vec![(base + 1000, 10)]);
 }
+
+/// The two-owner protocol of a log kept as its buffer alone, round trip after round trip:
+/// the key's pointer ([`SlideState::into_log_buffer`]) and the state expanded from it
+/// ([`SlideState::from_log_buffer`]) share one buffer; the state is judged, then settled back
+/// into a pointer (the old pointer is then dead) — never dropped while the pointer lives, and
+/// the pointer never read while the state owns the buffer — and freed exactly once, by the
+/// last state. Run under Miri (`make miri`), which fails on a
+/// double free, a use after free or a leak.
+#[test]
+#[allow(unsafe_code)]
+fn a_log_kept_as_its_buffer_round_trips_with_one_owner_at_a_time() {
+    let p = exact(1000, 60_000);
+    let mut state = evaluate(None, &p, T0, 1).next.expect("admitted");
+    for k in 1..40 {
+        assert!(
+            evaluate_in_place(&mut state, &p, T0 + k * 7, 1, true).expect("in place").0.allowed
+        );
+    }
+    let before: Vec<_> = state.entries().collect();
+    let mut pointer = state.into_log_buffer().expect("a log with older entries has a holder");
+    for k in 40..80 {
+        // SAFETY: `pointer` came from `into_log_buffer`; nothing else frees it. Read before
+        // the buffer is expanded: while a state owns it, the pointer is not used at all.
+        let len = unsafe { SlideState::log_buffer_len(pointer) };
+        // SAFETY: as above; the state is settled again below before it could be dropped: one
+        // owner at a time.
+        let mut expanded = unsafe { SlideState::from_log_buffer(pointer) };
+        assert_eq!(len, expanded.heap_bytes());
+        assert!(
+            evaluate_in_place(&mut expanded, &p, T0 + k * 7, 1, true).expect("in place").0.allowed
+        );
+        expanded.validate().expect("valid");
+        pointer = expanded.into_log_buffer().expect("still a log with a holder");
+    }
+    // SAFETY: the last owner: the state takes the buffer and frees it when dropped.
+    let last = unsafe { SlideState::from_log_buffer(pointer) };
+    let after: Vec<_> = last.entries().collect();
+    assert_eq!(after.len(), 80);
+    assert_eq!(&after[..before.len()], &before[..]);
+    assert_eq!(last.stored_total(), 80);
+}
