@@ -5,7 +5,8 @@
 #                     the host-fidelity tests (clients/go/bench: stock library and drop-in side
 #                     by side; their own module, which requires the host libraries)
 #   make go-compat    redis_rate v10's rate_test.go and ulule/limiter v3's store_test.go through
-#                     the drop-ins (clients/go/compat/run.sh), on every compat server
+#                     the drop-ins (clients/go/compat/run.sh), then the package's own tests, on
+#                     every compat server
 #   make bench-go     server time per decision and decisions/s against the host libraries' Lua:
 #                     bench/CLIENTS.md "## Go"
 GO_PKG         := clients/go
@@ -37,13 +38,15 @@ go-test: build go-deps
 	cd $(GO_PKG)/bench && $(GO) vet . && $(GO_BIN)/staticcheck . && \
 	  RL_MODULE=$(CURDIR)/$(MODULE) $(GO) test -race -count=1 .
 
-## go-compat: the host suites on each compat server under target/servers (make compat builds
-## them), else on Debian's redis-server
+## go-compat: the host suites, then the package's own tests, on each compat server under
+## target/servers (make compat builds them), else on Debian's redis-server
 go-compat: build go-deps
 	@servers=""; for s in $(COMPAT_SERVER_BINS); do [ -x "$$s" ] && servers="$$servers $(CURDIR)/$$s"; done; \
 	  [ -n "$$servers" ] || servers=redis-server; \
 	  COMPAT_SERVERS="$$servers" RL_MODULE=$(CURDIR)/$(MODULE) REDIS_RATE_VERSION=$(GO_REDIS_RATE) \
-	    ULULE_VERSION=$(GO_ULULE) bash $(GO_PKG)/compat/run.sh
+	    ULULE_VERSION=$(GO_ULULE) bash $(GO_PKG)/compat/run.sh && \
+	  for s in $$servers; do echo "=== clients/go tests on $$s ==="; \
+	    (cd $(GO_PKG) && RL_SERVER=$$s RL_MODULE=$(CURDIR)/$(MODULE) $(GO) test -count=1 ./...) || exit 1; done
 
 bench-go: build go-deps
 	cd $(GO_PKG)/bench && RL_MODULE=$(CURDIR)/$(MODULE) $(GO) run . --write $(CURDIR)/bench/CLIENTS.md

@@ -42,7 +42,8 @@ func RefillBelow(n int64) BlockOption { return func(p *PermitBlock) { p.refillBe
 func RefundGuard(d time.Duration) BlockOption { return func(p *PermitBlock) { p.refundGuard = d } }
 
 // PermitStats are a PermitBlock's counters: Calls (grant requests sent), Refunds (RL.REFUND
-// sent), Grants (calls that granted), and permits Granted, Used, Refunded, Dropped.
+// sent), Grants (calls that granted), and permits Granted, Used, Refunded (the server
+// confirmed), Dropped.
 type PermitStats struct {
 	Calls, Refunds, Grants, Granted, Used, Refunded, Dropped int64
 }
@@ -284,13 +285,19 @@ func (p *PermitBlock) settle(b *block) {
 		p.mu.Unlock()
 		return
 	}
-	p.stats.Refunded += n
-	p.stats.Refunds++
 	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, _, err := p.rl.Refund(ctx, p.key, n); err != nil && p.OnError != nil {
-		p.OnError(err)
+	_, _, err := p.rl.Refund(ctx, p.key, n)
+	p.mu.Lock()
+	p.stats.Refunds++
+	if err == nil {
+		p.stats.Refunded += n // counted once the server has them back
+	}
+	onError := p.OnError
+	p.mu.Unlock()
+	if err != nil && onError != nil {
+		onError(err)
 	}
 }
 
