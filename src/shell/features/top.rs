@@ -12,22 +12,24 @@
 
 use std::cell::RefCell;
 use std::ffi::CStr;
-use std::os::raw::c_longlong;
 
-use crate::shell::execution::call::{Call, CommandError};
-use crate::shell::features::stats::Outcome;
+use crate::shell::execution::call::Call;
 use crate::shell::server::config::{top_k, top_window_ms};
-use crate::shell::server::reply;
-use ratelimit_core::features::top::{TopKeys, TopRequest, TopStats};
+use ratelimit_core::features::top::{TopKeys, TopStats};
 
 thread_local! {
     /// Redis runs commands, timers and callbacks on its main thread only.
     static TOP: RefCell<Option<TopKeys>> = const { RefCell::new(None) };
 }
 
+/// Forgets the summary (`RL.TOP RESET`): the next refusal or read starts a new one.
+pub fn reset() {
+    TOP.with(|t| t.try_borrow_mut().map(|mut t| *t = None).ok());
+}
+
 /// Runs `f` on the summary with the configured settings (a new one when they changed), or not
 /// at all when the summary is off (`ratelimit.top-k 0`) or already borrowed.
-fn with_top<R>(f: impl FnOnce(&mut TopKeys) -> R) -> Option<R> {
+pub fn with_top<R>(f: impl FnOnce(&mut TopKeys) -> R) -> Option<R> {
     let k = top_k();
     if k == 0 {
         TOP.with(|t| t.try_borrow_mut().map(|mut t| *t = None).ok());
@@ -84,29 +86,4 @@ pub fn stats(now_ms: i64) -> TopStats {
             .and_then(|t| t.as_ref().map(|top| top.stats(now_ms)))
             .unwrap_or_default()
     })
-}
-
-/// `RL.TOP [COUNT n] [POLICY name]` → `[[key, refused, last_refused_ms], ...]`, most refused
-/// first; `RL.TOP RESET` → `OK`.
-pub fn command(call: &Call) -> Result<Outcome, CommandError> {
-    match TopRequest::parse(call.args.get(1..).unwrap_or(&[]))? {
-        TopRequest::Reset => {
-            TOP.with(|t| t.try_borrow_mut().map(|mut t| *t = None).ok());
-            reply::ok(call.api, call.ctx);
-        }
-        TopRequest::Read { count, policy } => {
-            let now = call.clock_ms();
-            let rows = with_top(|top| top.top(now, count, policy.as_deref())).unwrap_or_default();
-            let api = call.api;
-            reply::array(api, call.ctx, rows.len());
-            for row in &rows {
-                let refused = c_longlong::try_from(row.refused).unwrap_or(c_longlong::MAX);
-                reply::array(api, call.ctx, 3);
-                reply::bulk(api, call.ctx, &row.key);
-                reply::long(api, call.ctx, refused);
-                reply::long(api, call.ctx, row.last_refused_ms);
-            }
-        }
-    }
-    Ok(Outcome::Answered)
 }
