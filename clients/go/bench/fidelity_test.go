@@ -73,7 +73,7 @@ func TestRedisRateSameAnswers(t *testing.T) {
 		}
 		// Times: the Lua's float seconds against exact ms rounded up; the two keys are a few
 		// ms apart in time.
-		if !near(a.RetryAfter, b.RetryAfter, 20*time.Millisecond) || !near(a.ResetAfter, b.ResetAfter, 20*time.Millisecond) {
+		if !near(a.RetryAfter, b.RetryAfter, 50*time.Millisecond) || !near(a.ResetAfter, b.ResetAfter, 50*time.Millisecond) {
 			t.Fatalf("step %d %+v: stock %+v, ours %+v", i, s, a, b)
 		}
 	}
@@ -189,8 +189,10 @@ func TestGoZeroTokenLimiterSecondBoundary(t *testing.T) {
 		return n
 	}
 	stockAdmitted := count(stock.AllowN, before) + count(stock.AllowN, after)
+	start := time.Now()
 	oursAdmitted := count(ours.AllowN, before) + count(ours.AllowN, after)
-	if stockAdmitted != 10 || oursAdmitted != 5 {
+	// Ours: the burst, plus what 5/s refills while the calls run (nothing on an idle machine).
+	if most := 5 + int(5*time.Since(start).Seconds()); stockAdmitted != 10 || oursAdmitted > most || oursAdmitted < 5 {
 		t.Fatalf("within a ms of wall time: stock admitted %d (2 × the burst), ours %d", stockAdmitted, oursAdmitted)
 	}
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The host libraries' own test suites through the package's drop-ins, on one server per suite
 # (a free loopback port, the module loaded, stopped by its PID):
-#   redis_rate v10's rate_test.go      -> redisrate     (import swapped, ":6379" -> the server)
+#   redis_rate v10's rate_test.go and example_test.go -> redisrate (import swapped, the
+#                                       address ":6379" / "localhost:6379" -> the server)
 #   ulule/limiter v3's redis store_test -> limiterstore (import swapped; REDIS_URI -> the server)
 # Each file is copied unmodified but for those lines into a temporary module that requires this
 # package (replace => the working tree) and the host module (for its shared tests), then run
@@ -44,12 +45,14 @@ require (
 
 replace $self => $here
 MOD
-sed -e "s#\"github.com/go-redis/redis_rate/v10\"#redis_rate \"$self/redisrate\"#" \
-  "$rate_dir/rate_test.go" > "$work/redisrate/rate_test.go"
+for f in rate_test.go example_test.go; do
+  sed -e "s#\"github.com/go-redis/redis_rate/v10\"#redis_rate \"$self/redisrate\"#" \
+    "$rate_dir/$f" > "$work/redisrate/$f"
+done
 sed -e "s#\"github.com/ulule/limiter/v3/drivers/store/redis\"#redis \"$self/limiterstore\"#" \
   "$ulule_dir/drivers/store/redis/store_test.go" > "$work/limiterstore/store_test.go"
 # The only lines that differ from the host files: the imports (and below, the address).
-for f in redisrate/rate_test.go limiterstore/store_test.go; do chmod u+w "$work/$f"; done
+for f in redisrate/rate_test.go redisrate/example_test.go limiterstore/store_test.go; do chmod u+w "$work/$f"; done
 (cd "$work" && go mod tidy >/dev/null 2>&1 || go mod tidy)
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -87,8 +90,10 @@ fail=0
 for server in $servers; do
   start_server "$server"
   sed -i -e "s#\":6379\"#\"127.0.0.1:$port\"#" "$work/redisrate/rate_test.go"
-  run_suite "redis_rate $redis_rate rate_test.go" redisrate || fail=1
+  sed -i -e "s#\"localhost:6379\"#\"127.0.0.1:$port\"#" "$work/redisrate/example_test.go"
+  run_suite "redis_rate $redis_rate rate_test.go + example_test.go" redisrate || fail=1
   sed -i -e "s#\"127.0.0.1:$port\"#\":6379\"#" "$work/redisrate/rate_test.go"
+  sed -i -e "s#\"127.0.0.1:$port\"#\"localhost:6379\"#" "$work/redisrate/example_test.go"
   stop_server
   start_server "$server"
   run_suite "ulule/limiter $ulule store_test.go" limiterstore "REDIS_URI=redis://127.0.0.1:$port/0" || fail=1
@@ -96,5 +101,6 @@ for server in $servers; do
 done
 # What differs from the host files: only the import lines (the address is swapped back).
 diff "$rate_dir/rate_test.go" "$work/redisrate/rate_test.go" | grep '^[<>]' || true
+diff "$rate_dir/example_test.go" "$work/redisrate/example_test.go" | grep '^[<>]' || true
 diff "$ulule_dir/drivers/store/redis/store_test.go" "$work/limiterstore/store_test.go" | grep '^[<>]' || true
 exit $fail

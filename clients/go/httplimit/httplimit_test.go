@@ -143,14 +143,15 @@ func TestServerPolicyKeyLayout(t *testing.T) {
 func TestOwnLimitHeadersAndRefusal(t *testing.T) {
 	ctx := context.Background()
 	rdb := client(t)
-	l := mustNew(t, httplimit.Options{Redis: rdb, Limit: ratelimit.Token{Capacity: 10, Rate: 1, Period: time.Second}})
+	// 1 token back per hour: nothing refills while the test runs.
+	l := mustNew(t, httplimit.Options{Redis: rdb, Limit: ratelimit.Token{Capacity: 10, Rate: 1, Period: time.Hour}})
 	h := l.Handler(ok)
 	for i := 1; i <= 10; i++ {
 		w := serve(h, "198.51.100.4:5555")
 		if w.Code != http.StatusOK {
 			t.Fatalf("request %d: %d", i, w.Code)
 		}
-		if got := w.Header().Get("RateLimit-Policy"); got != `"default";q=10;w=10` {
+		if got := w.Header().Get("RateLimit-Policy"); got != `"default";q=10;w=36000` {
 			t.Fatalf("RateLimit-Policy %q", got)
 		}
 		want := `"default";r=` + strconv.Itoa(10-i) + ";t="
@@ -159,18 +160,18 @@ func TestOwnLimitHeadersAndRefusal(t *testing.T) {
 		}
 	}
 	w := serve(h, "198.51.100.4:5555")
-	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "1" {
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "3600" {
 		t.Fatalf("%d, Retry-After %q", w.Code, w.Header().Get("Retry-After"))
 	}
 	var body struct {
 		Error        string `json:"error"`
 		RetryAfterMs int64  `json:"retryAfterMs"`
 	}
-	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Error != "too many requests" || body.RetryAfterMs <= 0 || body.RetryAfterMs > 1000 {
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil || body.Error != "too many requests" || body.RetryAfterMs <= 3_599_000 || body.RetryAfterMs > 3_600_000 {
 		t.Fatalf("body %s %v", w.Body.String(), err)
 	}
-	// rl:token:<sha256("RL.TOKEN\x0010\x001\x001000")[:8]>:<address>, as Node names it.
-	if n, _ := rdb.Exists(ctx, "rl:token:4d144a9a:198.51.100.4").Result(); n != 1 {
+	// rl:token:<sha256("RL.TOKEN\x0010\x001\x003600000")[:8]>:<address>, as Node names it.
+	if n, _ := rdb.Exists(ctx, "rl:token:485c02da:198.51.100.4").Result(); n != 1 {
 		keys, _ := rdb.Keys(ctx, "rl:*").Result()
 		t.Fatalf("keys %v", keys)
 	}

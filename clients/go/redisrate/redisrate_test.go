@@ -61,16 +61,15 @@ func TestAllowAndAllowAtMost(t *testing.T) {
 	if res.Allowed != 0 || res.Remaining != 7 || res.RetryAfter != -1 {
 		t.Fatalf("%+v", res)
 	}
+	// Whole permits are taken; the fraction of one refilled meanwhile (a busy machine) stays.
 	res, _ = l.AllowAtMost(ctx, "id", limit, 10)
-	if res.Allowed != 7 || res.Remaining != 0 || res.RetryAfter != -1 {
+	if res.Allowed != 7 || res.Remaining != 0 || res.RetryAfter != -1 || res.ResetAfter <= 900*time.Millisecond || res.ResetAfter > time.Second {
 		t.Fatalf("%+v", res)
 	}
-	within(t, "ResetAfter", res.ResetAfter, time.Second, 20*time.Millisecond)
 	res, _ = l.AllowAtMost(ctx, "id", limit, 1000)
-	if res.Allowed != 0 || res.Remaining != 0 {
+	if res.Allowed != 0 || res.Remaining != 0 || res.RetryAfter <= 0 || res.RetryAfter > 100*time.Millisecond {
 		t.Fatalf("%+v", res)
 	}
-	within(t, "RetryAfter", res.RetryAfter, 100*time.Millisecond, 20*time.Millisecond)
 	res, _ = l.AllowN(ctx, "id", limit, 1000)
 	if res.Allowed != 0 {
 		t.Fatalf("%+v", res)
