@@ -144,16 +144,10 @@ impl Key {
         }
     }
 
-    /// Holds `limiter` as this key's expansion. A stale expansion (of another value word) is
-    /// dropped out of line, so that the common case — none — calls no drop glue.
+    /// Holds `limiter` as this key's expansion (dropping a stale one, of another value word).
     #[inline(always)]
     fn expand_as(&mut self, limiter: Limiter) {
-        if let Some(stale) = self.expanded.take() {
-            drop_stale(stale);
-        }
-        // SAFETY: the field holds `None` (just taken), which owns nothing: overwriting it
-        // without dropping it loses nothing, and skips a drop-glue call on every command.
-        unsafe { std::ptr::write(&mut self.expanded, Some(Expanded { limiter, ban: None })) };
+        self.expanded = Some(Expanded { limiter, ban: None });
     }
 
     /// The type name another module's value reports through `TYPE` (error path only).
@@ -361,11 +355,6 @@ impl Key {
         let at = unsafe { (self.api.get_abs_expire)(self.raw) };
         (at >= 0).then_some(at)
     }
-}
-
-#[cold]
-fn drop_stale(stale: Expanded) {
-    drop(stale);
 }
 
 impl Drop for Key {
