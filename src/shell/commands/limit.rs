@@ -9,12 +9,13 @@ use std::os::raw::c_int;
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
 use crate::shell::execution::call::{Call, CommandError};
-use crate::shell::execution::limiting::{self};
-use crate::shell::features::stats::Outcome;
+use crate::shell::execution::limiting;
+use crate::shell::features::stats::{Outcome, Tally};
+use crate::shell::features::wait::{self, Origin};
+use crate::shell::features::{policies, top};
 use crate::shell::server::api::Api;
 use crate::shell::server::config::slide_log_max;
-use crate::shell::server::reply::{self};
-use crate::shell::{features::policies, features::top, features::wait};
+use crate::shell::server::reply;
 use ratelimit_core::grammar::request::{AllRequest, Command, PerKey, RefundRequest, Request};
 use ratelimit_core::steps::judge::AllVerdict;
 /// The flow of every limiting command: parse (core) → judge and apply (`execution::limiting`) → wake
@@ -25,7 +26,7 @@ pub fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
     call.check_deadline(request.deadline_ms)?;
     request.wait_ms = call.wait_within_deadline(request.wait_ms, request.deadline_ms);
     if request.wait_ms.is_some() && wait::can_block(call) {
-        return wait::limit_or_block(call, request);
+        return wait::limit_or_block(call, request, Origin::Command(tally_of(command)));
     }
     if request.at_most {
         return limit_at_most(call, &request);
@@ -42,6 +43,17 @@ pub fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
         top::call_refused(call, b"", request.at_ms.is_some(), judged.now);
     }
     Ok(Outcome::Limited)
+}
+
+/// The `INFO` counter of a limiting command.
+fn tally_of(command: Command) -> Tally {
+    match command {
+        Command::Token => Tally::Token,
+        Command::Period => Tally::Period,
+        Command::Slide => Tally::Slide,
+        Command::Leaky => Tally::Leaky,
+        Command::Throttle => Tally::Throttle,
+    }
 }
 
 /// A limiting command with `ATMOST n`: takes what is left, up to `n` (`execution::limiting`), and
@@ -90,7 +102,7 @@ pub fn all(call: &Call) -> Result<Outcome, CommandError> {
     let names = call.argv.get(2..).unwrap_or(&[]);
     for (i, name) in names.iter().take(all.key_count).enumerate() {
         if touched & (1 << i) != 0 {
-            wait::key_named_changed(call, *name);
+            wait::key_named_changed(call.api, call.ctx, *name);
         }
     }
     reply::all(call.api, call.ctx, &verdict.head, &verdict.details);

@@ -43,7 +43,8 @@ pub fn hit(call: &Call) -> Result<Outcome, CommandError> {
         call.check_deadline(request.deadline_ms)?;
         request.wait_ms = call.wait_within_deadline(request.wait_ms, request.deadline_ms);
         if request.wait_ms.is_some() && wait::can_block(call) {
-            let outcome = wait::limit_or_block(&judged_call, request.clone())?;
+            let outcome =
+                wait::limit_or_block(&judged_call, request.clone(), wait::Origin::Policy)?;
             resolved.record_outcome(outcome == Outcome::Admitted, outcome == Outcome::Limited);
             judge_candidate(call, &mut resolved, name, key, &request, call.clock_ms());
             return Ok(outcome);

@@ -11,7 +11,6 @@
 //! settings); `ratelimit.top-k 0` turns it off.
 
 use std::cell::RefCell;
-use std::ffi::CStr;
 
 use crate::shell::execution::call::Call;
 use crate::shell::server::config::{top_k, top_window_ms};
@@ -65,16 +64,6 @@ pub fn call_refused(call: &Call, tag: &[u8], given_at: bool, judged_ms: i64) {
     } else if let Some(key) = call.key_bytes() {
         // A waiter judged from a timer has its arguments as strings only.
         refused(key, tag, now_ms);
-    }
-}
-
-/// The policy a call was judged under, for its refusals: `RL.HIT name key …` reaches the
-/// limiting room with its arguments shifted by one, so that argument 0 is the policy's name;
-/// the direct commands have none (their argument 0 is their own name, or left empty).
-pub fn policy_of<'a>(command: &CStr, first: Option<&'a [u8]>) -> &'a [u8] {
-    match first {
-        Some(name) if command == c"rl.hit" => name,
-        _ => b"",
     }
 }
 

@@ -88,14 +88,20 @@ impl Pending {
 
     /// Judges (and applies, unless `dry`) the request on the call's key; a `BAN` counts only
     /// with `with_ban` (a waiting request's refusals are not final).
-    fn judge(&self, call: &Call, dry: bool, with_ban: bool) -> Result<Judged, CommandError> {
+    fn judge(
+        &self,
+        call: &Call,
+        origin: Origin,
+        dry: bool,
+        with_ban: bool,
+    ) -> Result<Judged, CommandError> {
         match self {
             Pending::Limit(r) => {
                 let ban_ms = r.ban_ms.filter(|_| with_ban);
                 let request = Request { dry_run: dry, ban_ms, ..r.clone() };
                 // `RL.HIT`'s waiters are judged as `RL.HIT` is (`execution::limiting`, `BY_POLICY`),
                 // with the policy's parameters as they were when the call was made.
-                let judged = if call.name == c"rl.hit" {
+                let judged = if origin == Origin::Policy {
                     judge_and_apply::<true>(call, &request)?
                 } else {
                     judge_and_apply::<false>(call, &request)?
@@ -121,12 +127,42 @@ impl Pending {
     }
 }
 
+/// Where a waiting request came from, by type: a direct command, counted under its own
+/// `INFO` counter, or `RL.HIT` under a policy (judged as `RL.HIT` is, counted in the policy's
+/// counters; its held arguments start at the policy's name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// `RL.TOKEN`, `RL.PERIOD`, `RL.SLIDE`, `RL.LEAKY`, `RL.ACQUIRE` with `WAIT`.
+    Command(Tally),
+    /// `RL.HIT name key … WAIT t`.
+    Policy,
+}
+
+impl Origin {
+    /// The `INFO` counter the request counts under.
+    fn tally(self) -> Tally {
+        match self {
+            Origin::Command(tally) => tally,
+            Origin::Policy => Tally::Hit,
+        }
+    }
+
+    /// What its refusals count under in `RL.TOP`: the policy's name (the call's first
+    /// argument, as the limiting room sees an `RL.HIT`), or nothing for a direct command.
+    fn policy_tag(self, first: Option<&[u8]>) -> &[u8] {
+        match (self, first) {
+            (Origin::Policy, Some(name)) => name,
+            _ => b"",
+        }
+    }
+}
+
 /// A blocked request: its client, the request, and its arguments (held until answered).
 struct Blocked {
     bc: *mut RedisModuleBlockedClient,
     pending: Pending,
     name: &'static CStr,
-    tally: Tally,
+    origin: Origin,
     /// The command's arguments, name first, held (`HoldString`) until the waiter is done.
     argv: Vec<*mut RedisModuleString>,
 }
@@ -195,66 +231,77 @@ pub fn can_block(call: &Call) -> bool {
     flags & forbid as c_int == 0
 }
 
-fn key_id(call: &Call, name: *mut RedisModuleString) -> KeyId {
+fn key_id(api: &Api, ctx: *mut RedisModuleCtx, name: *mut RedisModuleString) -> KeyId {
     // SAFETY: `ctx` is the live context the server passed to this call or callback.
-    let db = unsafe { (call.api.get_selected_db)(call.ctx) };
+    let db = unsafe { (api.get_selected_db)(ctx) };
     // SAFETY: the string is one the server passed for this call (or one the module holds), live
     // while the slice is used.
-    KeyId { db, name: unsafe { bytes(call.api, name) }.to_vec() }
+    KeyId { db, name: unsafe { bytes(api, name) }.to_vec() }
 }
 
 /// A limiting request with `WAIT` from a client that can block: answered at once when the key
 /// has no waiters and the request is admitted, or can never be; otherwise queued.
-pub fn limit_or_block(call: &Call, request: Request) -> Result<Outcome, CommandError> {
-    answer_or_block(call, Pending::Limit(request))
+pub fn limit_or_block(
+    call: &Call,
+    request: Request,
+    origin: Origin,
+) -> Result<Outcome, CommandError> {
+    answer_or_block(call, Pending::Limit(request), origin)
 }
 
 /// `RL.ACQUIRE … WAIT timeout`, as [`limit_or_block`].
 pub fn acquire_or_block(call: &Call, request: AcquireRequest) -> Result<Outcome, CommandError> {
-    answer_or_block(call, Pending::Acquire(request))
+    answer_or_block(call, Pending::Acquire(request), Origin::Command(Tally::Acquire))
 }
 
-fn answer_or_block(call: &Call, pending: Pending) -> Result<Outcome, CommandError> {
+fn answer_or_block(call: &Call, pending: Pending, origin: Origin) -> Result<Outcome, CommandError> {
     // Most calls meet no waiter anywhere: then nothing is looked up (and nothing copied).
     let queued = !no_waits() && {
-        let id = key_id(call, call.key()?);
+        let id = key_id(call.api, call.ctx, call.key()?);
         with(|w| w.keys.get(&id).is_some_and(|k| !k.queue.is_empty()))
     };
     // Never overtake a waiter: with a queue, judge without taking anything (to answer errors
     // and requests that can never be admitted at once). While waiting, a refusal is not final:
     // it starts no ban (only a timeout does).
-    let judged = pending.judge(call, queued, false)?;
+    let judged = pending.judge(call, origin, queued, false)?;
     if (!queued && judged.allowed) || judged.reply[3] < 0 {
         let (allowed, now) = (judged.allowed, judged.now);
         send(call.api, call.ctx, &pending.answer(judged));
         if allowed {
             return Ok(Outcome::Admitted);
         }
-        note_refused(call, &pending, now);
+        note_refused(call, &pending, origin, now);
         return Ok(Outcome::Limited);
     }
     let retry_at = (!queued).then(|| judged.now.saturating_add(judged.reply[3]));
-    let id = key_id(call, call.key()?);
+    let id = key_id(call.api, call.ctx, call.key()?);
     let (now, reply) = (judged.now, judged.reply);
-    if block(call, id, pending.clone(), now, retry_at) {
+    if block(call, id, pending.clone(), origin, now, retry_at) {
         return Ok(Outcome::Blocked);
     }
     // Redis would not block this client: answer as without WAIT.
     send(call.api, call.ctx, &pending.answer(Judged { allowed: false, reply, id: None, now }));
-    note_refused(call, &pending, now);
+    note_refused(call, &pending, origin, now);
     Ok(Outcome::Limited)
 }
 
 /// A refusal answered at once (not a dry run) counts in `RL.TOP`.
-fn note_refused(call: &Call, pending: &Pending, now: i64) {
+fn note_refused(call: &Call, pending: &Pending, origin: Origin, now: i64) {
     if !pending.dry_run() {
-        let policy = top::policy_of(call.name, call.args.first().copied());
+        let policy = origin.policy_tag(call.args.first().copied());
         top::call_refused(call, policy, pending.given_at(), now);
     }
 }
 
 /// Blocks the calling client and queues its request; `false` if Redis would not block it.
-fn block(call: &Call, id: KeyId, pending: Pending, now: i64, retry_at: Option<i64>) -> bool {
+fn block(
+    call: &Call,
+    id: KeyId,
+    pending: Pending,
+    origin: Origin,
+    now: i64,
+    retry_at: Option<i64>,
+) -> bool {
     let api = call.api;
     let bc =
         // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
@@ -273,8 +320,7 @@ fn block(call: &Call, id: KeyId, pending: Pending, now: i64, retry_at: Option<i6
         .wait_ms()
         .filter(|w| *w > 0)
         .map(|w| now.saturating_add(i64::try_from(w).unwrap_or(i64::MAX)));
-    let tally = tally_of(call.name);
-    let blocked = Blocked { bc, pending, name: call.name, tally, argv };
+    let blocked = Blocked { bc, pending, name: call.name, origin, argv };
     let wake = with(|w| {
         w.next_ticket += 1;
         let ticket = w.next_ticket;
@@ -288,17 +334,6 @@ fn block(call: &Call, id: KeyId, pending: Pending, now: i64, retry_at: Option<i6
         arm(api, call.ctx, &id, at, now);
     }
     true
-}
-
-fn tally_of(name: &CStr) -> Tally {
-    match name.to_bytes() {
-        b"rl.token" => Tally::Token,
-        b"rl.period" => Tally::Period,
-        b"rl.slide" => Tally::Slide,
-        b"rl.acquire" => Tally::Acquire,
-        b"rl.hit" => Tally::Hit,
-        _ => Tally::Leaky,
-    }
 }
 
 /// Makes sure the key's timer fires no later than `at`.
@@ -352,19 +387,19 @@ pub fn key_changed(call: &Call) {
         return;
     }
     if let Ok(name) = call.key() {
-        key_named_changed(call, name);
+        key_named_changed(call.api, call.ctx, name);
     }
 }
 
 /// As [`key_changed`], for a key given by name.
-pub fn key_named_changed(call: &Call, name: *mut RedisModuleString) {
+pub fn key_named_changed(api: &Api, ctx: *mut RedisModuleCtx, name: *mut RedisModuleString) {
     if no_waits() {
         return;
     }
-    let id = key_id(call, name);
+    let id = key_id(api, ctx, name);
     if with(|w| w.keys.contains_key(&id)) {
-        let now = call.api.now_ms();
-        arm(call.api, call.ctx, &id, now, now);
+        let now = api.now_ms();
+        arm(api, ctx, &id, now, now);
     }
 }
 
@@ -381,8 +416,7 @@ pub unsafe extern "C" fn on_keyspace_event(
     if key.is_null() || no_waits() {
         return raw::REDISMODULE_OK as c_int;
     }
-    let call = Call { api, ctx, name: c"rl.wait", argv: &[], args: &[], from_client: false };
-    key_named_changed(&call, key);
+    key_named_changed(api, ctx, key);
     raw::REDISMODULE_OK as c_int
 }
 
@@ -427,12 +461,12 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
     loop {
         // Copy what judging the head needs: no borrow lives across Redis calls.
         let head = with(|w| {
-            w.keys
-                .get(id)
-                .and_then(|k| k.queue.head())
-                .map(|h| (h.ticket, h.data.pending.clone(), h.data.name, h.data.argv.clone()))
+            w.keys.get(id).and_then(|k| k.queue.head()).map(|h| {
+                let b = &h.data;
+                (h.ticket, b.pending.clone(), b.name, b.origin, b.argv.clone())
+            })
         });
-        let Some((ticket, pending, name, argv)) = head else {
+        let Some((ticket, pending, name, origin, argv)) = head else {
             with(|w| {
                 if w.keys.get(id).is_some_and(|k| k.queue.is_empty() && k.timer.is_none()) {
                     w.keys.remove(id);
@@ -441,7 +475,7 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
             return;
         };
         let call = Call { api, ctx, name, argv: &argv, args: &[], from_client: false };
-        let answer = match pending.judge(&call, false, false) {
+        let answer = match pending.judge(&call, origin, false, false) {
             Ok(j) if j.allowed || j.reply[3] < 0 => {
                 let allowed = j.allowed;
                 Some((pending.answer(j), allowed))
@@ -480,7 +514,7 @@ fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>
     let pending = &blocked.pending;
     let call =
         Call { api, ctx, name: blocked.name, argv: &blocked.argv, args: &[], from_client: false };
-    let answer = match pending.judge(&call, true, false) {
+    let answer = match pending.judge(&call, blocked.origin, true, false) {
         Ok(j) if j.allowed => {
             let [_, limit, remaining, _, reset] = j.reply;
             pending.answer(Judged {
@@ -490,10 +524,12 @@ fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>
                 ..j
             })
         }
-        Ok(j) if pending.has_ban() && may_write => match pending.judge(&call, false, true) {
-            Ok(banned) => pending.answer(banned),
-            Err(_) => pending.answer(j),
-        },
+        Ok(j) if pending.has_ban() && may_write => {
+            match pending.judge(&call, blocked.origin, false, true) {
+                Ok(banned) => pending.answer(banned),
+                Err(_) => pending.answer(j),
+            }
+        }
         Ok(j) => pending.answer(j),
         Err(e) => Answer::Error(e.render(blocked.name)),
     };
@@ -622,13 +658,13 @@ fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) 
             let first = blocked.argv.first().map(|s| unsafe { bytes(api, *s) });
             // SAFETY: the string is one the server passed for this call (or one the module holds),
             // live while the slice is used.
-            top::refused(unsafe { bytes(api, *key) }, top::policy_of(blocked.name, first), now);
+            top::refused(unsafe { bytes(api, *key) }, blocked.origin.policy_tag(first), now);
         }
     }
     with(|w| w.clients.remove(&(blocked.bc as usize)));
     stats::waiting_changed(-1);
-    stats::record_late(blocked.tally, outcome);
-    if blocked.tally == Tally::Hit {
+    stats::record_late(blocked.origin.tally(), outcome);
+    if blocked.origin == Origin::Policy {
         // `RL.HIT`'s held arguments start at the policy's name.
         if let (Some(name), Some(key)) = (blocked.argv.first(), blocked.argv.get(1)) {
             // SAFETY: the string is one the server passed for this call (or one the module holds),
