@@ -97,6 +97,8 @@ type Limiter struct {
 	policyHeader string // own limit: fixed; server policy: from each reply
 	subnet       int
 	timeout      time.Duration
+	// delays: the own limit is a leaky bucket in delay mode (admitted requests wait).
+	delays bool
 }
 
 // ErrTimeout: no decision within Options.Timeout.
@@ -141,6 +143,9 @@ func New(o Options) (*Limiter, error) {
 		args, err := commandArgs(o.Limit, o.Ban)
 		if err != nil {
 			return nil, err
+		}
+		if leaky, ok := o.Limit.(ratelimit.Leaky); ok && !leaky.NoDelay {
+			l.delays = true
 		}
 		q, w := o.Limit.Quota()
 		l.policyHeader = ratelimit.PolicyHeader(l.policy, q, w)
@@ -208,8 +213,10 @@ func (l *Limiter) Check(w http.ResponseWriter, r *http.Request) bool {
 	h.Set("RateLimit", d.Header(l.policy))
 	if d.Allowed {
 		count(l.policy, outcomeAdmitted)
-		if d.RetryAfter > 0 {
+		if d.RetryAfter > 0 && l.delays {
 			// A leaky bucket in delay mode: the request proceeds after the water ahead of it.
+			// (Nothing else delays: a SHADOW policy's would-be refusal is admitted with a
+			// retry time, and is let through at once.)
 			t := time.NewTimer(d.RetryAfter)
 			defer t.Stop()
 			select {

@@ -282,3 +282,30 @@ func TestCheckForOtherRouters(t *testing.T) {
 		t.Fatal("capacity 0 accepted")
 	}
 }
+
+// A SHADOW policy's would-be refusal is admitted with a retry time: the request is let through
+// at once, never held for it.
+func TestShadowPolicyNeverHolds(t *testing.T) {
+	ctx := context.Background()
+	rdb := client(t)
+	rl := ratelimit.New(rdb)
+	if err := rl.SetPolicy(ctx, "shadow5", ratelimit.Period{Limit: 5, Period: time.Minute}, ratelimit.PolicyShadow()); err != nil {
+		t.Fatal(err)
+	}
+	l := mustNew(t, httplimit.Options{Client: rl, Policy: "shadow5", Key: func(*http.Request) (string, error) { return "tenant-shadow", nil }})
+	for i := 1; i <= 6; i++ {
+		done := make(chan int, 1)
+		go func() { done <- serve(l.Handler(ok), "127.0.0.1:1").Code }()
+		select {
+		case code := <-done:
+			if code != http.StatusOK {
+				t.Fatalf("request %d: %d", i, code)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("request %d held for the policy's retry time", i)
+		}
+	}
+	if stats, _ := rl.PolicyStats(ctx, "shadow5"); stats["shadow_limited"] != 1 {
+		t.Fatalf("stats %v", stats)
+	}
+}
