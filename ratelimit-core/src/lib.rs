@@ -22,3 +22,14 @@ pub mod store;
 
 #[cfg(test)]
 mod testing;
+
+// The names a caller of the core meets first, at the root: a request parsed from arguments,
+// the limiter a key holds, judging it, and the stored forms. Everything else by its path.
+pub use algorithms::decision::{Decision, Evaluation};
+pub use algorithms::limiter::Limiter;
+pub use grammar::error::ArgError;
+pub use grammar::request::{AcquireRequest, AllRequest, Command, Limit, Request};
+pub use steps::judge::{judge_key, AllVerdict, Change, KeyError, Verdict};
+pub use store::codec::{decode_value, encode_value};
+pub use store::held::Held;
+pub use store::packed::PackedLimiter;
