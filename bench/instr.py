@@ -110,6 +110,9 @@ FLOOR_BEGIN = "<!-- floor: begin -->"
 FLOOR_END = "<!-- floor: end -->"
 TOP_BEGIN = "<!-- top: begin -->"
 TOP_END = "<!-- top: end -->"
+# Issue 30's before/after of the redesign (reduced runs, written by hand): kept like RL.TOP's.
+ARCH_BEGIN = "<!-- arch: begin -->"
+ARCH_END = "<!-- arch: end -->"
 POLICIES_BEGIN = "<!-- policies: begin -->"
 POLICIES_END = "<!-- policies: end -->"
 # INSTR_ONLY=policies: the rows RL.HIT is compared with.
@@ -626,7 +629,7 @@ def main():
         return
     if ONLY:
         raise SystemExit(f"INSTR_ONLY={ONLY!r}: only 'features' and 'policies' are known")
-    kept_top = kept_section(TOP_BEGIN, TOP_END)
+    kept_top = kept_section(TOP_BEGIN, TOP_END) + kept_section(ARCH_BEGIN, ARCH_END)
     results = {}
     run_server("ours", MODULE, results)
     if CELL_MODULE:
