@@ -37,9 +37,17 @@ pub struct Key {
     name: *mut RedisModuleString,
     raw: *mut RedisModuleKey,
     /// The limiter of an inline value word, expanded for this command (written back by
-    /// [`Key::changed`]), and that word. An expanded log value shares the key's buffer (and may
-    /// free or move it), so it is always written back over the key ([`Key::settle`]) before
-    /// the key is closed, given another value or deleted.
+    /// [`Key::changed`]), and that word.
+    ///
+    /// **The two-owner rule of a log value** (written here only): a log value's buffer is
+    /// owned by the key's value word *and* by the `SlideState` expanded from it
+    /// (`values::expand_log`), which may free or move it while it is judged. So while it is
+    /// expanded the word is never read, and the expansion is always settled — written back
+    /// over the key ([`Key::settle`]) — before the key is closed (`drop`), given another value
+    /// or deleted; never dropped on its own. `Key` is the only holder of an expansion, and each
+    /// of those paths calls `settle` first. The core's round trip
+    /// (`a_log_kept_as_its_buffer_round_trips_with_one_owner_at_a_time`) checks the protocol
+    /// under Miri.
     expanded: Option<Expanded>,
     value: *mut std::ffi::c_void,
 }
@@ -250,9 +258,8 @@ impl Key {
         unsafe { (self.api.module_type_replace_value)(self.raw, Self::our_type(), word, &mut old) };
     }
 
-    /// Ends the expansion of a log value: writes it back over the key, changed or not, since it
-    /// shares (and may have freed or moved) the key's buffer. An expanded inline value needs
-    /// nothing: the key's word owns nothing of it.
+    /// Ends the expansion of a log value (the two-owner rule on `expanded`). An expanded inline
+    /// value needs nothing: the key's word owns nothing of it.
     fn settle(&mut self) {
         if self.expanded.is_some() && values::is_log(self.value) {
             self.write_back();

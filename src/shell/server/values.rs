@@ -122,9 +122,8 @@ pub fn is_log(value: *const c_void) -> bool {
     matches!(Value::of(value), Value::Log(_))
 }
 
-/// The log a log value holds, as an owning limiter sharing the key's buffer: exactly one of
-/// the two may free it (`Key` writes its expansion back over the key, [`with_value`] and
-/// [`copy_value`] never drop theirs).
+/// The log a log value holds, as an owning limiter sharing the key's buffer (the two-owner
+/// rule: `server::key::Key`'s `expanded`; [`with_value`] and [`copy_value`] never drop theirs).
 ///
 /// # Safety
 /// `buffer` must be a live log value's buffer.
