@@ -136,7 +136,12 @@ def test_a_moving_window_hit_costs_the_same_whatever_the_limit(storage: ModuleSt
     small_key, large_key = f"LIMITS:{small.key_for('sssss')}", f"LIMITS:{large.key_for('l')}"
     assert len(small_key) == len(large_key)
     small_bytes, large_bytes = raw.memory_usage(small_key), raw.memory_usage(large_key)
-    assert small_bytes is not None and small_bytes == large_bytes
+    assert small_bytes is not None and large_bytes is not None
+    # MEMORY USAGE counts the allocator's usable size: libc malloc (Valkey 9.1.2's wheel) may hand
+    # a growing log a free chunk one or two 16-byte steps larger than asked (seen: 152 vs 168 in
+    # one run of six), so equal up to that slack; a cost that grew with the limit would be
+    # kilobytes apart at 100 000.
+    assert abs(small_bytes - large_bytes) <= 32, (small_bytes, large_bytes)
 
 
 def test_moving_window_key_expires_with_the_window(storage: ModuleStorage, raw: redis.Redis) -> None:
