@@ -25,7 +25,7 @@ mod testing;
 
 // The names a caller of the core meets first, at the root: a request parsed from arguments,
 // the limiter a key holds, judging it, and the stored forms. Everything else by its path.
-pub use algorithms::decision::{Decision, Evaluation};
+pub use algorithms::decision::{Decided, Decision};
 pub use algorithms::limiter::Limiter;
 pub use grammar::error::ArgError;
 pub use grammar::request::{AcquireRequest, AllRequest, Command, Limit, Request};

@@ -38,7 +38,7 @@ impl Decision {
 /// `next` is the state to store: `Some` only when the request is admitted and consumes
 /// something (cost > 0). A limited request, a zero-cost request and a dry run change nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Evaluation<S> {
+pub struct Decided<S> {
     pub decision: Decision,
     pub next: Option<S>,
 }

@@ -82,7 +82,7 @@
 //!    (rewritten with `AT`, not verbatim) and `DRYRUN`/`AT` are handled by the command shell.
 
 use crate::algorithms::arith::{add_ms, ceil_div, div_rem, saturate_u64};
-use crate::algorithms::decision::{saturate_i64, Decision, Evaluation};
+use crate::algorithms::decision::{saturate_i64, Decided, Decision};
 use crate::algorithms::state::{
     debt_fits, info_int, live, Charged, CorruptState, Refunded, Stored,
 };
@@ -313,7 +313,7 @@ pub fn evaluate(
     params: &GcraParams,
     now_ms: i64,
     quantity: u64,
-) -> Evaluation<GcraState> {
+) -> Decided<GcraState> {
     let (now, debt) = match live(stored, now_ms) {
         None => (now_ms, 0),
         Some(state) => {
@@ -348,7 +348,7 @@ pub fn evaluate(
         tat_frac: saturate_u64(div_rem(after, scale).1),
         updated_ms: now,
     });
-    Evaluation { decision, next }
+    Decided { decision, next }
 }
 
 /// Converts a decision to redis-cell's reply: `[limited (0|1), limit, remaining,

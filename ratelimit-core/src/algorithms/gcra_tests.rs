@@ -474,12 +474,12 @@ fn interval_of(p: &GcraParams) -> Q {
 struct Model {
     stored: Option<(GcraParams, Q, i64)>,
     /// The judgement of the last call.
-    last: Option<Judged>,
+    last: Option<ModelDecision>,
 }
 
 /// What the model decides for one request, in exact values.
 #[derive(Debug, Clone)]
-struct Judged {
+struct ModelDecision {
     now: i64,
     /// Permits held before the request, under the call's parameters.
     held: Q,
@@ -498,7 +498,7 @@ impl Model {
         (held < limit_of(&sp)).then_some((sp, held, now))
     }
 
-    fn judge(&self, p: &GcraParams, t: i64, q: u64) -> Judged {
+    fn judge(&self, p: &GcraParams, t: i64, q: u64) -> ModelDecision {
         let (now, held) = match self.refilled(t) {
             None => (t, limit_of(p)),
             Some((sp, held, now)) if sp == *p => (now, held),
@@ -513,10 +513,10 @@ impl Model {
         let qq = Q::int(i128::from(q));
         let admitted = held >= qq;
         let after = if admitted { held.sub(qq) } else { held };
-        Judged { now, held, admitted, after }
+        ModelDecision { now, held, admitted, after }
     }
 
-    fn call(&mut self, p: &GcraParams, t: i64, q: u64) -> Judged {
+    fn call(&mut self, p: &GcraParams, t: i64, q: u64) -> ModelDecision {
         let j = self.judge(p, t, q);
         if j.admitted && q > 0 {
             self.stored = Some((*p, j.after, j.now));
@@ -525,7 +525,7 @@ impl Model {
     }
 }
 
-impl Judged {
+impl ModelDecision {
     /// The reply in whole ms: retry and reset are the first whole ms at which the request
     /// fits, or the bucket is full, by the exact rational refill.
     fn decision(&self, p: &GcraParams, q: u64) -> Decision {
@@ -563,7 +563,7 @@ fn held_after(p: &GcraParams, held: Q, m: i64) -> Q {
 
 /// Checks one decision against the model's judgement, with the exactness rules checked by
 /// the model's own predicates.
-fn check(p: &GcraParams, q: u64, d: &Decision, j: &Judged) -> Result<(), TestCaseError> {
+fn check(p: &GcraParams, q: u64, d: &Decision, j: &ModelDecision) -> Result<(), TestCaseError> {
     let limit = limit_of(p);
     let qq = Q::int(i128::from(q));
     prop_assert_eq!(d.allowed, j.admitted);

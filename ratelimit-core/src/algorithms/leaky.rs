@@ -55,7 +55,7 @@
 //! is thus admitted, and one ms less is not, across a parameter change as well.
 
 use crate::algorithms::arith::{add_ms, ceil_div, elapsed_ms, floor_div, saturate_u64};
-use crate::algorithms::decision::{saturate_i64, Decision, Evaluation};
+use crate::algorithms::decision::{saturate_i64, Decided, Decision};
 use crate::algorithms::state::{
     debt_fits, info_int, live, Charged, CorruptState, Refunded, Stored,
 };
@@ -345,7 +345,7 @@ pub fn evaluate(
     params: &LeakyParams,
     now_ms: i64,
     cost: u64,
-) -> Evaluation<LeakyBucket> {
+) -> Decided<LeakyBucket> {
     // `drained`: the stored bucket at now' under its own parameters (it keeps draining at its
     // own rate until an admitted call stores new ones); `current`: the same water under the
     // call's parameters, as the call is judged.
@@ -389,7 +389,7 @@ pub fn evaluate(
         reset_after_ms: saturate_i64(reset_after_ms),
     };
     let next = (allowed && cost > 0).then(|| after.into_bucket());
-    Evaluation { decision, next }
+    Decided { decision, next }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! nothing answer for the limiter that stays stored).
 
 use crate::algorithms::arith::elapsed_ms;
-use crate::algorithms::decision::{saturate_i64, Decision, Evaluation};
+use crate::algorithms::decision::{saturate_i64, Decided, Decision};
 use crate::algorithms::gcra::{self, GcraParams, GcraState};
 use crate::algorithms::leaky::{self, LeakyBucket, LeakyParams};
 use crate::algorithms::lease::LeaseState;
@@ -70,7 +70,7 @@ pub trait Variant: Stored + Sized {
         params: &Self::Params,
         now_ms: i64,
         cost: u64,
-    ) -> Evaluation<Self>;
+    ) -> Decided<Self>;
     /// Evaluates against this live stored state, updating it in place when admitted (and
     /// `commit`), for algorithms whose state is costly to copy. Returns the decision and
     /// whether the state changed, or `None` to use [`judge`] instead.
@@ -119,7 +119,7 @@ macro_rules! variant {
                 params: &$params,
                 now_ms: i64,
                 cost: u64,
-            ) -> Evaluation<Self> {
+            ) -> Decided<Self> {
                 $module::evaluate(stored, params, now_ms, cost)
             }
             $($in_place)*
@@ -203,7 +203,7 @@ pub fn judge<V: Variant>(
     params: &V::Params,
     now_ms: i64,
     cost: u64,
-) -> Evaluation<V> {
+) -> Decided<V> {
     let mut evaluation = V::evaluate(stored, params, now_ms, cost);
     // Checked cheapest first: most calls store something or keep their parameters.
     if evaluation.next.is_some() {

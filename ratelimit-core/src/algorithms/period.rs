@@ -47,7 +47,7 @@
 //! is set only when the counter is created.
 
 use crate::algorithms::arith::{elapsed_ms, saturate_u64};
-use crate::algorithms::decision::{saturate_i64, Decision, Evaluation};
+use crate::algorithms::decision::{saturate_i64, Decided, Decision};
 use crate::algorithms::state::{
     debt_fits, info_int, live, Charged, CorruptState, Refunded, Stored, MAX_DEBT,
 };
@@ -294,7 +294,7 @@ pub fn evaluate(
     params: &PeriodParams,
     now_ms: i64,
     cost: u64,
-) -> Evaluation<PeriodWindow> {
+) -> Decided<PeriodWindow> {
     let in_force = live(stored, now_ms);
     let resolved;
     let params = if params.keep_period {
@@ -344,7 +344,7 @@ pub fn evaluate(
         window_end_ms: carried.end,
         updated_ms: now,
     });
-    Evaluation { decision, next }
+    Decided { decision, next }
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 //! a cold path (`Debt`, `evaluate_in_debt`): the hot path never sees a negative level.
 
 use crate::algorithms::arith::{ceil_div, div_rem, elapsed_ms, floor_div, saturate_u64};
-use crate::algorithms::decision::{saturate_i64, Decision, Evaluation};
+use crate::algorithms::decision::{saturate_i64, Decided, Decision};
 use crate::algorithms::state::{
     debt_fits, info_int, live, Charged, CorruptState, Refunded, Stored, MAX_DEBT,
 };
@@ -315,7 +315,7 @@ fn evaluate_in_debt(
     params: &TokenParams,
     now_ms: i64,
     cost: u64,
-) -> Evaluation<TokenBucket> {
+) -> Decided<TokenBucket> {
     let now = now_ms.max(bucket.updated_ms);
     let debt = match Debt::bring(bucket, now) {
         Err(level) => return judge_level(level.convert(*params), params, cost),
@@ -331,7 +331,7 @@ fn evaluate_in_debt(
         retry_after_ms,
         reset_after_ms: saturate_i64(debt.time_until(debt.empty.capacity_level())),
     };
-    Evaluation { decision, next: None }
+    Decided { decision, next: None }
 }
 
 impl TokenBucket {
@@ -495,7 +495,7 @@ pub fn evaluate(
     params: &TokenParams,
     now_ms: i64,
     cost: u64,
-) -> Evaluation<TokenBucket> {
+) -> Decided<TokenBucket> {
     let current = match live(stored, now_ms) {
         None => Level::full(*params, now_ms),
         Some(bucket) if bucket.in_debt() => return evaluate_in_debt(bucket, params, now_ms, cost),
@@ -509,7 +509,7 @@ pub fn evaluate(
 
 /// Judges a request of `cost` against the bucket's level under the call's parameters.
 #[inline(always)]
-fn judge_level(current: Level, params: &TokenParams, cost: u64) -> Evaluation<TokenBucket> {
+fn judge_level(current: Level, params: &TokenParams, cost: u64) -> Decided<TokenBucket> {
     let scale = params.scale();
     let needed = u128::from(cost) * scale;
     let allowed = current.level >= needed;
@@ -529,7 +529,7 @@ fn judge_level(current: Level, params: &TokenParams, cost: u64) -> Evaluation<To
         reset_after_ms: saturate_i64(after.time_until(after.capacity_level())),
     };
     let next = (allowed && cost > 0).then(|| after.into_bucket());
-    Evaluation { decision, next }
+    Decided { decision, next }
 }
 
 #[cfg(test)]

@@ -276,7 +276,7 @@ fn judge_fresh<V: Variant, H: Held>(
 }
 
 /// What judging did to a held limiter.
-struct Judged {
+struct HeldDecision {
     decision: Decision,
     /// The key's new expiry, if it changed.
     expiry: Option<i64>,
@@ -293,7 +293,7 @@ fn judge_held<V: Variant>(
     params: &V::Params,
     now_ms: i64,
     how: How,
-) -> Result<Judged, KeyError> {
+) -> Result<HeldDecision, KeyError> {
     // Without a ban, this algorithm's own limiter needs no standing (the algorithm treats a
     // state past its reset instant as missing by itself): the hot path computes nothing more.
     let other = V::from_limiter(held).is_none();
@@ -314,12 +314,12 @@ fn judge_held<V: Variant>(
         let alg_now = own.map_or(now_ms, |s| now_ms.max(s.updated_ms()));
         let reset_at = own.map_or(now2, Stored::reset_at_ms);
         let decision = b.refusal(&alone, alg_now, now2, reset_at, how.cost);
-        return Ok(Judged { decision, expiry: None, ban });
+        return Ok(HeldDecision { decision, expiry: None, ban });
     }
     let (decision, expiry) = evaluate_held::<V>(held, counts, params, now_ms, how);
     if expiry.is_some() {
         // An admitted change: any past ban is forgotten.
-        return Ok(Judged { decision, expiry, ban: None });
+        return Ok(HeldDecision { decision, expiry, ban: None });
     }
     let starts = how.ban_ms.filter(|_| !decision.allowed && decision.retry_after_ms >= 0);
     match (starts, V::from_limiter(held).filter(|_| counts)) {
@@ -332,12 +332,12 @@ fn judge_held<V: Variant>(
             let new_ban = Ban::start(since, duration);
             let decision = new_ban.refusal(&decision, since, since, stored.reset_at_ms(), how.cost);
             if !how.commit {
-                return Ok(Judged { decision, expiry: None, ban });
+                return Ok(HeldDecision { decision, expiry: None, ban });
             }
             let expiry = Some(stored.reset_at_ms().max(new_ban.until_ms));
-            Ok(Judged { decision, expiry, ban: Some(new_ban) })
+            Ok(HeldDecision { decision, expiry, ban: Some(new_ban) })
         }
-        _ => Ok(Judged { decision, expiry: None, ban }),
+        _ => Ok(HeldDecision { decision, expiry: None, ban }),
     }
 }
 
@@ -354,19 +354,19 @@ fn start_clearing_ban<V: Variant>(
     since: i64,
     duration: u64,
     how: How,
-) -> Judged {
+) -> HeldDecision {
     let ban = Ban { limiter_fresh: true, ..Ban::start(since, duration) };
     let fresh = judge::<V>(None, params, since, how.cost);
     let decision = ban.refusal(&fresh.decision, since, since, since, how.cost);
     if !how.commit {
-        return Judged { decision, expiry: None, ban: current };
+        return HeldDecision { decision, expiry: None, ban: current };
     }
     // The parameters the fresh limiter has: any state they admit (a fresh limiter admits one
     // unit, limits being at least 1), which counts as missing under the ban.
     if let Some(state) = V::evaluate(None, params, since, 1).next {
         *held = state.into_limiter();
     }
-    Judged { decision, expiry: Some(ban.until_ms), ban: Some(ban) }
+    HeldDecision { decision, expiry: Some(ban.until_ms), ban: Some(ban) }
 }
 
 /// The algorithm on the held limiter (`counts`: whether it is this key's state at all),

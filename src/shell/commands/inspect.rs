@@ -3,7 +3,7 @@
 //! state) and `RL.RESTORE` (a state written back, as propagation and AOF rewrites send it).
 
 use crate::shell::execution::call::{held, Call, CommandError};
-use crate::shell::features::stats::Outcome;
+use crate::shell::features::stats::Counted;
 use crate::shell::server::key::{Contents, Mode};
 use crate::shell::server::reply::{self, FieldValue};
 use ratelimit_core::grammar::error::ArgError;
@@ -11,7 +11,7 @@ use ratelimit_core::steps::inspect::{describe_key, peek_key};
 use ratelimit_core::steps::judge::{value_expiry, KeyError};
 use ratelimit_core::store::codec;
 /// `RL.PEEK key`: the reply a `DRYRUN COST 1` request with the stored parameters would get.
-pub fn peek(call: &Call) -> Result<Outcome, CommandError> {
+pub fn peek(call: &Call) -> Result<Counted, CommandError> {
     let [_, _] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
@@ -23,11 +23,11 @@ pub fn peek(call: &Call) -> Result<Outcome, CommandError> {
         Some(values) => reply::integers(call.api, call.ctx, &values),
         None => reply::null(call.api, call.ctx),
     }
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }
 
 /// `RL.INFO key`: the stored parameters and state, as field/value pairs.
-pub fn info(call: &Call) -> Result<Outcome, CommandError> {
+pub fn info(call: &Call) -> Result<Counted, CommandError> {
     let [_, _] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
@@ -38,7 +38,7 @@ pub fn info(call: &Call) -> Result<Outcome, CommandError> {
     drop(key);
     let Some(info) = described else {
         reply::null(call.api, call.ctx);
-        return Ok(Outcome::Answered);
+        return Ok(Counted::Answered);
     };
     let mut fields = vec![("algorithm", FieldValue::Text(info.algorithm.name()))];
     fields.extend(info.fields.into_iter().map(|(k, v)| (k, FieldValue::Int(v))));
@@ -59,12 +59,12 @@ pub fn info(call: &Call) -> Result<Outcome, CommandError> {
         }
     }
     reply::fields(call.api, call.ctx, &fields);
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }
 
 /// `RL.RESTORE key payload`: sets a key to an encoded limiter and its ban, if any (what the
 /// AOF rewrite emits); the key expires at the limiter's reset instant or the ban's end.
-pub fn restore(call: &Call) -> Result<Outcome, CommandError> {
+pub fn restore(call: &Call) -> Result<Counted, CommandError> {
     let [_, _, payload] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
@@ -80,5 +80,5 @@ pub fn restore(call: &Call) -> Result<Outcome, CommandError> {
     call.notify_changed();
     drop(key);
     reply::ok(call.api, call.ctx);
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }

@@ -2,14 +2,14 @@
 //! `RL.RELEASE`, judged and applied by `execution::leases`.
 
 use crate::shell::execution::call::{Call, CommandError};
-use crate::shell::features::stats::Outcome;
+use crate::shell::features::stats::Counted;
 use crate::shell::server::config::lease_max;
 use crate::shell::server::reply::{self};
 use crate::shell::{execution::leases, features::top, features::wait};
 use ratelimit_core::grammar::request::{AcquireRequest, ReleaseRequest};
 /// `RL.ACQUIRE key limit lease [ID id] [WAIT timeout] [DRYRUN] [AT ms]` (`execution::leases`; with
 /// `WAIT`, the waiting room).
-pub fn acquire(call: &Call) -> Result<Outcome, CommandError> {
+pub fn acquire(call: &Call) -> Result<Counted, CommandError> {
     let mut request = AcquireRequest::parse(call.args.get(2..).unwrap_or(&[]), lease_max())?;
     call.check_deadline(request.deadline_ms)?;
     request.wait_ms = call.wait_within_deadline(request.wait_ms, request.deadline_ms);
@@ -23,22 +23,22 @@ pub fn acquire(call: &Call) -> Result<Outcome, CommandError> {
     let verdict = judged.verdict;
     reply::lease(call.api, call.ctx, &verdict.reply, verdict.id.as_deref());
     if verdict.allowed {
-        return Ok(Outcome::Admitted);
+        return Ok(Counted::Admitted);
     }
     if !request.dry_run {
         top::call_refused(call, b"", request.at_ms.is_some(), judged.now);
     }
-    Ok(Outcome::Limited)
+    Ok(Counted::Limited)
 }
 
 /// `RL.RELEASE key id [AT ms]`: `1` and the lease is gone (its key's waiters judged again), or
 /// `0`.
-pub fn release(call: &Call) -> Result<Outcome, CommandError> {
+pub fn release(call: &Call) -> Result<Counted, CommandError> {
     let request = ReleaseRequest::parse(call.args.get(2..).unwrap_or(&[]))?;
     let released = leases::release_and_apply(call, &request)?;
     if released {
         wait::key_changed(call);
     }
     reply::long(call.api, call.ctx, i64::from(released));
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }

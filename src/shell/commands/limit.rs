@@ -10,7 +10,7 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
 use crate::shell::execution::call::{Call, CommandError};
 use crate::shell::execution::limiting;
-use crate::shell::features::stats::{Outcome, Tally};
+use crate::shell::features::stats::{Counted, Tally};
 use crate::shell::features::wait::{self, Origin};
 use crate::shell::features::{policies, top};
 use crate::shell::server::api::Api;
@@ -21,7 +21,7 @@ use ratelimit_core::steps::judge::AllVerdict;
 /// The flow of every limiting command: parse (core) → judge and apply (`execution::limiting`) → wake
 /// the key's waiters if it changed → reply. With `WAIT`, a client that can block goes to the
 /// waiting room instead.
-pub fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
+pub fn limit(call: &Call, command: Command) -> Result<Counted, CommandError> {
     let mut request = Request::parse(command, call.args.get(2..).unwrap_or(&[]), slide_log_max())?;
     call.check_deadline(request.deadline_ms)?;
     request.wait_ms = call.wait_within_deadline(request.wait_ms, request.deadline_ms);
@@ -37,12 +37,12 @@ pub fn limit(call: &Call, command: Command) -> Result<Outcome, CommandError> {
     }
     reply::integers(call.api, call.ctx, &judged.verdict.reply);
     if judged.verdict.allowed {
-        return Ok(Outcome::Admitted);
+        return Ok(Counted::Admitted);
     }
     if !request.dry_run {
         top::call_refused(call, b"", request.at_ms.is_some(), judged.now);
     }
-    Ok(Outcome::Limited)
+    Ok(Counted::Limited)
 }
 
 /// The `INFO` counter of a limiting command.
@@ -60,7 +60,7 @@ fn tally_of(command: Command) -> Tally {
 /// replies with the five integers and the permits it took.
 #[cold]
 #[inline(never)]
-pub fn limit_at_most(call: &Call, request: &Request) -> Result<Outcome, CommandError> {
+pub fn limit_at_most(call: &Call, request: &Request) -> Result<Counted, CommandError> {
     let (judged, taken) = limiting::judge_at_most_and_apply(call, request)?;
     if judged.changed {
         wait::key_changed(call);
@@ -73,18 +73,18 @@ pub fn limit_at_most(call: &Call, request: &Request) -> Result<Outcome, CommandE
         &[allowed, limit, remaining, retry_after, reset_after, taken],
     );
     if judged.verdict.allowed {
-        return Ok(Outcome::Admitted);
+        return Ok(Counted::Admitted);
     }
     if !request.dry_run {
         top::call_refused(call, b"", request.at_ms.is_some(), judged.now);
     }
-    Ok(Outcome::Limited)
+    Ok(Counted::Limited)
 }
 
 /// `RL.ALL numkeys key [key ...] limit [limit ...] [DRYRUN] [AT ms]`: all or nothing
 /// (`execution::limiting`); a limit may be `POLICY name [COST n]` (`features::policies`); every changed key's
 /// waiters are judged again.
-pub fn all(call: &Call) -> Result<Outcome, CommandError> {
+pub fn all(call: &Call) -> Result<Counted, CommandError> {
     let args = call.args.get(1..).unwrap_or(&[]);
     let mut all = AllRequest::new();
     // The groups judged under a policy, by key (counted in the policy's counters).
@@ -110,12 +110,12 @@ pub fn all(call: &Call) -> Result<Outcome, CommandError> {
         record_policy_groups(call, &all, &verdict, &by_policy);
     }
     if verdict.allowed {
-        return Ok(Outcome::Admitted);
+        return Ok(Counted::Admitted);
     }
     if !all.dry_run {
         all_refused(call, &all, &verdict.details);
     }
-    Ok(Outcome::Limited)
+    Ok(Counted::Limited)
 }
 
 /// Counts each `RL.ALL` group judged under a policy in the policy's counters, by its key's
@@ -167,29 +167,29 @@ pub fn all_key_positions(api: &Api, ctx: *mut RedisModuleCtx, args: &[*mut Redis
     }
 }
 
-pub fn token(call: &Call) -> Result<Outcome, CommandError> {
+pub fn token(call: &Call) -> Result<Counted, CommandError> {
     limit(call, Command::Token)
 }
 
-pub fn period(call: &Call) -> Result<Outcome, CommandError> {
+pub fn period(call: &Call) -> Result<Counted, CommandError> {
     limit(call, Command::Period)
 }
 
-pub fn slide(call: &Call) -> Result<Outcome, CommandError> {
+pub fn slide(call: &Call) -> Result<Counted, CommandError> {
     limit(call, Command::Slide)
 }
 
-pub fn leaky(call: &Call) -> Result<Outcome, CommandError> {
+pub fn leaky(call: &Call) -> Result<Counted, CommandError> {
     limit(call, Command::Leaky)
 }
 
-pub fn throttle(call: &Call) -> Result<Outcome, CommandError> {
+pub fn throttle(call: &Call) -> Result<Counted, CommandError> {
     limit(call, Command::Throttle)
 }
 
 /// `RL.REFUND key count [AT ms]`: gives permits back (`execution::limiting`); the key's waiters are
 /// judged again when something was given back.
-pub fn refund(call: &Call) -> Result<Outcome, CommandError> {
+pub fn refund(call: &Call) -> Result<Counted, CommandError> {
     let request = RefundRequest::parse(call.args.get(2..).unwrap_or(&[]))?;
     let (values, changed) = limiting::refund_and_apply(call, &request)?;
     if changed {
@@ -199,16 +199,16 @@ pub fn refund(call: &Call) -> Result<Outcome, CommandError> {
         Some(values) => reply::integers(call.api, call.ctx, &values),
         None => reply::null(call.api, call.ctx),
     }
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }
 
 /// `RL.CHARGE key count [AT ms]`: bills an overrun past the limit as a debt (`execution::limiting`).
 /// A charge only takes permits, so no waiter can pass because of it.
-pub fn charge(call: &Call) -> Result<Outcome, CommandError> {
+pub fn charge(call: &Call) -> Result<Counted, CommandError> {
     let request = RefundRequest::parse(call.args.get(2..).unwrap_or(&[]))?;
     match limiting::charge_and_apply(call, &request)? {
         Some(values) => reply::integers(call.api, call.ctx, &values),
         None => reply::null(call.api, call.ctx),
     }
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }

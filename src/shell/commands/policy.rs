@@ -9,7 +9,7 @@
 
 use crate::shell::execution::call::{Call, CommandError};
 use crate::shell::execution::limiting;
-use crate::shell::features::stats::Outcome;
+use crate::shell::features::stats::Counted;
 use crate::shell::features::top;
 use crate::shell::features::wait;
 use crate::shell::server::config::{policy_max, slide_log_max};
@@ -25,7 +25,7 @@ use crate::shell::features::policies::{forget_candidates, judge_candidate, top_c
 /// the override's) counters record it. Under `SHADOW`, a refusal is answered `allowed = 1`
 /// and counted as `shadow_limited` (nothing changed: a shadow policy's request carries no ban
 /// and never waits). A policy's candidate judges the same call in shadow beside it.
-pub fn hit(call: &Call) -> Result<Outcome, CommandError> {
+pub fn hit(call: &Call) -> Result<Counted, CommandError> {
     let [_, name, key, options @ ..] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
@@ -45,7 +45,7 @@ pub fn hit(call: &Call) -> Result<Outcome, CommandError> {
         if request.wait_ms.is_some() && wait::can_block(call) {
             let outcome =
                 wait::limit_or_block(&judged_call, request.clone(), wait::Origin::Policy)?;
-            resolved.record_outcome(outcome == Outcome::Admitted, outcome == Outcome::Limited);
+            resolved.record_outcome(outcome == Counted::Admitted, outcome == Counted::Limited);
             judge_candidate(call, &mut resolved, name, key, &request, call.clock_ms());
             return Ok(outcome);
         }
@@ -64,19 +64,19 @@ pub fn hit(call: &Call) -> Result<Outcome, CommandError> {
         }
         reply::integers(call.api, call.ctx, &values);
         if values[0] == 1 {
-            return Ok(Outcome::Admitted);
+            return Ok(Counted::Admitted);
         }
         if !request.dry_run {
             top::call_refused(&judged_call, name, request.at_ms.is_some(), judged.now);
         }
-        Ok(Outcome::Limited)
+        Ok(Counted::Limited)
     })
 }
 
 /// `RL.POLICY SET name limit [BAN d [CLEAR]] [SHADOW] [FOR key | CANDIDATE]`: defines or
 /// replaces (whole) a policy, one key's override, or the policy's candidate; propagated
 /// verbatim.
-pub fn set(call: &Call) -> Result<Outcome, CommandError> {
+pub fn set(call: &Call) -> Result<Counted, CommandError> {
     let [_, _, name, definition @ ..] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
@@ -88,13 +88,13 @@ pub fn set(call: &Call) -> Result<Outcome, CommandError> {
     }
     call.replicate_verbatim();
     reply::ok(call.api, call.ctx);
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }
 
 /// `RL.POLICY GET name [FOR key | CANDIDATE]`: `algorithm`, the parameters under `RL.INFO`'s
 /// names, `ban_ms`, `clear`, `shadow`, then `definition` (the limit as `SET` took it); nil
 /// when there is no such policy (or override, or candidate).
-pub fn get(call: &Call) -> Result<Outcome, CommandError> {
+pub fn get(call: &Call) -> Result<Counted, CommandError> {
     let [_, _, name, rest @ ..] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
@@ -111,12 +111,12 @@ pub fn get(call: &Call) -> Result<Outcome, CommandError> {
         }
         None => reply::null(call.api, call.ctx),
     }
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }
 
 /// `RL.POLICY DEL name [FOR key | CANDIDATE]`: `1` (removed: the policy with all its overrides
 /// and its candidate, the override, or the candidate; propagated verbatim) or `0`.
-pub fn delete(call: &Call) -> Result<Outcome, CommandError> {
+pub fn delete(call: &Call) -> Result<Counted, CommandError> {
     let [_, _, name, rest @ ..] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
@@ -129,12 +129,12 @@ pub fn delete(call: &Call) -> Result<Outcome, CommandError> {
         call.replicate_verbatim();
     }
     reply::long(call.api, call.ctx, i64::from(removed));
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }
 
 /// `RL.POLICY PROMOTE name`: the policy's candidate becomes its definition (`1`, propagated
 /// verbatim), or `0` when it has none; an error naming an unknown policy.
-pub fn promote(call: &Call) -> Result<Outcome, CommandError> {
+pub fn promote(call: &Call) -> Result<Counted, CommandError> {
     let [_, _, name] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
@@ -144,14 +144,14 @@ pub fn promote(call: &Call) -> Result<Outcome, CommandError> {
         call.replicate_verbatim();
     }
     reply::long(call.api, call.ctx, i64::from(promoted));
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }
 
 /// `RL.POLICY LIST`: the policy names, sorted. `RL.POLICY LIST name`: the policy's overrides,
 /// sorted by key, each a map (RESP3) / flat pairs of `key`, `definition` (the limit as `SET`
 /// took it) and the override's own counters (`calls`, `admitted`, `limited`,
 /// `shadow_limited`, `near_limit`); an error naming an unknown policy.
-pub fn list(call: &Call) -> Result<Outcome, CommandError> {
+pub fn list(call: &Call) -> Result<Counted, CommandError> {
     match call.args {
         [_, _] => list_names(call),
         [_, _, name] => list_overrides(call, name),
@@ -159,7 +159,7 @@ pub fn list(call: &Call) -> Result<Outcome, CommandError> {
     }
 }
 
-fn list_names(call: &Call) -> Result<Outcome, CommandError> {
+fn list_names(call: &Call) -> Result<Counted, CommandError> {
     with_table(|table| {
         let names = table.names();
         reply::array(call.api, call.ctx, names.len());
@@ -168,10 +168,10 @@ fn list_names(call: &Call) -> Result<Outcome, CommandError> {
         }
         Ok(())
     })?;
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }
 
-fn list_overrides(call: &Call, name: &[u8]) -> Result<Outcome, CommandError> {
+fn list_overrides(call: &Call, name: &[u8]) -> Result<Counted, CommandError> {
     with_table(|table| {
         let entries =
             table.overrides(name).ok_or_else(|| PolicyError::NoSuchPolicy(name.to_vec()))?;
@@ -185,7 +185,7 @@ fn list_overrides(call: &Call, name: &[u8]) -> Result<Outcome, CommandError> {
         }
         Ok(())
     })?;
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }
 
 fn int_field(v: u64) -> FieldValue<'static> {
@@ -195,7 +195,7 @@ fn int_field(v: u64) -> FieldValue<'static> {
 /// `RL.POLICY STATS name`: the policy's counters, then its candidate's (`candidate_calls`,
 /// `candidate_admitted`, `candidate_limited`, `candidate_near_limit`) when it has one; an
 /// error naming an unknown policy.
-pub fn stats(call: &Call) -> Result<Outcome, CommandError> {
+pub fn stats(call: &Call) -> Result<Counted, CommandError> {
     let [_, _, name] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
@@ -208,11 +208,11 @@ pub fn stats(call: &Call) -> Result<Outcome, CommandError> {
         pairs.extend(candidate.candidate_fields().into_iter().map(|(k, v)| (k, int_field(v))));
     }
     reply::fields(call.api, call.ctx, &pairs);
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }
 
 /// `RL.POLICY RESETSTAT`: zeroes every policy's counters (this node's; not propagated).
-pub fn reset_stats(call: &Call) -> Result<Outcome, CommandError> {
+pub fn reset_stats(call: &Call) -> Result<Counted, CommandError> {
     let [_, _] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
@@ -221,7 +221,7 @@ pub fn reset_stats(call: &Call) -> Result<Outcome, CommandError> {
         Ok(())
     })?;
     reply::ok(call.api, call.ctx);
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }
 
 /// `RL.POLICY HELP`'s lines.
@@ -249,7 +249,7 @@ const HELP: &[&str] = &[
 ];
 
 /// `RL.POLICY HELP`: the subcommands, one line each (as Redis' own `HELP` subcommands).
-pub fn help(call: &Call) -> Result<Outcome, CommandError> {
+pub fn help(call: &Call) -> Result<Counted, CommandError> {
     let [_, _] = call.args else {
         return Err(ArgError::WrongArity.into());
     };
@@ -257,5 +257,5 @@ pub fn help(call: &Call) -> Result<Outcome, CommandError> {
     for line in HELP {
         reply::bulk(call.api, call.ctx, line.as_bytes());
     }
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }

@@ -14,11 +14,11 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 use crate::shell::commands::{inspect, leases, limit, policy, top};
 use crate::shell::execution::call::{arguments, Call, CommandError, MAX_ARGS};
 use crate::shell::execution::limiting::MAX_ALL_ARGS;
-use crate::shell::features::stats::{self, Outcome, Tally};
+use crate::shell::features::stats::{self, Counted, Tally};
 use crate::shell::server::api::api;
 use crate::shell::server::reply::{self};
 use ratelimit_core::grammar::error::ArgError;
-type Handler = fn(&Call) -> Result<Outcome, CommandError>;
+type Handler = fn(&Call) -> Result<Counted, CommandError>;
 
 /// The common frame of every command: argument access, error replies, counters.
 fn dispatch<const N: usize>(
@@ -49,7 +49,7 @@ fn dispatch<const N: usize>(
     match result {
         Ok(outcome) => stats::record(tally, outcome),
         Err(e) => {
-            stats::record(tally, Outcome::Error);
+            stats::record(tally, Counted::Error);
             reply::error(api, ctx, &e.render(name));
         }
     }

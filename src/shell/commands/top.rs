@@ -4,14 +4,14 @@
 use std::os::raw::c_longlong;
 
 use crate::shell::execution::call::{Call, CommandError};
-use crate::shell::features::stats::Outcome;
+use crate::shell::features::stats::Counted;
 use crate::shell::features::top::{self, with_top};
 use crate::shell::server::reply;
 use ratelimit_core::features::top::TopRequest;
 
 /// `RL.TOP [COUNT n] [POLICY name]` → `[[key, refused, last_refused_ms], ...]`, most refused
 /// first; `RL.TOP RESET` → `OK`.
-pub fn command(call: &Call) -> Result<Outcome, CommandError> {
+pub fn command(call: &Call) -> Result<Counted, CommandError> {
     match TopRequest::parse(call.args.get(1..).unwrap_or(&[]))? {
         TopRequest::Reset => {
             top::reset();
@@ -31,5 +31,5 @@ pub fn command(call: &Call) -> Result<Outcome, CommandError> {
             }
         }
     }
-    Ok(Outcome::Answered)
+    Ok(Counted::Answered)
 }

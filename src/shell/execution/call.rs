@@ -28,7 +28,7 @@ use ratelimit_core::steps::judge::{Change, KeyError};
 pub const MAX_ARGS: usize = 18;
 /// A judged call: its verdict (reply values), the instant used, and whether it changed its
 /// key (then waiters on the key may have gained room).
-pub struct Judged<V> {
+pub struct Applied<V> {
     pub verdict: V,
     pub now: i64,
     pub changed: bool,

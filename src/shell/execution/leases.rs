@@ -5,7 +5,7 @@
 //! continue the same sequence; verbatim when propagation provably goes nowhere, as for the
 //! limiting commands). Replies and waiters are the callers'.
 
-use crate::shell::execution::call::{apply, held, Call, CommandError, Judged, MAX_ARGS};
+use crate::shell::execution::call::{apply, held, Applied, Call, CommandError, MAX_ARGS};
 use crate::shell::server::key::Mode;
 use ratelimit_core::grammar::request::{AcquireRequest, ReleaseRequest};
 use ratelimit_core::steps::judge::Change;
@@ -16,7 +16,7 @@ use ratelimit_core::steps::lease_key::{acquire_key, release_key, AcquireVerdict,
 pub fn acquire_and_apply(
     call: &Call,
     request: &AcquireRequest,
-) -> Result<Judged<AcquireVerdict>, CommandError> {
+) -> Result<Applied<AcquireVerdict>, CommandError> {
     let mut key = call.open(Mode::Write)?;
     let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
     let mut verdict = acquire_key(held(&mut key)?.as_mut(), request, now)?;
@@ -38,7 +38,7 @@ pub fn acquire_and_apply(
         }
         call.notify_changed();
     }
-    Ok(Judged { verdict, now, changed })
+    Ok(Applied { verdict, now, changed })
 }
 
 /// Opens the key and releases the lease (core): `true` and the lease is gone (the key deleted

@@ -8,7 +8,7 @@
 
 use redis_module::raw::RedisModuleString;
 
-use crate::shell::execution::call::{apply, held, Call, CommandError, Judged};
+use crate::shell::execution::call::{apply, held, Applied, Call, CommandError};
 use crate::shell::server::key::{Contents, Key, Mode};
 use crate::shell::server::values::Slot;
 use ratelimit_core::grammar::error::ArgError;
@@ -42,7 +42,7 @@ pub const MAX_ALL_ARGS: usize = 2 + 16 + 16 * 9 + 3 + 2;
 pub fn judge_and_apply<const BY_POLICY: bool>(
     call: &Call,
     request: &Request,
-) -> Result<Judged<Verdict>, CommandError> {
+) -> Result<Applied<Verdict>, CommandError> {
     judge_and_apply_as::<BY_POLICY, false>(call, request).map(|(judged, _)| judged)
 }
 
@@ -54,7 +54,7 @@ pub fn judge_and_apply<const BY_POLICY: bool>(
 pub fn judge_at_most_and_apply(
     call: &Call,
     request: &Request,
-) -> Result<(Judged<Verdict>, u64), CommandError> {
+) -> Result<(Applied<Verdict>, u64), CommandError> {
     judge_and_apply_as::<false, true>(call, request)
 }
 
@@ -63,7 +63,7 @@ pub fn judge_at_most_and_apply(
 fn judge_and_apply_as<const BY_POLICY: bool, const AT_MOST: bool>(
     call: &Call,
     request: &Request,
-) -> Result<(Judged<Verdict>, u64), CommandError> {
+) -> Result<(Applied<Verdict>, u64), CommandError> {
     let mut key = call.open(Mode::Write)?;
     let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
     let mut held = held(&mut key)?;
@@ -113,7 +113,7 @@ fn judge_and_apply_as<const BY_POLICY: bool, const AT_MOST: bool>(
         call.notify_changed();
     }
     let taken = if verdict.allowed { request.cost } else { 0 };
-    Ok((Judged { verdict, now, changed }, taken))
+    Ok((Applied { verdict, now, changed }, taken))
 }
 
 /// How a changed key reaches replicas and the AOF (see [`judge_and_apply`]).

@@ -10,7 +10,7 @@
 use std::cell::RefCell;
 
 use crate::shell::execution::call::{Call, CommandError};
-use crate::shell::features::stats::Outcome;
+use crate::shell::features::stats::Counted;
 use crate::shell::features::top;
 use ratelimit_core::features::policy::{CandidateStates, PolicyError, PolicyTable, Resolved};
 use ratelimit_core::features::top::candidate_tag;
@@ -136,10 +136,10 @@ pub fn record_all_group(name: &[u8], key: &[u8], detail: &[i64; 5], call_admitte
 /// Counts how a `RL.HIT` that waited ended, in its policy's (and its key's override's)
 /// `admitted` or `limited` (its call was counted when it blocked; a policy deleted meanwhile
 /// counts nothing).
-pub fn record_late(name: &[u8], key: &[u8], outcome: Outcome) {
+pub fn record_late(name: &[u8], key: &[u8], outcome: Counted) {
     let _ = with_table(|table| {
         if let Some(mut resolved) = table.resolve(name, key) {
-            let (admitted, limited) = (outcome == Outcome::Admitted, outcome == Outcome::Limited);
+            let (admitted, limited) = (outcome == Counted::Admitted, outcome == Counted::Limited);
             resolved.record_late(admitted, limited);
         }
         Ok(())

@@ -68,7 +68,7 @@ impl Tally {
 
 /// How a call ended, for the counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Counted {
     Admitted,
     Limited,
     /// A call that neither admits nor limits (`RL.PEEK`, `RL.INFO`, `RL.RESTORE`).
@@ -99,29 +99,29 @@ impl Counters {
 static COUNTERS: [Counters; Tally::ALL.len()] = [const { Counters::new() }; Tally::ALL.len()];
 
 /// Counts one call (calls include errors).
-pub fn record(tally: Tally, outcome: Outcome) {
+pub fn record(tally: Tally, outcome: Counted) {
     let Some(c) = COUNTERS.get(tally as usize) else {
         return;
     };
     c.calls.fetch_add(1, Ordering::Relaxed);
     let field = match outcome {
-        Outcome::Admitted => &c.admitted,
-        Outcome::Limited => &c.limited,
-        Outcome::Error => &c.errors,
-        Outcome::Answered | Outcome::Blocked => return,
+        Counted::Admitted => &c.admitted,
+        Counted::Limited => &c.limited,
+        Counted::Error => &c.errors,
+        Counted::Answered | Counted::Blocked => return,
     };
     field.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Counts how a call that waited ended (its call was counted when it blocked).
-pub fn record_late(tally: Tally, outcome: Outcome) {
+pub fn record_late(tally: Tally, outcome: Counted) {
     let Some(c) = COUNTERS.get(tally as usize) else {
         return;
     };
     match outcome {
-        Outcome::Admitted => c.admitted.fetch_add(1, Ordering::Relaxed),
-        Outcome::Limited => c.limited.fetch_add(1, Ordering::Relaxed),
-        Outcome::Error => c.errors.fetch_add(1, Ordering::Relaxed),
+        Counted::Admitted => c.admitted.fetch_add(1, Ordering::Relaxed),
+        Counted::Limited => c.limited.fetch_add(1, Ordering::Relaxed),
+        Counted::Error => c.errors.fetch_add(1, Ordering::Relaxed),
         _ => 0,
     };
 }

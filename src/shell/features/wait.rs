@@ -27,7 +27,7 @@ use redis_module::raw::{self, RedisModuleBlockedClient, RedisModuleCtx, RedisMod
 use crate::shell::execution::call::{Call, CommandError};
 use crate::shell::execution::leases::acquire_and_apply;
 use crate::shell::execution::limiting::judge_and_apply;
-use crate::shell::features::stats::{self, Outcome, Tally};
+use crate::shell::features::stats::{self, Counted, Tally};
 use crate::shell::features::top;
 use crate::shell::server::api::{api, bytes, Api};
 use crate::shell::server::key::{Contents, Key, Mode};
@@ -52,7 +52,7 @@ enum Pending {
 }
 
 /// What judging a pending request gave, and the instant used.
-struct Judged {
+struct PendingVerdict {
     allowed: bool,
     reply: [i64; 5],
     /// `RL.ACQUIRE`'s lease id (nil when refused).
@@ -94,7 +94,7 @@ impl Pending {
         origin: Origin,
         dry: bool,
         with_ban: bool,
-    ) -> Result<Judged, CommandError> {
+    ) -> Result<PendingVerdict, CommandError> {
         match self {
             Pending::Limit(r) => {
                 let ban_ms = r.ban_ms.filter(|_| with_ban);
@@ -107,22 +107,22 @@ impl Pending {
                     judge_and_apply::<false>(call, &request)?
                 };
                 let (v, now) = (judged.verdict, judged.now);
-                Ok(Judged { allowed: v.allowed, reply: v.reply, id: None, now })
+                Ok(PendingVerdict { allowed: v.allowed, reply: v.reply, id: None, now })
             }
             Pending::Acquire(r) => {
                 let request = AcquireRequest { dry_run: dry, ..r.clone() };
                 let judged = acquire_and_apply(call, &request)?;
                 let (v, now) = (judged.verdict, judged.now);
-                Ok(Judged { allowed: v.allowed, reply: v.reply, id: v.id, now })
+                Ok(PendingVerdict { allowed: v.allowed, reply: v.reply, id: v.id, now })
             }
         }
     }
 
     /// The answer a judged request gets.
-    fn answer(&self, judged: Judged) -> Answer {
+    fn answer(&self, judged: PendingVerdict) -> WaiterReply {
         match self {
-            Pending::Limit(_) => Answer::Ints(judged.reply),
-            Pending::Acquire(_) => Answer::Lease(judged.reply, judged.id),
+            Pending::Limit(_) => WaiterReply::Ints(judged.reply),
+            Pending::Acquire(_) => WaiterReply::Lease(judged.reply, judged.id),
         }
     }
 }
@@ -212,7 +212,7 @@ fn no_waits() -> bool {
 }
 
 /// What a blocked client is answered with.
-enum Answer {
+enum WaiterReply {
     Ints([i64; 5]),
     Lease([i64; 5], Option<LeaseId>),
     Error(String),
@@ -245,16 +245,16 @@ pub fn limit_or_block(
     call: &Call,
     request: Request,
     origin: Origin,
-) -> Result<Outcome, CommandError> {
+) -> Result<Counted, CommandError> {
     answer_or_block(call, Pending::Limit(request), origin)
 }
 
 /// `RL.ACQUIRE … WAIT timeout`, as [`limit_or_block`].
-pub fn acquire_or_block(call: &Call, request: AcquireRequest) -> Result<Outcome, CommandError> {
+pub fn acquire_or_block(call: &Call, request: AcquireRequest) -> Result<Counted, CommandError> {
     answer_or_block(call, Pending::Acquire(request), Origin::Command(Tally::Acquire))
 }
 
-fn answer_or_block(call: &Call, pending: Pending, origin: Origin) -> Result<Outcome, CommandError> {
+fn answer_or_block(call: &Call, pending: Pending, origin: Origin) -> Result<Counted, CommandError> {
     // Most calls meet no waiter anywhere: then nothing is looked up (and nothing copied).
     let queued = !no_waits() && {
         let id = key_id(call.api, call.ctx, call.key()?);
@@ -268,21 +268,25 @@ fn answer_or_block(call: &Call, pending: Pending, origin: Origin) -> Result<Outc
         let (allowed, now) = (judged.allowed, judged.now);
         send(call.api, call.ctx, &pending.answer(judged));
         if allowed {
-            return Ok(Outcome::Admitted);
+            return Ok(Counted::Admitted);
         }
         note_refused(call, &pending, origin, now);
-        return Ok(Outcome::Limited);
+        return Ok(Counted::Limited);
     }
     let retry_at = (!queued).then(|| judged.now.saturating_add(judged.reply[3]));
     let id = key_id(call.api, call.ctx, call.key()?);
     let (now, reply) = (judged.now, judged.reply);
     if block(call, id, pending.clone(), origin, now, retry_at) {
-        return Ok(Outcome::Blocked);
+        return Ok(Counted::Blocked);
     }
     // Redis would not block this client: answer as without WAIT.
-    send(call.api, call.ctx, &pending.answer(Judged { allowed: false, reply, id: None, now }));
+    send(
+        call.api,
+        call.ctx,
+        &pending.answer(PendingVerdict { allowed: false, reply, id: None, now }),
+    );
     note_refused(call, &pending, origin, now);
-    Ok(Outcome::Limited)
+    Ok(Counted::Limited)
 }
 
 /// A refusal answered at once (not a dry run) counts in `RL.TOP`.
@@ -489,7 +493,7 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
                 }
                 None
             }
-            Err(e) => Some((Answer::Error(e.render(name)), false)),
+            Err(e) => Some((WaiterReply::Error(e.render(name)), false)),
         };
         let Some((answer, admitted)) = answer else {
             return;
@@ -501,7 +505,7 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
         if admitted {
             stats::wait_admitted();
         }
-        finish(api, waiter, answer, if admitted { Outcome::Admitted } else { Outcome::Limited });
+        finish(api, waiter, answer, if admitted { Counted::Admitted } else { Counted::Limited });
     }
 }
 
@@ -517,7 +521,7 @@ fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>
     let answer = match pending.judge(&call, blocked.origin, true, false) {
         Ok(j) if j.allowed => {
             let [_, limit, remaining, _, reset] = j.reply;
-            pending.answer(Judged {
+            pending.answer(PendingVerdict {
                 allowed: false,
                 reply: [0, limit, remaining, 0, reset],
                 id: None,
@@ -531,10 +535,10 @@ fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>
             }
         }
         Ok(j) => pending.answer(j),
-        Err(e) => Answer::Error(e.render(blocked.name)),
+        Err(e) => WaiterReply::Error(e.render(blocked.name)),
     };
     stats::wait_timed_out();
-    finish(api, waiter, answer, Outcome::Limited);
+    finish(api, waiter, answer, Counted::Limited);
 }
 
 /// Where the key of a queue is served: [`slots::served_here`], which opens the key only in
@@ -586,7 +590,7 @@ fn redirect_all(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, error: &str) {
         stop_timer(api, ctx, timer);
     }
     for waiter in waiters {
-        finish(api, waiter, Answer::Error(error.to_string()), Outcome::Error);
+        finish(api, waiter, WaiterReply::Error(error.to_string()), Counted::Error);
     }
 }
 
@@ -643,12 +647,12 @@ pub fn slots_stayed(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
 }
 
 /// Hands the answer to the blocked client and forgets the waiter.
-fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) {
+fn finish(api: &Api, waiter: Waiter<Blocked>, answer: WaiterReply, outcome: Counted) {
     let blocked = waiter.data;
     // A waiter refused for good (its timeout ran out, or it can never be admitted) counts in
     // `RL.TOP`; an error does not.
-    if outcome == Outcome::Limited
-        && !matches!(answer, Answer::Error(_))
+    if outcome == Counted::Limited
+        && !matches!(answer, WaiterReply::Error(_))
         && !blocked.pending.dry_run()
     {
         if let Some(key) = blocked.argv.get(1) {
@@ -675,7 +679,7 @@ fn finish(api: &Api, waiter: Waiter<Blocked>, answer: Answer, outcome: Outcome) 
     }
     let data = Box::into_raw(Box::new(answer)).cast::<c_void>();
     // SAFETY: `blocked.bc` is this waiter's blocked client, unblocked once; `data` is a boxed
-    // `Answer` the reply callback reads and `free_answer` frees.
+    // `WaiterReply` the reply callback reads and `free_answer` frees.
     unsafe { (api.unblock_client)(blocked.bc, data) };
     release_args(api, blocked.argv);
 }
@@ -688,11 +692,11 @@ fn release_args(api: &Api, argv: Vec<*mut RedisModuleString>) {
 }
 
 /// Writes an answer as the reply.
-fn send(api: &Api, ctx: *mut RedisModuleCtx, answer: &Answer) {
+fn send(api: &Api, ctx: *mut RedisModuleCtx, answer: &WaiterReply) {
     match answer {
-        Answer::Ints(values) => reply::integers(api, ctx, values),
-        Answer::Lease(values, id) => reply::lease(api, ctx, values, id.as_deref()),
-        Answer::Error(text) => reply::error(api, ctx, text),
+        WaiterReply::Ints(values) => reply::integers(api, ctx, values),
+        WaiterReply::Lease(values, id) => reply::lease(api, ctx, values, id.as_deref()),
+        WaiterReply::Error(text) => reply::error(api, ctx, text),
     }
 }
 
@@ -706,8 +710,8 @@ unsafe extern "C" fn reply_callback(
         return raw::REDISMODULE_ERR as c_int;
     };
     // SAFETY: `ctx` is the reply callback's live context.
-    let data = unsafe { (api.get_blocked_client_private_data)(ctx) }.cast::<Answer>();
-    // SAFETY: `data` is NULL or the live boxed `Answer` `finish` gave `unblock_client` (freed only
+    let data = unsafe { (api.get_blocked_client_private_data)(ctx) }.cast::<WaiterReply>();
+    // SAFETY: `data` is NULL or the live boxed `WaiterReply` `finish` gave `unblock_client` (freed only
     // by `free_answer`, after this callback).
     match unsafe { data.as_ref() } {
         Some(answer) => send(api, ctx, answer),
@@ -718,9 +722,9 @@ unsafe extern "C" fn reply_callback(
 
 unsafe extern "C" fn free_answer(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
     if !data.is_null() {
-        // SAFETY: `data` is the boxed `Answer` `finish` gave `unblock_client`; the server hands it
+        // SAFETY: `data` is the boxed `WaiterReply` `finish` gave `unblock_client`; the server hands it
         // to this free callback once.
-        drop(unsafe { Box::from_raw(data.cast::<Answer>()) });
+        drop(unsafe { Box::from_raw(data.cast::<WaiterReply>()) });
     }
 }
 

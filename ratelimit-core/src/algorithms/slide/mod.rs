@@ -56,7 +56,7 @@ use std::num::NonZeroU16;
 use self::log::ExactView;
 pub use self::log::{SlideEntries, HOLDER};
 use self::ring::{BucketView, Grid};
-use crate::algorithms::decision::{saturate_i64, Decision, Evaluation};
+use crate::algorithms::decision::{saturate_i64, Decided, Decision};
 use crate::algorithms::state::{info_int, live, CorruptState, Refunded, Stored};
 use crate::grammar::args::{MAX_AT_MS, MAX_BUCKETS, MAX_COUNT, MAX_DURATION_MS};
 use crate::grammar::error::ArgError;
@@ -449,7 +449,7 @@ fn single(params: &SlideParams, t: i64, cost: u64) -> SlideState {
 }
 
 /// A request against no (live) stored window.
-fn fresh(params: &SlideParams, t: i64, cost: u64) -> Evaluation<SlideState> {
+fn fresh(params: &SlideParams, t: i64, cost: u64) -> Decided<SlideState> {
     let allowed = cost <= params.limit;
     let next = (allowed && cost > 0).then(|| single(params, t, cost));
     let decision = Decision {
@@ -461,7 +461,7 @@ fn fresh(params: &SlideParams, t: i64, cost: u64) -> Evaluation<SlideState> {
             .as_ref()
             .map_or(0, |n| ms_until(i128::from(n.reset_at_ms()), i128::from(t))),
     };
-    Evaluation { decision, next }
+    Decided { decision, next }
 }
 
 /// Evaluates one request of `cost` permits at `now_ms` against the stored window (if any).
@@ -476,7 +476,7 @@ pub fn evaluate(
     params: &SlideParams,
     now_ms: i64,
     cost: u64,
-) -> Evaluation<SlideState> {
+) -> Decided<SlideState> {
     let Some(s) = live(stored, now_ms) else {
         return fresh(params, now_ms, cost);
     };
@@ -488,7 +488,7 @@ pub fn evaluate(
             apply(&mut next, params, plan, t, cost);
             next
         });
-        return Evaluation { decision, next };
+        return Decided { decision, next };
     }
     match convert(s, params, t) {
         None => fresh(params, t, cost),
@@ -498,7 +498,7 @@ pub fn evaluate(
                 apply(&mut converted, params, plan, t, cost);
                 converted
             });
-            Evaluation { decision, next }
+            Decided { decision, next }
         }
     }
 }
