@@ -8,7 +8,7 @@ use redis_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString,
 
 use crate::shell::server::api::Api;
 use crate::shell::server::datatype::limiter_type;
-use crate::shell::server::values::{self, Rewrite, Slot, Value};
+use crate::shell::server::values::{self, Slot, Value};
 use ratelimit_core::algorithms::ban::Ban;
 use ratelimit_core::algorithms::limiter::Limiter;
 use ratelimit_core::store::held::Expanded;
@@ -228,34 +228,29 @@ impl Key {
     /// Puts `value` in place of the key's value word (keeping its expiry) and frees the old
     /// one.
     fn replace_value(&mut self, value: *mut std::ffi::c_void) {
+        let freed = self.put_value(value).unwrap_or(value);
+        // SAFETY: the old word the key gave back, or `value` it did not take: a value word this
+        // module made that the key no longer holds, freed once, here.
+        unsafe { values::free_value(freed) };
+    }
+
+    /// Puts the value word `word` in place of the key's old one, which needs no freeing (a log
+    /// value's buffer passed to `word`, or the log freed it). Should it fail, the key keeps its
+    /// old word, the log's buffer with it.
+    fn move_value(&mut self, word: *mut std::ffi::c_void) {
+        let _ = self.put_value(word);
+    }
+
+    /// Puts `value` in place of the key's value word (keeping its expiry); the old word, which
+    /// the caller frees or not, when the key took `value`.
+    fn put_value(&mut self, value: *mut std::ffi::c_void) -> Option<*mut std::ffi::c_void> {
         let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
         // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
         // `drop`).
         let status = unsafe {
             (self.api.module_type_replace_value)(self.raw, Self::our_type(), value, &mut old)
         };
-        // SAFETY: on success Redis handed the old word back to us; on failure it kept
-        // nothing of `value`.
-        if status == raw::REDISMODULE_OK as c_int {
-            // SAFETY: `old`/`value` is a value word this module made and the key no longer holds:
-            // freed once, here.
-            unsafe { values::free_value(old) };
-        } else {
-            // SAFETY: `old`/`value` is a value word this module made and the key no longer holds:
-            // freed once, here.
-            unsafe { values::free_value(value) };
-        }
-    }
-
-    /// Puts the value word `word` in place of the key's old one, which needs no freeing (its
-    /// entry reference, or its log buffer, passed to `word`; or the log freed the buffer).
-    fn move_value(&mut self, word: *mut std::ffi::c_void) {
-        let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
-        // Should it fail, the key keeps its old word and reference (`word` has none of its
-        // own): nothing to free either way.
-        // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
-        // `drop`).
-        unsafe { (self.api.module_type_replace_value)(self.raw, Self::our_type(), word, &mut old) };
+        (status == raw::REDISMODULE_OK as c_int).then_some(old)
     }
 
     /// Ends the expansion of a log value (the two-owner rule on `expanded`). An expanded inline
@@ -273,18 +268,19 @@ impl Key {
     fn write_back(&mut self) {
         if let Some(expanded) = self.expanded.take() {
             let old = std::mem::replace(&mut self.value, std::ptr::null_mut());
-            let rewrite = if values::is_log(old) {
+            if values::is_log(old) {
                 // SAFETY: `old` is the key's live log value the limiter was expanded from.
-                unsafe { values::rewrite_log(old, expanded.limiter, expanded.ban) }
+                if let Some(new) =
+                    unsafe { values::rewrite_log(old, expanded.limiter, expanded.ban) }
+                {
+                    self.move_value(new);
+                }
             } else {
-                // SAFETY: `old` is the key's live value word (read in `slot`, unchanged since).
-                unsafe { values::rewrite(old, expanded.limiter, expanded.ban) }
-            };
-            match rewrite {
-                Rewrite::InPlace => {}
-                Rewrite::Replace(value) => self.replace_value(value),
-                // Neither frees the old word: its reference or its buffer passed on.
-                Rewrite::Move(value) | Rewrite::Adopt(value) => self.move_value(value),
+                // SAFETY: `old` is the key's live value word (read in `slot`, unchanged since),
+                // held by the key until the rewrite is applied.
+                let old = unsafe { values::OldValue::of_key(old) };
+                values::rewrite(old, expanded.limiter, expanded.ban)
+                    .apply(|new| self.put_value(new).is_some());
             }
             return;
         }
