@@ -117,13 +117,9 @@ fn encoded_value(e: Encoded) -> *mut c_void {
     }
 }
 
-/// Whether a value word is a log value.
-pub fn is_log(value: *const c_void) -> bool {
-    matches!(Value::of(value), Value::Log(_))
-}
-
 /// The log a log value holds, as an owning limiter sharing the key's buffer (the two-owner
-/// rule: `server::key::Key`'s `expanded`; [`with_value`] and [`copy_value`] never drop theirs).
+/// rule: `server::key::ExpandedLog`, the type that settles it; [`with_value`] and
+/// [`copy_value`] never drop theirs).
 ///
 /// # Safety
 /// `buffer` must be a live log value's buffer.
