@@ -111,23 +111,12 @@ command!(rl_hit, c"rl.hit", Tally::Hit, policy::hit);
 /// 9, `BAN d CLEAR`, `SHADOW`, `FOR key` (or `CANDIDATE`).
 const MAX_POLICY_ARGS: usize = 3 + 9 + 3 + 1 + 2;
 
-macro_rules! subcommand {
-    ($fn_name:ident, $handler:path) => {
-        pub(super) extern "C" fn $fn_name(
-            ctx: *mut RedisModuleCtx,
-            argv: *mut *mut RedisModuleString,
-            argc: c_int,
-        ) -> c_int {
-            dispatch::<MAX_POLICY_ARGS>(ctx, argv, argc, c"rl.policy", Tally::Policy, $handler)
-        }
-    };
+/// `RL.POLICY`'s entry point, registered for every subcommand: the core tells them apart
+/// (`policy::command`).
+pub(super) extern "C" fn rl_policy(
+    ctx: *mut RedisModuleCtx,
+    argv: *mut *mut RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    dispatch::<MAX_POLICY_ARGS>(ctx, argv, argc, c"rl.policy", Tally::Policy, policy::command)
 }
-
-subcommand!(rl_policy_set, policy::set);
-subcommand!(rl_policy_get, policy::get);
-subcommand!(rl_policy_del, policy::delete);
-subcommand!(rl_policy_list, policy::list);
-subcommand!(rl_policy_stats, policy::stats);
-subcommand!(rl_policy_resetstat, policy::reset_stats);
-subcommand!(rl_policy_promote, policy::promote);
-subcommand!(rl_policy_help, policy::help);
