@@ -45,6 +45,16 @@ impl Arity {
     }
 }
 
+/// Refuses a call of more than `most` arguments (its name included) before any parsing: the
+/// shell's fixed argument buffer holds `most`, more than any valid call of the command has.
+#[inline]
+pub fn check_most(count: usize, most: usize) -> Result<(), ArgError> {
+    if count > most {
+        return Err(ArgError::Invalid("syntax error: too many arguments".into()));
+    }
+    Ok(())
+}
+
 /// `RL.TOKEN key capacity rate period [option ...]`.
 pub const TOKEN: Arity = Arity::AtLeast(5);
 /// `RL.PERIOD key limit period [option ...]`.

@@ -104,6 +104,13 @@ fn each_parser_refuses_what_its_arity_refuses() {
 }
 
 #[test]
+fn more_than_the_buffer_holds_is_refused_by_name() {
+    assert_eq!(check_most(18, 18), Ok(()));
+    assert_eq!(check_most(0, 18), Ok(()));
+    assert_eq!(check_most(19, 18).unwrap_err().to_string(), "ERR syntax error: too many arguments");
+}
+
+#[test]
 fn redis_arity_is_negative_for_at_least() {
     assert_eq!(Arity::Exactly(2).redis(), 2);
     assert_eq!(Arity::AtLeast(5).redis(), -5);

@@ -17,7 +17,7 @@ use crate::shell::execution::limiting::MAX_ALL_ARGS;
 use crate::shell::features::stats::{self, Counted, Tally};
 use crate::shell::server::api::api;
 use crate::shell::server::reply::{self};
-use ratelimit_core::grammar::error::ArgError;
+use ratelimit_core::grammar::arity::check_most;
 type Handler = fn(&Call) -> Result<Counted, CommandError>;
 
 /// The common frame of every command: argument access, error replies, counters.
@@ -33,18 +33,19 @@ fn dispatch<const N: usize>(
         return raw::REDISMODULE_ERR as c_int;
     };
     let argv = arguments(argv, argc);
-    let result = if argv.len() > N {
-        Err(CommandError::Arg(ArgError::Invalid("syntax error: too many arguments".into())))
-    } else {
-        // The command's name (argument 0) is known: it stays empty.
-        let mut buffer: [&[u8]; N] = [&[]; N];
-        if let (Some(slots), Some(strings)) = (buffer.get_mut(1..), argv.get(1..)) {
-            for (slot, s) in slots.iter_mut().zip(strings) {
-                *slot = api.arg_bytes(s);
+    let result = match check_most(argv.len(), N) {
+        Err(e) => Err(CommandError::Arg(e)),
+        Ok(()) => {
+            // The command's name (argument 0) is known: it stays empty.
+            let mut buffer: [&[u8]; N] = [&[]; N];
+            if let (Some(slots), Some(strings)) = (buffer.get_mut(1..), argv.get(1..)) {
+                for (slot, s) in slots.iter_mut().zip(strings) {
+                    *slot = api.arg_bytes(s);
+                }
             }
+            let args = buffer.get(..argv.len()).unwrap_or(&[]);
+            handler(&Call { api, ctx, name, argv, args, from_client: true })
         }
-        let args = buffer.get(..argv.len()).unwrap_or(&[]);
-        handler(&Call { api, ctx, name, argv, args, from_client: true })
     };
     match result {
         Ok(outcome) => stats::record(tally, outcome),
