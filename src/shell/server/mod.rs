@@ -3,7 +3,9 @@
 //! words and the module's one table of interned parameter sets (`values`), the data type's
 //! callbacks (`datatype`), the server events fanned out to each layer's handlers (`events`),
 //! configuration (`config`), the version (`version`), which
-//! propagation form is exact (`propagation`), command registration (`registry`).
+//! propagation form is exact (`propagation`), command registration (`registry`), the RDB/AOF
+//! I/O of the data types' callbacks (`rdb`), state saved beside the keyspace: a bytes-valued
+//! type with aux data, the save and load events (`snapshot`).
 //!
 //! Imports nothing from the layers above (`execution`, `features`, `commands`).
 
@@ -13,8 +15,10 @@ pub mod datatype;
 pub mod events;
 pub mod key;
 pub mod propagation;
+pub mod rdb;
 pub mod registry;
 pub mod reply;
 pub mod slots;
+pub mod snapshot;
 pub mod values;
 pub mod version;
