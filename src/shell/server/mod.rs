@@ -2,19 +2,23 @@
 //! module API table resolved once (`api`), replies (`reply`), the RAII key (`key`), value
 //! words and the module's one table of interned parameter sets (`values`), the data type's
 //! callbacks (`datatype`), the server events fanned out to each layer's handlers (`events`),
-//! configuration (`config`), the version (`version`), which
-//! propagation form is exact (`propagation`), command registration (`registry`).
+//! configuration (`config`), the version (`version`), which propagation form is exact
+//! (`propagation`), command registration (`registry`); blocked clients and their held
+//! arguments (`blocking`), module timers (`timers`), keyspace notifications (`keyspace`).
 //!
 //! Imports nothing from the layers above (`execution`, `features`, `commands`).
 
 pub mod api;
+pub mod blocking;
 pub mod config;
 pub mod datatype;
 pub mod events;
 pub mod key;
+pub mod keyspace;
 pub mod propagation;
 pub mod registry;
 pub mod reply;
 pub mod slots;
+pub mod timers;
 pub mod values;
 pub mod version;
