@@ -1,14 +1,18 @@
 //! `WAIT timeout`: fair waiting on the server.
 //!
-//! A request that must wait blocks its client (`BlockClient`, no Redis timeout) and joins the
-//! key's first-come-first-served queue (`ratelimit_core::features::waiters`). One module timer per key
-//! fires at the head's retry instant or the earliest deadline, whichever is first; a change
-//! that may give room (an admitted call, `RL.REFUND`, `DEL`, expiry) fires it at once. The
-//! timer judges the head again exactly as the command would (`limiting::judge_and_apply`,
+//! A request that must wait blocks its client (`server::blocking`, no Redis timeout) and joins
+//! the key's first-come-first-served queue (`ratelimit_core::features::waiters`). One module
+//! timer per key (`server::timers`) fires at the head's retry instant or the earliest
+//! deadline, whichever is first; a change that may give room (an admitted call, `RL.REFUND`,
+//! `DEL`, expiry) fires it at once. The timer judges the head again exactly as the command would (`limiting::judge_and_apply`,
 //! which propagates the admission as the command without `WAIT`, with `AT` = the instant of
 //! admission), answers it and moves on to the next head; it answers timed-out waiters with a
 //! refused reply. Waiters live in this process' memory: they are answered or dropped, never
 //! persisted. Everything here runs on Redis' main thread.
+//!
+//! No FFI here: the server layer owns the blocked clients' answers, the timers' data and the
+//! held arguments (`BlockedClient`, `Timer`, `HeldArgs`); this room hands it plain functions
+//! (`WaitingRoom`'s `Blocking` impl, `on_timer`, `key_named_changed` as the keyspace listener).
 //!
 //! In a cluster, a waiter whose key left this node (classic resharding's `MIGRATE`, the end of
 //! an atomic slot migration) is answered with the redirect its client would get now
