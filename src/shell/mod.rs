@@ -51,9 +51,7 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let events = raw::REDISMODULE_NOTIFY_GENERIC
         | raw::REDISMODULE_NOTIFY_EXPIRED
         | raw::REDISMODULE_NOTIFY_EVICTED;
-    let subscribe = api.subscribe_to_keyspace_events;
-    // SAFETY: called from `OnLoad` with its context; the callback is a `'static` function.
-    unsafe { subscribe(ctx.ctx, events, Some(features::wait::on_keyspace_event)) };
+    server::keyspace::subscribe(api, ctx.ctx, events, features::wait::key_named_changed);
     server::values::init();
     if let Err(e) = server::propagation::init(api, ctx.ctx) {
         ctx.log_warning(&format!("ratelimit: {e}"));

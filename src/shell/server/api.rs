@@ -131,6 +131,49 @@ pub struct Api {
     /// The string `AT`, created once at load and never freed (appended to every propagated
     /// call that had no `AT` of its own).
     pub at_keyword: StaticString,
+
+    // Registration and persistence: data types, commands, RDB/AOF I/O (`server::registry`,
+    // `server::datatype`, `server::snapshot`, `server::rdb`).
+    pub create_string:
+        unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char, usize) -> *mut RedisModuleString,
+    pub create_data_type: unsafe extern "C" fn(
+        *mut RedisModuleCtx,
+        *const c_char,
+        c_int,
+        *mut raw::RedisModuleTypeMethods,
+    ) -> *mut RedisModuleType,
+    pub create_command: unsafe extern "C" fn(
+        *mut RedisModuleCtx,
+        *const c_char,
+        raw::RedisModuleCmdFunc,
+        *const c_char,
+        c_int,
+        c_int,
+        c_int,
+    ) -> c_int,
+    pub create_subcommand: unsafe extern "C" fn(
+        *mut raw::RedisModuleCommand,
+        *const c_char,
+        raw::RedisModuleCmdFunc,
+        *const c_char,
+        c_int,
+        c_int,
+        c_int,
+    ) -> c_int,
+    pub get_command:
+        unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char) -> *mut raw::RedisModuleCommand,
+    pub set_command_info: unsafe extern "C" fn(
+        *mut raw::RedisModuleCommand,
+        *const raw::RedisModuleCommandInfo,
+    ) -> c_int,
+    /// Redis 7.2+ and Valkey only (`None` on Redis 7.0).
+    pub set_command_acl_categories:
+        Option<unsafe extern "C" fn(*mut raw::RedisModuleCommand, *const c_char) -> c_int>,
+    /// Redis 7.2+ and Valkey only (`None` on Redis 7.0).
+    pub add_acl_category: Option<unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char) -> c_int>,
+    /// `None` where the server has no active defragmentation API.
+    pub defrag_alloc:
+        Option<unsafe extern "C" fn(*mut raw::RedisModuleDefragCtx, *mut c_void) -> *mut c_void>,
 }
 
 /// A module string that lives as long as the module.
@@ -189,6 +232,14 @@ macro_rules! resolve {
             Some(f) => f,
             None => return Err(stringify!($name)),
         }
+    };
+}
+
+/// An API function some supported servers lack: `None` there.
+macro_rules! resolve_optional {
+    ($name:ident) => {
+        // SAFETY: as in `resolve!`: a plain copy of a static the server filled in `OnLoad`.
+        unsafe { raw::$name }
     };
 }
 
@@ -259,6 +310,16 @@ pub fn resolve() -> Result<&'static Api, &'static str> {
             }
             StaticString(at)
         },
+
+        create_string: resolve!(RedisModule_CreateString),
+        create_data_type: resolve!(RedisModule_CreateDataType),
+        create_command: resolve!(RedisModule_CreateCommand),
+        create_subcommand: resolve!(RedisModule_CreateSubcommand),
+        get_command: resolve!(RedisModule_GetCommand),
+        set_command_info: resolve!(RedisModule_SetCommandInfo),
+        set_command_acl_categories: resolve_optional!(RedisModule_SetCommandACLCategories),
+        add_acl_category: resolve_optional!(RedisModule_AddACLCategory),
+        defrag_alloc: resolve_optional!(RedisModule_DefragAlloc),
     };
     Ok(API.get_or_init(|| api))
 }
@@ -278,4 +339,36 @@ pub unsafe fn bytes<'a>(api: &Api, s: *const RedisModuleString) -> &'a [u8] {
     // SAFETY: the server gave `len` bytes at the non-NULL `ptr`, live as long as the string or
     // reply they belong to.
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+}
+
+// Safe wrappers for the layers above that hold a context or a string only to pass it back
+// (the waiting room: `server::blocking`, `server::timers`, `server::keyspace`).
+
+/// The server's context for a command, callback or timer, as the layers above hold it: only
+/// passed back to the server (and its wrappers here), never dereferenced.
+pub type Ctx = *mut RedisModuleCtx;
+
+/// A server string (an argument, or one the module holds), as the layers above hold it: only
+/// passed back to the server (and its wrappers here), never dereferenced.
+pub type ServerString = *mut RedisModuleString;
+
+impl Api {
+    /// The database the context has selected (`RM_GetSelectedDb`).
+    pub fn selected_db(&self, ctx: Ctx) -> i32 {
+        // SAFETY: `ctx` is the live context the server passed to this call, callback or timer.
+        unsafe { (self.get_selected_db)(ctx) }
+    }
+
+    /// Selects database `db` in the context (`RM_SelectDb`), as a timer does before opening a
+    /// waiter's key; a database that does not exist leaves the selection unchanged.
+    pub fn switch_db(&self, ctx: Ctx, db: i32) {
+        // SAFETY: `ctx` is the live context the server passed to this call, callback or timer.
+        unsafe { (self.select_db)(ctx, db) };
+    }
+
+    /// The context's flags (`RM_GetContextFlags`, `REDISMODULE_CTX_FLAGS_*`).
+    pub fn context_flags(&self, ctx: Ctx) -> u32 {
+        // SAFETY: `ctx` is the live context the server passed to this call, callback or timer.
+        unsafe { (self.get_context_flags)(ctx) as u32 }
+    }
 }
