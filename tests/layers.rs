@@ -399,3 +399,18 @@ fn the_command_layer_has_no_unsafe_code() {
         }
     }
 }
+
+/// The features reach the server only through the server layer's safe types (the waiting
+/// room through `server::blocking`/`timers`/`keyspace`, the policy table's storage through
+/// `server::snapshot`/`rdb`): no `unsafe` in `src/shell/features/` (comments aside), no raw
+/// bindings (`raw::`), no `RedisModule` names.
+#[test]
+fn the_features_have_no_ffi() {
+    let features = root().join("src/shell/features");
+    for file in rust_files(&features) {
+        let code = strip_comments(&std::fs::read_to_string(&file).expect("read"));
+        for word in ["unsafe", "raw::", "RedisModule"] {
+            assert!(!code.contains(word), "{} uses `{word}`", file.display());
+        }
+    }
+}

@@ -45,6 +45,20 @@ impl Arity {
     }
 }
 
+/// The argument at `index`, which the command's arity guarantees (the key at 1), or the arity
+/// error.
+#[inline]
+pub fn argument<T>(args: &[T], index: usize) -> Result<&T, ArgError> {
+    args.get(index).ok_or(ArgError::WrongArity)
+}
+
+/// The arguments in `range`, which the parsed request guarantees (`RL.ALL`'s keys), or the
+/// arity error.
+#[inline]
+pub fn arguments<T>(args: &[T], range: std::ops::Range<usize>) -> Result<&[T], ArgError> {
+    args.get(range).ok_or(ArgError::WrongArity)
+}
+
 /// Refuses a call of more than `most` arguments (its name included) before any parsing: the
 /// shell's fixed argument buffer holds `most`, more than any valid call of the command has.
 #[inline]

@@ -104,6 +104,15 @@ fn each_parser_refuses_what_its_arity_refuses() {
 }
 
 #[test]
+fn guaranteed_arguments_or_the_arity_error() {
+    let args = [1, 2, 3];
+    assert_eq!(argument(&args, 1), Ok(&2));
+    assert_eq!(argument(&args, 3), Err(ArgError::WrongArity));
+    assert_eq!(arguments(&args, 1..3), Ok(&args[1..]));
+    assert_eq!(arguments(&args, 2..4), Err(ArgError::WrongArity));
+}
+
+#[test]
 fn more_than_the_buffer_holds_is_refused_by_name() {
     assert_eq!(check_most(18, 18), Ok(()));
     assert_eq!(check_most(0, 18), Ok(()));

@@ -11,7 +11,7 @@ use redis_module::raw::RedisModuleString;
 use crate::shell::execution::call::{apply, held, Applied, Call, CommandError};
 use crate::shell::server::key::{Contents, Key, Mode};
 use crate::shell::server::values::Slot;
-use ratelimit_core::grammar::error::ArgError;
+use ratelimit_core::grammar::arity;
 use ratelimit_core::grammar::request::{AllRequest, PerKey, RefundRequest, Request};
 use ratelimit_core::steps::at_most::resolve_at_most;
 use ratelimit_core::steps::charge::{try_charge_key, ChargeChange};
@@ -149,7 +149,7 @@ pub fn judge_all_and_apply(
     verdict: &mut AllVerdict,
 ) -> Result<u32, CommandError> {
     let now = all.at_ms.unwrap_or_else(|| call.clock_ms());
-    let names = call.argv.get(2..2 + all.key_count).ok_or(ArgError::WrongArity)?;
+    let names = arity::arguments(call.argv, 2..2 + all.key_count)?;
     let (touched, states) = judge_all_keys(call, all, names, now, verdict)?;
     for (i, name) in names.iter().enumerate() {
         if touched & (1 << i) != 0 {
