@@ -37,36 +37,15 @@ pub struct Key {
     ctx: *mut RedisModuleCtx,
     name: *mut RedisModuleString,
     raw: *mut RedisModuleKey,
-    /// The limiter of an inline or log value word, expanded for this command (written back by
-    /// [`Key::changed`]). A log's is an [`ExpandedLog`], which writes itself back when dropped:
-    /// storing, deleting, expanding another word and closing (`drop`) all drop it first.
-    expansion: Option<Expansion>,
-}
-
-/// A value word expanded into its limiter for one command.
-enum Expansion {
-    /// An inline (or pair) value's limiter, and that word: the word keeps its entry reference
-    /// and owns nothing of the limiter, so the expansion may simply be dropped (nothing changed).
-    Inline { expanded: Expanded, word: *mut std::ffi::c_void },
-    /// A log value's.
-    Log(ExpandedLog),
-}
-
-impl Expansion {
-    /// The value word it was expanded from.
-    fn word(&self) -> *mut std::ffi::c_void {
-        match self {
-            Expansion::Inline { word, .. } => *word,
-            Expansion::Log(log) => log.word,
-        }
-    }
-
-    fn expanded(&mut self) -> &mut Expanded {
-        match self {
-            Expansion::Inline { expanded, .. } => expanded,
-            Expansion::Log(log) => &mut log.expanded,
-        }
-    }
+    /// The limiter of an inline (or pair) value word, expanded for this command (written back
+    /// by [`Key::changed`]), and that word (`value`): the word keeps its entry reference and
+    /// owns nothing of the limiter, so this expansion may simply be dropped (nothing changed).
+    expanded: Option<Expanded>,
+    value: *mut std::ffi::c_void,
+    /// A log value's limiter, expanded for this command: an [`ExpandedLog`], which writes
+    /// itself back when dropped; storing, deleting, expanding another word and closing
+    /// (`drop`) all drop it first. At most one of `expanded` and `log` is held.
+    log: Option<ExpandedLog>,
 }
 
 /// A log value expanded for one command: **the two-owner rule of a log value**, enforced by
@@ -75,7 +54,7 @@ impl Expansion {
 /// guard lives the word is never read (the guard has it), and the guard has one way out, its
 /// `drop`, which settles it: writes the limiter back over the key's word
 /// (`values::rewrite_log`: the same word, a new log value, an inline word or a box). `Key`
-/// holds it in `expansion` and drops it before it closes the key. The core's round trip
+/// holds it in `log` and drops it before it closes the key. The core's round trip
 /// (`a_log_kept_as_its_buffer_round_trips_with_one_owner_at_a_time`, `scripts/memcheck.sh`)
 /// checks the protocol under Miri; through the module, `tests/algorithms.rs`
 /// (`sliding_log_is_exact`, `a_log_key_settles_on_every_way_out`) and `tests/memory.rs`.
@@ -151,7 +130,7 @@ impl Key {
         // SAFETY: `ctx` is the call's live context and `name` one of its live strings; the key is
         // closed by `drop`.
         let raw = unsafe { (api.open_key)(ctx, name, flags as c_int) };
-        Key { api, ctx, name, raw, expansion: None }
+        Key { api, ctx, name, raw, expanded: None, value: std::ptr::null_mut(), log: None }
     }
 
     fn our_type() -> *mut RedisModuleType {
@@ -194,39 +173,45 @@ impl Key {
     /// Our value as a slot: an inline word or a log expanded once per key (a second look
     /// returns the same expansion, changes included), or the box.
     fn slot(&mut self, value: *mut std::ffi::c_void) -> Contents<'_> {
-        let fresh = !matches!(&self.expansion, Some(e) if e.word() == value);
         match Value::of(value) {
             Value::Packed(packed) => {
                 // SAFETY: a live `Box<PackedLimiter>` (`server::values`); the reference lives no
                 // longer than `self`.
-                return match unsafe { packed.as_mut() } {
+                match unsafe { packed.as_mut() } {
                     Some(limiter) => Contents::Limiter(Slot::Boxed(limiter)),
                     None => Contents::Empty,
-                };
+                }
             }
-            Value::Null => return Contents::Empty,
-            Value::Log(buffer) if fresh => {
-                // Settles any other expansion first (dropped).
-                self.expansion = None;
-                // SAFETY: the key's live log value; the key stays open while it holds the guard
-                // (it drops `expansion` before closing).
-                let log = unsafe { ExpandedLog::new(self.api, self.raw, value, buffer) };
-                self.expansion = Some(Expansion::Log(log));
+            Value::Null => Contents::Empty,
+            Value::Log(buffer) => {
+                if !matches!(&self.log, Some(log) if log.word == value) {
+                    // Settles another log first (dropped).
+                    self.log = None;
+                    self.expanded = None;
+                    // SAFETY: the key's live log value; the key stays open while it holds the
+                    // guard (it drops `log` before closing).
+                    self.log = Some(unsafe { ExpandedLog::new(self.api, self.raw, value, buffer) });
+                }
+                match self.log.as_mut() {
+                    Some(log) => Contents::Limiter(Slot::Inline(&mut log.expanded)),
+                    None => Contents::Empty,
+                }
             }
-            inline if fresh => {
-                self.expansion = None;
-                // A word whose entry is gone cannot be (the word holds a reference to it).
-                let Some(limiter) = values::expand(inline) else {
-                    return Contents::Empty;
-                };
-                let expanded = Expanded { limiter, ban: None };
-                self.expansion = Some(Expansion::Inline { expanded, word: value });
+            inline => {
+                if self.value != value || self.expanded.is_none() {
+                    self.log = None;
+                    // A word whose entry is gone cannot be (the word holds a reference to it).
+                    let Some(limiter) = values::expand(inline) else {
+                        return Contents::Empty;
+                    };
+                    self.expanded = Some(Expanded { limiter, ban: None });
+                    self.value = value;
+                }
+                match self.expanded.as_mut() {
+                    Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
+                    None => Contents::Empty,
+                }
             }
-            _ => {}
-        }
-        match self.expansion.as_mut() {
-            Some(expansion) => Contents::Limiter(Slot::Inline(expansion.expanded())),
-            None => Contents::Empty,
         }
     }
 
@@ -279,7 +264,8 @@ impl Key {
             Contents::Foreign(_) => return Err("WRONGTYPE key holds another type"),
         };
         // A log's expansion settles as it is dropped.
-        self.expansion = None;
+        self.log = None;
+        self.expanded = None;
         let value = values::into_value(limiter, ban);
         if replace {
             self.replace_value(value);
@@ -319,17 +305,17 @@ impl Key {
     /// one becomes inline when it now can (its ban over and gone).
     #[inline]
     fn write_back(&mut self) {
-        match self.expansion.take() {
+        if let Some(expanded) = self.expanded.take() {
+            // SAFETY: `self.value` is the key's live value word (read in `slot`, unchanged
+            // since), held by the key until the rewrite is applied.
+            let old = unsafe { values::OldValue::of_key(self.value) };
+            values::rewrite(old, expanded.limiter, expanded.ban)
+                .apply(|new| self.put_value(new).is_some());
+        } else if let Some(log) = self.log.take() {
             // Settles as it is dropped.
-            Some(Expansion::Log(log)) => drop(log),
-            Some(Expansion::Inline { expanded, word }) => {
-                // SAFETY: `word` is the key's live value word (read in `slot`, unchanged since),
-                // held by the key until the rewrite is applied.
-                let old = unsafe { values::OldValue::of_key(word) };
-                values::rewrite(old, expanded.limiter, expanded.ban)
-                    .apply(|new| self.put_value(new).is_some());
-            }
-            None => self.inline_form_of_box(),
+            drop(log);
+        } else {
+            self.inline_form_of_box();
         }
     }
 
@@ -367,7 +353,7 @@ impl Key {
         if self.raw.is_null() {
             return;
         }
-        if self.expansion.is_some() {
+        if self.expanded.is_some() || self.log.is_some() {
             self.write_back();
         }
         self.set_expiry(expire_at_ms, may_stay);
@@ -392,7 +378,8 @@ impl Key {
             return;
         }
         // A log's expansion settles as it is dropped.
-        self.expansion = None;
+        self.log = None;
+        self.expanded = None;
         // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
         // `drop`).
         unsafe { (self.api.delete_key)(self.raw) };
@@ -414,8 +401,8 @@ impl Key {
 
 impl Drop for Key {
     fn drop(&mut self) {
-        // The expansion first, while the key is open: a log's writes itself back.
-        self.expansion = None;
+        // A log's expansion first, while the key is open: it writes itself back.
+        self.log = None;
         if !self.raw.is_null() {
             // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed
             // only in `drop`).
