@@ -21,7 +21,9 @@ pub mod server;
 use redis_module::{raw, Context, RedisString, Status};
 
 /// Module initialisation, after the data type and configuration are registered: resolves the
-/// API (refusing servers older than 7.0.5), sets module options, registers the commands.
+/// API (refusing servers older than 7.0.5), sets module options, hands the server layer the
+/// features' event handlers (plain `fn`s: `server::events`, `server::slots`), registers the
+/// commands. No `unsafe` here: every server call goes through the server layer.
 pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let api = match server::api::resolve() {
         Ok(api) => api,
@@ -45,15 +47,15 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         stayed: features::wait::slots_stayed,
     });
     let options = options as i32 | server::slots::declares_atomic_slot_migration(api, ctx.ctx);
-    // SAFETY: called from `OnLoad` with its context; the callback is a `'static` function.
-    unsafe { (api.set_module_options)(ctx.ctx, options) };
+    api.set_options(ctx.ctx, options);
     // Waiters are judged again when their key may have gained room: deleted, expired, evicted.
     let events = raw::REDISMODULE_NOTIFY_GENERIC
         | raw::REDISMODULE_NOTIFY_EXPIRED
         | raw::REDISMODULE_NOTIFY_EVICTED;
-    let subscribe = api.subscribe_to_keyspace_events;
-    // SAFETY: called from `OnLoad` with its context; the callback is a `'static` function.
-    unsafe { subscribe(ctx.ctx, events, Some(features::wait::on_keyspace_event)) };
+    let waiters = features::wait::key_named_changed;
+    if let Err(e) = server::events::on_keyspace(api, ctx.ctx, events, waiters) {
+        ctx.log_warning(&format!("ratelimit: {e}; WAIT hears no deletion, expiry or eviction"));
+    }
     server::values::init();
     if let Err(e) = server::propagation::init(api, ctx.ctx) {
         ctx.log_warning(&format!("ratelimit: {e}"));

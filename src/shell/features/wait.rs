@@ -18,7 +18,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CStr;
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::{c_int, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -405,23 +405,6 @@ pub fn key_named_changed(api: &Api, ctx: *mut RedisModuleCtx, name: *mut RedisMo
         let now = api.now_ms();
         arm(api, ctx, &id, now, now);
     }
-}
-
-/// Keyspace events (`DEL`, expiry, eviction, …) on a key with waiters judge its head at once.
-pub unsafe extern "C" fn on_keyspace_event(
-    ctx: *mut RedisModuleCtx,
-    _type: c_int,
-    _event: *const c_char,
-    key: *mut RedisModuleString,
-) -> c_int {
-    let Some(api) = api() else {
-        return raw::REDISMODULE_OK as c_int;
-    };
-    if key.is_null() || no_waits() {
-        return raw::REDISMODULE_OK as c_int;
-    }
-    key_named_changed(api, ctx, key);
-    raw::REDISMODULE_OK as c_int
 }
 
 /// The key's timer: answers timed-out waiters, then judges heads until one must wait.

@@ -1,9 +1,11 @@
 //! The server layer, the lowest: everything that speaks to Redis or Valkey directly. The
 //! module API table resolved once (`api`), replies (`reply`), the RAII key (`key`), value
 //! words and the module's one table of interned parameter sets (`values`), the data type's
-//! callbacks (`datatype`), the server events fanned out to each layer's handlers (`events`),
-//! configuration (`config`), the version (`version`), which
-//! propagation form is exact (`propagation`), command registration (`registry`).
+//! callbacks (`datatype`), the server and keyspace events, subscribed only there and fanned
+//! out to each layer's handlers with their data decoded (`events`), cluster slots and atomic
+//! slot migration (`slots`), configuration (`config`), the version (`version`), which
+//! propagation form is exact and performing it (`propagation`), command registration
+//! (`registry`).
 //!
 //! Imports nothing from the layers above (`execution`, `features`, `commands`).
 
