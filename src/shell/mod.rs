@@ -52,10 +52,7 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let events = raw::REDISMODULE_NOTIFY_GENERIC
         | raw::REDISMODULE_NOTIFY_EXPIRED
         | raw::REDISMODULE_NOTIFY_EVICTED;
-    let waiters = features::wait::key_named_changed;
-    if let Err(e) = server::events::on_keyspace(api, ctx.ctx, events, waiters) {
-        ctx.log_warning(&format!("ratelimit: {e}; WAIT hears no deletion, expiry or eviction"));
-    }
+    server::events::on_keyspace(api, ctx.ctx, events, features::wait::key_named_changed);
     server::values::init();
     if let Err(e) = server::propagation::init(api, ctx.ctx) {
         ctx.log_warning(&format!("ratelimit: {e}"));

@@ -1,14 +1,18 @@
 //! `WAIT timeout`: fair waiting on the server.
 //!
-//! A request that must wait blocks its client (`BlockClient`, no Redis timeout) and joins the
-//! key's first-come-first-served queue (`ratelimit_core::features::waiters`). One module timer per key
-//! fires at the head's retry instant or the earliest deadline, whichever is first; a change
-//! that may give room (an admitted call, `RL.REFUND`, `DEL`, expiry) fires it at once. The
-//! timer judges the head again exactly as the command would (`limiting::judge_and_apply`,
+//! A request that must wait blocks its client (`server::blocking`, no Redis timeout) and joins
+//! the key's first-come-first-served queue (`ratelimit_core::features::waiters`). One module
+//! timer per key (`server::timers`) fires at the head's retry instant or the earliest
+//! deadline, whichever is first; a change that may give room (an admitted call, `RL.REFUND`,
+//! `DEL`, expiry) fires it at once. The timer judges the head again exactly as the command would (`limiting::judge_and_apply`,
 //! which propagates the admission as the command without `WAIT`, with `AT` = the instant of
 //! admission), answers it and moves on to the next head; it answers timed-out waiters with a
 //! refused reply. Waiters live in this process' memory: they are answered or dropped, never
 //! persisted. Everything here runs on Redis' main thread.
+//!
+//! No FFI here: the server layer owns the blocked clients' answers, the timers' data and the
+//! held arguments (`BlockedClient`, `Timer`, `HeldArgs`); this room hands it plain functions
+//! (`WaitingRoom`'s `Blocking` impl, `on_timer`, `key_named_changed` as the keyspace listener).
 //!
 //! In a cluster, a waiter whose key left this node (classic resharding's `MIGRATE`, the end of
 //! an atomic slot migration) is answered with the redirect its client would get now
@@ -18,21 +22,20 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CStr;
-use std::os::raw::{c_int, c_void};
-use std::ptr;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-use redis_module::raw::{self, RedisModuleBlockedClient, RedisModuleCtx, RedisModuleString};
 
 use crate::shell::execution::call::{Call, CommandError};
 use crate::shell::execution::leases::acquire_and_apply;
 use crate::shell::execution::limiting::judge_and_apply;
 use crate::shell::features::stats::{self, Counted, Tally};
 use crate::shell::features::top;
-use crate::shell::server::api::{api, bytes, Api};
+use crate::shell::server::api::{api, Api, Ctx, ServerString};
+use crate::shell::server::blocking::{self, BlockedClient, Blocking, ClientId, HeldArgs};
 use crate::shell::server::key::{Contents, Key, Mode};
 use crate::shell::server::reply;
 use crate::shell::server::slots::{self, Served};
+use crate::shell::server::timers::Timer;
 use ratelimit_core::algorithms::lease::LeaseId;
 use ratelimit_core::features::waiters::{WaitQueue, Waiter};
 use ratelimit_core::grammar::request::{AcquireRequest, Request};
@@ -40,7 +43,7 @@ use ratelimit_core::grammar::request::{AcquireRequest, Request};
 /// A key, by database and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct KeyId {
-    db: c_int,
+    db: i32,
     name: Vec<u8>,
 }
 
@@ -159,28 +162,45 @@ impl Origin {
 
 /// A blocked request: its client, the request, and its arguments (held until answered).
 struct Blocked {
-    bc: *mut RedisModuleBlockedClient,
+    client: BlockedClient<WaitingRoom>,
     pending: Pending,
     name: &'static CStr,
     origin: Origin,
-    /// The command's arguments, name first, held (`HoldString`) until the waiter is done.
-    argv: Vec<*mut RedisModuleString>,
+    /// The command's arguments, name first, held until the waiter is done (shared with a
+    /// judgement in progress, which must not borrow the queue).
+    args: Rc<HeldArgs>,
 }
 
 /// One key's waiters and its timer.
 #[derive(Default)]
 struct KeyWaits {
     queue: WaitQueue<Blocked>,
-    /// The armed timer and the instant it fires.
-    timer: Option<(raw::RedisModuleTimerID, i64)>,
+    /// The armed timer (carrying the key) and the instant it fires.
+    timer: Option<(Timer<KeyId>, i64)>,
 }
 
 #[derive(Default)]
 struct Waits {
     keys: HashMap<KeyId, KeyWaits>,
     /// Where each blocked client waits (for disconnections): client → (key, ticket).
-    clients: HashMap<usize, (KeyId, u64)>,
+    clients: HashMap<ClientId, (KeyId, u64)>,
     next_ticket: u64,
+}
+
+/// The waiting room as the server layer's blocked clients see it: a waiter's answer, written
+/// by [`send`], and disconnections, which leave the queue ([`client_gone`]).
+struct WaitingRoom;
+
+impl Blocking for WaitingRoom {
+    type Answer = WaiterReply;
+
+    fn reply(api: &'static Api, ctx: Ctx, answer: &WaiterReply) {
+        send(api, ctx, answer);
+    }
+
+    fn disconnected(api: &'static Api, ctx: Ctx, client: ClientId) {
+        client_gone(api, ctx, client);
+    }
 }
 
 thread_local! {
@@ -221,22 +241,12 @@ enum WaiterReply {
 /// Whether the calling client can block: not inside `MULTI`/`EXEC` or a script, and not a
 /// client Redis forbids to block. Otherwise `WAIT` is ignored, as `BLPOP` does.
 pub fn can_block(call: &Call) -> bool {
-    // SAFETY: `ctx` is the live context the server passed to this call or callback.
-    let flags = unsafe { (call.api.get_context_flags)(call.ctx) };
-    let forbid = raw::REDISMODULE_CTX_FLAGS_MULTI
-        | raw::REDISMODULE_CTX_FLAGS_LUA
-        | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING
-        | raw::REDISMODULE_CTX_FLAGS_REPLICATED
-        | raw::REDISMODULE_CTX_FLAGS_LOADING;
-    flags & forbid as c_int == 0
+    blocking::may_block(call.api, call.ctx)
 }
 
-fn key_id(api: &Api, ctx: *mut RedisModuleCtx, name: *mut RedisModuleString) -> KeyId {
-    // SAFETY: `ctx` is the live context the server passed to this call or callback.
-    let db = unsafe { (api.get_selected_db)(ctx) };
-    // SAFETY: the string is one the server passed for this call (or one the module holds), live
-    // while the slice is used.
-    KeyId { db, name: unsafe { bytes(api, name) }.to_vec() }
+/// The key `name` (an argument of the running call or notification) in the context's database.
+fn key_id(api: &Api, ctx: Ctx, name: ServerString) -> KeyId {
+    KeyId { db: api.selected_db(ctx), name: api.arg_bytes(&name).to_vec() }
 }
 
 /// A limiting request with `WAIT` from a client that can block: answered at once when the key
@@ -307,28 +317,20 @@ fn block(
     retry_at: Option<i64>,
 ) -> bool {
     let api = call.api;
-    let bc =
-        // SAFETY: `ctx` is the live context of the call being answered (a command's, or a blocked
-        // client's reply callback's); the server copies what it is given.
-        unsafe { (api.block_client)(call.ctx, Some(reply_callback), None, Some(free_answer), 0) };
-    if bc.is_null() {
+    let Some(client) = BlockedClient::block(api, call.ctx) else {
         return false;
-    }
-    // SAFETY: `bc` is the blocked client just made; the callback is a `'static` function.
-    unsafe { (api.set_disconnect_callback)(bc, Some(on_disconnect)) };
-    let argv: Vec<*mut RedisModuleString> =
-        // SAFETY: every `argv` string is live for this call; held, it outlives it until
-        // `release_args` frees it.
-        call.argv.iter().map(|s| unsafe { (api.hold_string)(ptr::null_mut(), *s) }).collect();
+    };
+    let client_id = client.id();
+    let args = Rc::new(HeldArgs::hold(api, call.argv));
     let deadline_ms = pending
         .wait_ms()
         .filter(|w| *w > 0)
         .map(|w| now.saturating_add(i64::try_from(w).unwrap_or(i64::MAX)));
-    let blocked = Blocked { bc, pending, name: call.name, origin, argv };
+    let blocked = Blocked { client, pending, name: call.name, origin, args };
     let wake = with(|w| {
         w.next_ticket += 1;
         let ticket = w.next_ticket;
-        w.clients.insert(bc as usize, (id.clone(), ticket));
+        w.clients.insert(client_id, (id.clone(), ticket));
         let key = w.keys.entry(id.clone()).or_default();
         key.queue.push(Waiter { ticket, deadline_ms, data: blocked });
         stats::waiting_changed(1);
@@ -341,47 +343,28 @@ fn block(
 }
 
 /// Makes sure the key's timer fires no later than `at`.
-fn arm(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, at: i64, now: i64) {
+fn arm(api: &Api, ctx: Ctx, id: &KeyId, at: i64, now: i64) {
     let stale = with(|w| {
         let key = w.keys.get_mut(id)?;
         match key.timer {
             Some((_, fires)) if fires <= at => None,
-            other => {
-                key.timer = None;
-                Some(other)
-            }
+            _ => Some(key.timer.take()),
         }
     });
     let Some(previous) = stale else {
         return;
     };
     if let Some((timer, _)) = previous {
-        stop_timer(api, ctx, timer);
+        // Stopped before it fired: the key id it carried is dropped with it.
+        timer.stop(api, ctx);
     }
     let delay = at.saturating_sub(now).max(0);
-    let data = Box::into_raw(Box::new(id.clone())).cast::<c_void>();
-    // SAFETY: `ctx` is a live context; `data` a boxed `KeyId` the timer owns until it fires or is
-    // stopped.
-    let timer = unsafe { (api.create_timer)(ctx, delay, Some(on_timer), data) };
+    let timer = Timer::start(api, ctx, delay, id.clone(), on_timer);
     with(|w| {
         if let Some(key) = w.keys.get_mut(id) {
             key.timer = Some((timer, now.saturating_add(delay)));
         }
     });
-}
-
-/// Stops a key's timer before it fires, and frees the key id it carried.
-fn stop_timer(api: &Api, ctx: *mut RedisModuleCtx, timer: raw::RedisModuleTimerID) {
-    let mut data: *mut c_void = ptr::null_mut();
-    // SAFETY: `timer` was created by `arm` with a boxed `KeyId` as its data; a stopped timer
-    // hands that data back exactly once, and it is freed here (a fired one freed its own).
-    if unsafe { (api.stop_timer)(ctx, timer, &mut data) } == raw::REDISMODULE_OK as c_int
-        && !data.is_null()
-    {
-        // SAFETY: `data` is the boxed `KeyId` `arm` gave the timer; it comes back once (fired, or
-        // stopped), and is freed here.
-        drop(unsafe { Box::from_raw(data.cast::<KeyId>()) });
-    }
 }
 
 /// The call's key may have gained room: judge its head waiter at once.
@@ -396,7 +379,10 @@ pub fn key_changed(call: &Call) {
 }
 
 /// As [`key_changed`], for a key given by name.
-pub fn key_named_changed(api: &Api, ctx: *mut RedisModuleCtx, name: *mut RedisModuleString) {
+///
+/// Also the keyspace listener (`server::events::on_keyspace`): `DEL`, expiry, eviction, … of a key with
+/// waiters judge its head at once.
+pub fn key_named_changed(api: &Api, ctx: Ctx, name: ServerString) {
     if no_waits() {
         return;
     }
@@ -408,27 +394,17 @@ pub fn key_named_changed(api: &Api, ctx: *mut RedisModuleCtx, name: *mut RedisMo
 }
 
 /// The key's timer: answers timed-out waiters, then judges heads until one must wait.
-unsafe extern "C" fn on_timer(ctx: *mut RedisModuleCtx, data: *mut c_void) {
-    if data.is_null() {
-        return;
-    }
-    // SAFETY: `data` is the boxed `KeyId` `arm` gave the timer; it comes back once (fired, or
-    // stopped), and is freed here.
-    let id = *unsafe { Box::from_raw(data.cast::<KeyId>()) };
-    let Some(api) = api() else {
-        return;
-    };
+fn on_timer(api: &'static Api, ctx: Ctx, id: KeyId) {
     with(|w| {
         if let Some(key) = w.keys.get_mut(&id) {
             key.timer = None;
         }
     });
-    // SAFETY: `ctx` is the live context the server passed to this call or callback.
-    unsafe { (api.select_db)(ctx, id.db) };
+    api.switch_db(ctx, id.db);
     serve(api, ctx, &id);
 }
 
-fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
+fn serve(api: &'static Api, ctx: Ctx, id: &KeyId) {
     let served = where_served(api, ctx, id);
     if let Served::Elsewhere(error) = served {
         redirect_all(api, ctx, id, &error);
@@ -450,10 +426,10 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
         let head = with(|w| {
             w.keys.get(id).and_then(|k| k.queue.head()).map(|h| {
                 let b = &h.data;
-                (h.ticket, b.pending.clone(), b.name, b.origin, b.argv.clone())
+                (h.ticket, b.pending.clone(), b.name, b.origin, Rc::clone(&b.args))
             })
         });
-        let Some((ticket, pending, name, origin, argv)) = head else {
+        let Some((ticket, pending, name, origin, args)) = head else {
             with(|w| {
                 if w.keys.get(id).is_some_and(|k| k.queue.is_empty() && k.timer.is_none()) {
                     w.keys.remove(id);
@@ -461,7 +437,7 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
             });
             return;
         };
-        let call = Call { api, ctx, name, argv: &argv, args: &[], from_client: false };
+        let call = Call { api, ctx, name, argv: args.argv(), args: &[], from_client: false };
         let answer = match pending.judge(&call, origin, false, false) {
             Ok(j) if j.allowed || j.reply[3] < 0 => {
                 let allowed = j.allowed;
@@ -496,11 +472,17 @@ fn serve(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) {
 /// earlier waiters even if the algorithm would admit it now; with `BAN`, a refusal by the
 /// algorithm starts the ban now — unless the key may not be written (`may_write`: its slot is
 /// being exported), when the refusal is answered without a ban.
-fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>, may_write: bool) {
+fn time_out(api: &'static Api, ctx: Ctx, waiter: Waiter<Blocked>, may_write: bool) {
     let blocked = &waiter.data;
     let pending = &blocked.pending;
-    let call =
-        Call { api, ctx, name: blocked.name, argv: &blocked.argv, args: &[], from_client: false };
+    let call = Call {
+        api,
+        ctx,
+        name: blocked.name,
+        argv: blocked.args.argv(),
+        args: &[],
+        from_client: false,
+    };
     let answer = match pending.judge(&call, blocked.origin, true, false) {
         Ok(j) if j.allowed => {
             let [_, limit, remaining, _, reset] = j.reply;
@@ -526,15 +508,18 @@ fn time_out(api: &'static Api, ctx: *mut RedisModuleCtx, waiter: Waiter<Blocked>
 
 /// Where the key of a queue is served: [`slots::served_here`], which opens the key only in
 /// cluster mode.
-fn where_served(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) -> Served {
-    let Some(key) = with(|w| {
-        w.keys.get(id).and_then(|k| k.queue.head()).and_then(|h| h.data.argv.get(1).copied())
-    }) else {
+fn where_served(api: &'static Api, ctx: Ctx, id: &KeyId) -> Served {
+    let Some(args) =
+        with(|w| w.keys.get(id).and_then(|k| k.queue.head()).map(|h| Rc::clone(&h.data.args)))
+    else {
+        return Served::Here;
+    };
+    let Some(&key) = args.argv().get(1) else {
         return Served::Here;
     };
     slots::served_here(api, ctx, &id.name, || {
-        // SAFETY: a live context; selecting the waiter's database before opening its key.
-        unsafe { (api.select_db)(ctx, id.db) };
+        // Selecting the waiter's database before opening its key.
+        api.switch_db(ctx, id.db);
         let mut open = Key::open(api, ctx, key, Mode::Read);
         !matches!(open.contents(), Contents::Empty)
     })
@@ -542,7 +527,7 @@ fn where_served(api: &'static Api, ctx: *mut RedisModuleCtx, id: &KeyId) -> Serv
 
 /// The key's slot is being exported: nothing is judged (a judgement may write); the timer
 /// is armed for the next deadline only.
-fn hold(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, now: i64) {
+fn hold(api: &Api, ctx: Ctx, id: &KeyId, now: i64) {
     let next = with(|w| match w.keys.get(id) {
         Some(k) if k.queue.is_empty() && k.timer.is_none() => {
             w.keys.remove(id);
@@ -558,7 +543,7 @@ fn hold(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, now: i64) {
 
 /// The key left this node: every waiter on it gets `error`, the redirect its client would get
 /// now (never a judgement against the missing key, which would be a fresh limiter).
-fn redirect_all(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, error: &str) {
+fn redirect_all(api: &Api, ctx: Ctx, id: &KeyId, error: &str) {
     let (waiters, timer) = with(|w| match w.keys.remove(id) {
         Some(mut k) => {
             let mut all = Vec::new();
@@ -570,7 +555,8 @@ fn redirect_all(api: &Api, ctx: *mut RedisModuleCtx, id: &KeyId, error: &str) {
         None => (Vec::new(), None),
     });
     if let Some((timer, _)) = timer {
-        stop_timer(api, ctx, timer);
+        // Stopped before it fired: the key id it carried is dropped with it.
+        timer.stop(api, ctx);
     }
     for waiter in waiters {
         finish(api, waiter, WaiterReply::Error(error.to_string()), Counted::Error);
@@ -596,7 +582,7 @@ fn keys_in(ranges: &[(u16, u16)]) -> Vec<KeyId> {
 
 /// An atomic slot migration moved `ranges` away: their waiters get the redirect a client
 /// would get now (`-MOVED` to the new owner), read from `CLUSTER NODES` once.
-pub fn slots_left(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
+pub fn slots_left(ctx: Ctx, ranges: &[(u16, u16)]) {
     let Some(api) = api() else {
         return;
     };
@@ -618,7 +604,7 @@ pub fn slots_left(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
 
 /// An atomic slot migration of `ranges` was cancelled or failed: their waiters, held while
 /// it ran, are judged again here.
-pub fn slots_stayed(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
+pub fn slots_stayed(ctx: Ctx, ranges: &[(u16, u16)]) {
     let Some(api) = api() else {
         return;
     };
@@ -629,53 +615,36 @@ pub fn slots_stayed(ctx: *mut RedisModuleCtx, ranges: &[(u16, u16)]) {
     }
 }
 
-/// Hands the answer to the blocked client and forgets the waiter.
+/// Hands the answer to the blocked client and forgets the waiter (its held arguments are
+/// released with it).
 fn finish(api: &Api, waiter: Waiter<Blocked>, answer: WaiterReply, outcome: Counted) {
     let blocked = waiter.data;
+    let args = &blocked.args;
     // A waiter refused for good (its timeout ran out, or it can never be admitted) counts in
     // `RL.TOP`; an error does not.
     if outcome == Counted::Limited
         && !matches!(answer, WaiterReply::Error(_))
         && !blocked.pending.dry_run()
     {
-        if let Some(key) = blocked.argv.get(1) {
+        if let Some(key) = args.bytes(1) {
             let now = api.now_ms();
-            // SAFETY: the string is one the server passed for this call (or one the module holds),
-            // live while the slice is used.
-            let first = blocked.argv.first().map(|s| unsafe { bytes(api, *s) });
-            // SAFETY: the string is one the server passed for this call (or one the module holds),
-            // live while the slice is used.
-            top::refused(unsafe { bytes(api, *key) }, blocked.origin.policy_tag(first), now);
+            top::refused(key, blocked.origin.policy_tag(args.bytes(0)), now);
         }
     }
-    with(|w| w.clients.remove(&(blocked.bc as usize)));
+    with(|w| w.clients.remove(&blocked.client.id()));
     stats::waiting_changed(-1);
     stats::record_late(blocked.origin.tally(), outcome);
     if blocked.origin == Origin::Policy {
         // `RL.HIT`'s held arguments start at the policy's name.
-        if let (Some(name), Some(key)) = (blocked.argv.first(), blocked.argv.get(1)) {
-            // SAFETY: the string is one the server passed for this call (or one the module holds),
-            // live while the slice is used.
-            let (name, key) = unsafe { (bytes(api, *name), bytes(api, *key)) };
+        if let (Some(name), Some(key)) = (args.bytes(0), args.bytes(1)) {
             crate::shell::features::policies::record_late(name, key, outcome);
         }
     }
-    let data = Box::into_raw(Box::new(answer)).cast::<c_void>();
-    // SAFETY: `blocked.bc` is this waiter's blocked client, unblocked once; `data` is a boxed
-    // `WaiterReply` the reply callback reads and `free_answer` frees.
-    unsafe { (api.unblock_client)(blocked.bc, data) };
-    release_args(api, blocked.argv);
-}
-
-fn release_args(api: &Api, argv: Vec<*mut RedisModuleString>) {
-    for s in argv {
-        // SAFETY: `s` was retained by `hold_string` when the client blocked; released once, here.
-        unsafe { (api.free_string)(ptr::null_mut(), s) };
-    }
+    blocked.client.unblock(api, Some(answer));
 }
 
 /// Writes an answer as the reply.
-fn send(api: &Api, ctx: *mut RedisModuleCtx, answer: &WaiterReply) {
+fn send(api: &Api, ctx: Ctx, answer: &WaiterReply) {
     match answer {
         WaiterReply::Ints(values) => reply::integers(api, ctx, values),
         WaiterReply::Lease(values, id) => reply::lease(api, ctx, values, id.as_deref()),
@@ -683,41 +652,10 @@ fn send(api: &Api, ctx: *mut RedisModuleCtx, answer: &WaiterReply) {
     }
 }
 
-/// Replies to an unblocked client (Redis calls it from its event loop).
-unsafe extern "C" fn reply_callback(
-    ctx: *mut RedisModuleCtx,
-    _argv: *mut *mut RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    let Some(api) = api() else {
-        return raw::REDISMODULE_ERR as c_int;
-    };
-    // SAFETY: `ctx` is the reply callback's live context.
-    let data = unsafe { (api.get_blocked_client_private_data)(ctx) }.cast::<WaiterReply>();
-    // SAFETY: `data` is NULL or the live boxed `WaiterReply` `finish` gave `unblock_client` (freed only
-    // by `free_answer`, after this callback).
-    match unsafe { data.as_ref() } {
-        Some(answer) => send(api, ctx, answer),
-        None => reply::null(api, ctx),
-    }
-    raw::REDISMODULE_OK as c_int
-}
-
-unsafe extern "C" fn free_answer(_ctx: *mut RedisModuleCtx, data: *mut c_void) {
-    if !data.is_null() {
-        // SAFETY: `data` is the boxed `WaiterReply` `finish` gave `unblock_client`; the server hands it
-        // to this free callback once.
-        drop(unsafe { Box::from_raw(data.cast::<WaiterReply>()) });
-    }
-}
-
 /// A blocked client went away: it leaves the queue (idempotent: it may already be answered).
-unsafe extern "C" fn on_disconnect(ctx: *mut RedisModuleCtx, bc: *mut RedisModuleBlockedClient) {
-    let Some(api) = api() else {
-        return;
-    };
+fn client_gone(api: &'static Api, ctx: Ctx, client: ClientId) {
     let gone = with(|w| {
-        let (id, ticket) = w.clients.remove(&(bc as usize))?;
+        let (id, ticket) = w.clients.remove(&client)?;
         let key = w.keys.get_mut(&id)?;
         let waiter = key.queue.remove(ticket)?;
         Some((id, waiter))
@@ -726,10 +664,8 @@ unsafe extern "C" fn on_disconnect(ctx: *mut RedisModuleCtx, bc: *mut RedisModul
         return;
     };
     stats::waiting_changed(-1);
-    // SAFETY: `bc` is the blocked client this waiter holds, unblocked once (it leaves the queue
-    // here).
-    unsafe { (api.unblock_client)(bc, ptr::null_mut()) };
-    release_args(api, waiter.data.argv);
+    // It leaves the queue here, so it is unblocked once; its held arguments are released.
+    waiter.data.client.unblock(api, None);
     // The next waiter may now be the head.
     let now = api.now_ms();
     arm(api, ctx, &id, now, now);

@@ -181,8 +181,7 @@ impl Api {
     /// stream (`REPLICATED`) or a server loading its AOF (`LOADING`).
     #[inline]
     pub fn is_replayed(&self, ctx: *mut RedisModuleCtx) -> bool {
-        // SAFETY: `ctx` is the live context the server passed to this call or callback.
-        let flags = unsafe { (self.get_context_flags)(ctx) } as u32;
+        let flags = self.context_flags(ctx);
         flags & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
     }
 
@@ -328,4 +327,36 @@ pub unsafe fn bytes<'a>(api: &Api, s: *const RedisModuleString) -> &'a [u8] {
     // SAFETY: the server gave `len` bytes at the non-NULL `ptr`, live as long as the string or
     // reply they belong to.
     unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) }
+}
+
+// Safe wrappers for the layers above that hold a context or a string only to pass it back
+// (the waiting room: `server::blocking`, `server::timers`, `server::keyspace`).
+
+/// The server's context for a command, callback or timer, as the layers above hold it: only
+/// passed back to the server (and its wrappers here), never dereferenced.
+pub type Ctx = *mut RedisModuleCtx;
+
+/// A server string (an argument, or one the module holds), as the layers above hold it: only
+/// passed back to the server (and its wrappers here), never dereferenced.
+pub type ServerString = *mut RedisModuleString;
+
+impl Api {
+    /// The database the context has selected (`RM_GetSelectedDb`).
+    pub fn selected_db(&self, ctx: Ctx) -> i32 {
+        // SAFETY: `ctx` is the live context the server passed to this call, callback or timer.
+        unsafe { (self.get_selected_db)(ctx) }
+    }
+
+    /// Selects database `db` in the context (`RM_SelectDb`), as a timer does before opening a
+    /// waiter's key; a database that does not exist leaves the selection unchanged.
+    pub fn switch_db(&self, ctx: Ctx, db: i32) {
+        // SAFETY: `ctx` is the live context the server passed to this call, callback or timer.
+        unsafe { (self.select_db)(ctx, db) };
+    }
+
+    /// The context's flags (`RM_GetContextFlags`, `REDISMODULE_CTX_FLAGS_*`).
+    pub fn context_flags(&self, ctx: Ctx) -> u32 {
+        // SAFETY: `ctx` is the live context the server passed to this call, callback or timer.
+        unsafe { (self.get_context_flags)(ctx) as u32 }
+    }
 }

@@ -23,7 +23,7 @@ use std::os::raw::{c_char, c_int};
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleEvent, RedisModuleString};
 
-use super::api::{api, Api};
+use super::api::{api, Api, Ctx, ServerString};
 
 /// A handler: the event's context and subevent.
 pub type Handler = fn(ctx: *mut RedisModuleCtx, subevent: u64);
@@ -53,8 +53,9 @@ pub enum MigrationEvent {
 /// ends included, each within `0..16384`; empty when the event gave none).
 pub type SlotMigrationHandler = fn(ctx: *mut RedisModuleCtx, MigrationStep, &[(u16, u16)]);
 
-/// A keyspace handler: the event's context and the key it is about.
-pub type KeyspaceHandler = fn(api: &Api, ctx: *mut RedisModuleCtx, key: *mut RedisModuleString);
+/// A keyspace listener: the API, the notification's context and the key's name (live for the
+/// call).
+pub type KeyListener = fn(api: &'static Api, ctx: Ctx, key: ServerString);
 
 /// What a registered handler is given.
 #[derive(Clone, Copy)]
@@ -66,8 +67,8 @@ enum Listener {
 thread_local! {
     /// `(event id, listener)`, in registration order.
     static HANDLERS: RefCell<Vec<(u64, Listener)>> = const { RefCell::new(Vec::new()) };
-    /// The keyspace handlers, in registration order (one subscription serves them all).
-    static KEYSPACE: RefCell<Vec<KeyspaceHandler>> = const { RefCell::new(Vec::new()) };
+    /// The keyspace listeners, in registration order (one subscription serves them all).
+    static KEYSPACE: RefCell<Vec<KeyListener>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Registers `handler` for the server event `id` (module load), subscribing to the event the
@@ -106,26 +107,18 @@ fn listen(api: &Api, ctx: *mut RedisModuleCtx, id: u64, listener: Listener) -> R
     Ok(())
 }
 
-/// Registers `handler` for the keyspace events of the classes `types` (`REDISMODULE_NOTIFY_*`
-/// bits; module load), subscribing the first time. Fails if the server refuses it.
-pub fn on_keyspace(
-    api: &Api,
-    ctx: *mut RedisModuleCtx,
-    types: c_int,
-    handler: KeyspaceHandler,
-) -> Result<(), String> {
+/// Registers `listener` for the keyspace events of the classes `types` (`REDISMODULE_NOTIFY_*`
+/// bits; module load), subscribing the first time (a later listener hears the first one's
+/// classes). Best effort, as a listener only hastens what timers do anyway: the server's
+/// status is not checked.
+pub fn on_keyspace(api: &Api, ctx: Ctx, types: c_int, listener: KeyListener) {
     let first = KEYSPACE.with(|k| k.borrow().is_empty());
+    KEYSPACE.with(|k| k.borrow_mut().push(listener));
     if first {
         // SAFETY: called from `OnLoad` with its context; `on_keyspace_event` lives as long as
         // the module.
-        let status =
-            unsafe { (api.subscribe_to_keyspace_events)(ctx, types, Some(on_keyspace_event)) };
-        if status != raw::REDISMODULE_OK as c_int {
-            return Err("could not subscribe to keyspace events".to_string());
-        }
+        unsafe { (api.subscribe_to_keyspace_events)(ctx, types, Some(on_keyspace_event)) };
     }
-    KEYSPACE.with(|k| k.borrow_mut().push(handler));
-    Ok(())
 }
 
 /// The one callback of every server event: calls its handlers in registration order.
@@ -153,7 +146,7 @@ unsafe extern "C" fn dispatch(
     }
 }
 
-/// The one callback of the keyspace events: calls the handlers with the key.
+/// The one callback of the keyspace events: calls the listeners with the key.
 unsafe extern "C" fn on_keyspace_event(
     ctx: *mut RedisModuleCtx,
     _type: c_int,
@@ -166,9 +159,10 @@ unsafe extern "C" fn on_keyspace_event(
     if key.is_null() {
         return raw::REDISMODULE_OK as c_int;
     }
-    let handlers: Vec<KeyspaceHandler> = KEYSPACE.with(|k| k.borrow().clone());
-    for handler in handlers {
-        handler(api, ctx, key);
+    // Copied out first: a listener may cause another event.
+    let listeners: Vec<KeyListener> = KEYSPACE.with(|k| k.borrow().clone());
+    for listener in listeners {
+        listener(api, ctx, key);
     }
     raw::REDISMODULE_OK as c_int
 }

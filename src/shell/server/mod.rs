@@ -5,11 +5,13 @@
 //! out to each layer's handlers with their data decoded (`events`), cluster slots and atomic
 //! slot migration (`slots`), configuration (`config`), the version (`version`), which
 //! propagation form is exact and performing it (`propagation`), command registration
-//! (`registry`).
+//! (`registry`); blocked clients and their held arguments (`blocking`), module timers
+//! (`timers`).
 //!
 //! Imports nothing from the layers above (`execution`, `features`, `commands`).
 
 pub mod api;
+pub mod blocking;
 pub mod config;
 pub mod datatype;
 pub mod events;
@@ -18,5 +20,6 @@ pub mod propagation;
 pub mod registry;
 pub mod reply;
 pub mod slots;
+pub mod timers;
 pub mod values;
 pub mod version;
