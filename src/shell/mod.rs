@@ -23,7 +23,7 @@ use redis_module::{raw, Context, RedisString, Status};
 /// Module initialisation, after the data type and configuration are registered: resolves the
 /// API (refusing servers older than 7.0.5), sets module options, hands the server layer the
 /// features' event handlers (plain `fn`s: `server::events`, `server::slots`), registers the
-/// commands. No `unsafe` here: every server call goes through the server layer.
+/// commands. Every server call here goes through the server layer (no raw FFI).
 pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let api = match server::api::resolve() {
         Ok(api) => api,

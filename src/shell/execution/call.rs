@@ -9,7 +9,7 @@
 //! the state it left (`RL.RESTORE key payload`, or `DEL key` when it deleted the key), and the
 //! other commands rewritten with `AT <the ms it used>`. This file picks the form;
 //! `server::propagation` performs it, and the server layer's safe wrappers (`server::api`) do
-//! the rest: this file has no `unsafe` and no raw FFI.
+//! the rest: this file makes no raw FFI call.
 
 use std::ffi::CStr;
 
