@@ -11,8 +11,8 @@
 //! [`ALLOWED`] lists the edges that still break the rule, each with what removes it; the test
 //! also fails when a listed edge no longer exists, so the list only shrinks.
 //!
-//! Also: no layer above the server has `unsafe` code or raw `RedisModule_*` calls, but the
-//! files [`UNSAFE_ABOVE_THE_SERVER`] lists (a list that, too, only shrinks).
+//! Also: no layer above the server has `unsafe` code or raw `RedisModule_*` calls, and the
+//! features name no raw bindings at all.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -390,17 +390,10 @@ fn the_checker_finds_upward_imports_grouped_paths_and_circles() {
     assert_eq!(circles(&edges), [vec!["execution::call".to_string(), "server::key".to_string()]]);
 }
 
-/// Files above the server layer that still call the API table directly, each with what
-/// removes it; the test also fails when a listed file no longer does, so the list only shrinks.
-const UNSAFE_ABOVE_THE_SERVER: &[&str] = &[
-    // The policy table's RDB storage (aux data): moving its FFI into the server layer.
-    "src/shell/features/persist.rs",
-];
-
 /// The layers above the server reach it only through safe wrappers (`server::reply`, `Api`,
 /// `Call`, `server::events`, `server::propagation`, …): no `unsafe` (comments aside), nor raw
-/// `RedisModule_*`, in `src/shell/execution/`, `features/`, `commands/`, `mod.rs` and
-/// `info.rs`, but for [`UNSAFE_ABOVE_THE_SERVER`].
+/// `RedisModule_*` calls, in `src/shell/execution/`, `features/`, `commands/`, `mod.rs` and
+/// `info.rs`.
 #[test]
 fn only_the_server_layer_has_unsafe_code() {
     let shell = root().join("src/shell");
@@ -410,12 +403,23 @@ fn only_the_server_layer_has_unsafe_code() {
     }
     for file in files {
         let code = strip_comments(&std::fs::read_to_string(&file).expect("read"));
-        let name = file.strip_prefix(root()).expect("in the crate").to_string_lossy().into_owned();
-        let uses = ["unsafe", "RedisModule_"].into_iter().find(|word| code.contains(word));
-        if UNSAFE_ABOVE_THE_SERVER.contains(&name.as_str()) {
-            assert!(uses.is_some(), "{name} no longer calls FFI: remove it from the list");
-        } else if let Some(word) = uses {
-            panic!("{name} uses `{word}`");
+        for word in ["unsafe", "RedisModule_"] {
+            assert!(!code.contains(word), "{} uses `{word}`", file.display());
+        }
+    }
+}
+
+/// The features reach the server only through the server layer's safe types (the waiting
+/// room through `server::blocking`/`timers`/`keyspace`, the policy table's storage through
+/// `server::snapshot`/`rdb`): no `unsafe` in `src/shell/features/` (comments aside), no raw
+/// bindings (`raw::`), no `RedisModule` names.
+#[test]
+fn the_features_have_no_ffi() {
+    let features = root().join("src/shell/features");
+    for file in rust_files(&features) {
+        let code = strip_comments(&std::fs::read_to_string(&file).expect("read"));
+        for word in ["unsafe", "raw::", "RedisModule"] {
+            assert!(!code.contains(word), "{} uses `{word}`", file.display());
         }
     }
 }

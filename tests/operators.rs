@@ -94,6 +94,17 @@ fn list_name_answers_the_overrides_with_their_counters() {
         Value::Array(vec![Value::BulkString(b"free".to_vec())])
     );
     assert!(err(&mut c, "RL.POLICY LIST free x").contains("wrong number of arguments"));
+    // Counts the server's arity lets through are the module's own arity errors (the core's
+    // grammar decides them), worded as the server's.
+    for call in
+        ["RL.POLICY LIST free x", "RL.POLICY GET free FOR", "RL.POLICY DEL free CANDIDATE x"]
+    {
+        assert_eq!(
+            err(&mut c, call),
+            "ERR wrong number of arguments for 'rl.policy' command",
+            "{call}"
+        );
+    }
     // RESP3: each override is a map.
     let mut c3 = server.conn_resp3();
     let Value::Array(entries) = get(&mut c3, "RL.POLICY LIST free") else { panic!("an array") };

@@ -27,7 +27,9 @@ fn now_ms() -> i64 {
 /// are milliseconds long, so a key may expire between the two reads: then the replica's
 /// `RL.INFO` is nil (a limiter past its reset instant counts as missing) and its key is either
 /// hidden (Redis) or still there with the master's expiry (Valkey keeps it until the master's
-/// `DEL`), and that expiry lies before the end of the reads. Anything else is a divergence.
+/// `DEL`), and that expiry lies before the end of the reads; or the replica's `RL.INFO` still
+/// equals the master's and the key expired before its `PEXPIRETIME` (-2). Anything else is a
+/// divergence.
 fn same_on_replica(mc: &mut Connection, rc: &mut Connection, key: &str) {
     let (m, m_expiry) = (stored_state(mc, key), pexpiretime(mc, key));
     let (r, r_expiry) = (stored_state(rc, key), pexpiretime(rc, key));
@@ -35,8 +37,9 @@ fn same_on_replica(mc: &mut Connection, rc: &mut Connection, key: &str) {
     if (&m, m_expiry) == (&r, r_expiry) {
         return;
     }
-    let expired_between =
-        r.is_empty() && (r_expiry == -2 || r_expiry == m_expiry) && m_expiry <= read_done;
+    let expired_between = m_expiry <= read_done
+        && ((r.is_empty() && (r_expiry == -2 || r_expiry == m_expiry))
+            || (r == m && r_expiry == -2));
     assert!(expired_between, "{key}: master {m:?} {m_expiry}, replica {r:?} {r_expiry}");
 }
 

@@ -24,6 +24,7 @@ use crate::algorithms::limiter::Algorithm;
 use crate::algorithms::slide::SlideMode;
 use crate::grammar::args::{parse_options, Keyword, MAX_COUNT};
 use crate::grammar::error::{escape, ArgError};
+pub use crate::grammar::policy::Target;
 use crate::grammar::request::{Limit, Request};
 use crate::steps::judge::{judge_key, Change};
 use crate::store::held::Expanded;
@@ -445,33 +446,6 @@ impl fmt::Display for PolicyError {
 }
 
 impl std::error::Error for PolicyError {}
-
-/// What a `SET`, `GET` or `DEL` names within a policy: the policy's own definition, one key's
-/// override (`FOR key`), or the policy's candidate (`CANDIDATE`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target<'a> {
-    Policy,
-    Override(&'a [u8]),
-    Candidate,
-}
-
-impl<'a> Target<'a> {
-    /// `[FOR key | CANDIDATE]` after a policy's name (`GET`, `DEL`).
-    pub fn parse(rest: &[&'a [u8]]) -> Result<Target<'a>, ArgError> {
-        match rest {
-            [] => Ok(Target::Policy),
-            [keyword] if keyword.eq_ignore_ascii_case(b"CANDIDATE") => Ok(Target::Candidate),
-            [keyword, key] if keyword.eq_ignore_ascii_case(b"FOR") => Ok(Target::Override(key)),
-            [keyword, ..]
-                if !keyword.eq_ignore_ascii_case(b"FOR")
-                    && !keyword.eq_ignore_ascii_case(b"CANDIDATE") =>
-            {
-                Err(ArgError::UnknownOption(keyword.to_vec()))
-            }
-            _ => Err(ArgError::WrongArity),
-        }
-    }
-}
 
 /// Every policy of a server.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

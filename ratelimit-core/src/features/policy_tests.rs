@@ -353,7 +353,8 @@ fn all_takes_policy_groups() {
             .to_string()
     };
     assert_eq!(err("1 a POLICY nope"), "ERR no such policy 'nope'");
-    assert!(err("1 a POLICY").contains("POLICY"));
+    assert_eq!(err("2 a b POLICY free POLICY"), "ERR syntax error: POLICY needs a value");
+    assert_eq!(err("1 a POLICY"), "ERR wrong number of arguments", "under RL.ALL's arity");
     assert!(err("1 a POLICY free BAN 1s").contains("BAN"));
     assert!(err("1 a POLICY free WAIT 1s").contains("WAIT"));
     assert!(!AllRequest::parse(&words("1 a TOKEN 1 1 1"), 100_000).unwrap().by_policy);

@@ -9,7 +9,7 @@ use std::fmt;
 /// Why a command's arguments were refused. `Display` renders the full error reply text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArgError {
-    /// Too few or too many positional arguments; the shell names the command.
+    /// Too few or too many positional arguments; [`ArgError::reply_for`] names the command.
     WrongArity,
     /// A token where an option keyword was expected that is not one of the command's options.
     UnknownOption(Vec<u8>),
@@ -86,6 +86,19 @@ impl fmt::Display for ArgError {
     }
 }
 
+impl ArgError {
+    /// The reply text of this error in a call of `command` (its lower-case name): the arity
+    /// error names the command, as the server's own does; every other error is its `Display`.
+    pub fn reply_for(&self, command: &str) -> String {
+        match self {
+            ArgError::WrongArity => {
+                format!("ERR wrong number of arguments for '{command}' command")
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 impl std::error::Error for ArgError {}
 
 #[cfg(test)]
@@ -98,6 +111,18 @@ mod tests {
         assert_eq!(escape(b"a\xffb\r\n"), "a\\xffb\\x0d\\x0a");
         assert_eq!(escape(b"it's"), "it\\'s");
         assert_eq!(escape(&[b'x'; 70]).len(), 67);
+    }
+
+    #[test]
+    fn the_arity_error_names_the_command() {
+        assert_eq!(
+            ArgError::WrongArity.reply_for("rl.policy"),
+            "ERR wrong number of arguments for 'rl.policy' command"
+        );
+        assert_eq!(
+            ArgError::MissingValue("AT").reply_for("rl.token"),
+            "ERR syntax error: AT needs a value"
+        );
     }
 
     #[test]

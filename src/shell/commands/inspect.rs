@@ -1,20 +1,20 @@
 //! The commands that read or restore a key whole: `RL.PEEK` (the answer a `DRYRUN COST 1`
 //! request with the stored parameters would get), `RL.INFO` (the stored parameters and
 //! state) and `RL.RESTORE` (a state written back, as propagation and AOF rewrites send it).
+//! Their arguments are parsed by the core (`grammar::inspect`); the key is opened from the
+//! call's own argument.
 
 use crate::shell::execution::call::{held, Call, CommandError};
 use crate::shell::features::stats::Counted;
 use crate::shell::server::key::{Contents, Mode};
 use crate::shell::server::reply::{self, FieldValue};
-use ratelimit_core::grammar::error::ArgError;
+use ratelimit_core::grammar::inspect::{KeyRequest, RestoreRequest};
 use ratelimit_core::steps::inspect::{describe_key, peek_key};
 use ratelimit_core::steps::judge::{value_expiry, KeyError};
 use ratelimit_core::store::codec;
 /// `RL.PEEK key`: the reply a `DRYRUN COST 1` request with the stored parameters would get.
 pub fn peek(call: &Call) -> Result<Counted, CommandError> {
-    let [_, _] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
+    KeyRequest::parse_peek(call.args)?;
     let now = call.clock_ms();
     let mut key = call.open(Mode::Read)?;
     let reply = peek_key(held(&mut key)?.as_ref(), now);
@@ -28,9 +28,7 @@ pub fn peek(call: &Call) -> Result<Counted, CommandError> {
 
 /// `RL.INFO key`: the stored parameters and state, as field/value pairs.
 pub fn info(call: &Call) -> Result<Counted, CommandError> {
-    let [_, _] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
+    KeyRequest::parse_info(call.args)?;
     let now = call.clock_ms();
     let mut key = call.open(Mode::Read)?;
     let ttl_ms = key.expire_at_ms().map_or(-1, |at| at.saturating_sub(now).max(0));
@@ -65,10 +63,8 @@ pub fn info(call: &Call) -> Result<Counted, CommandError> {
 /// `RL.RESTORE key payload`: sets a key to an encoded limiter and its ban, if any (what the
 /// AOF rewrite emits); the key expires at the limiter's reset instant or the ban's end.
 pub fn restore(call: &Call) -> Result<Counted, CommandError> {
-    let [_, _, payload] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
-    let (limiter, ban) = codec::decode_value(payload)
+    let request = RestoreRequest::parse(call.args)?;
+    let (limiter, ban) = codec::decode_value(request.payload)
         .map_err(|e| CommandError::Text(format!("ERR invalid RL.RESTORE payload: {e}")))?;
     let expire_at = value_expiry(&limiter, ban);
     let mut key = call.open(Mode::Write)?;

@@ -1,7 +1,8 @@
 //! `RL.POLICY`'s subcommands (`SET`, `GET`, `DEL`, `PROMOTE`, `LIST`, `STATS`, `RESETSTATS`,
-//! `HELP`) and `RL.HIT name key`, which judges the key through the limiting room exactly as the
+//! `HELP`, all through `command`) and `RL.HIT name key`, which judges the key through the limiting room exactly as the
 //! direct command with the policy's parameters would. The table they read and change is
-//! `features::policies`.
+//! `features::policies`. The core parses every call (`grammar::policy`; a definition with
+//! `features::policy::Definition`), arity included.
 //!
 //! `RL.POLICY SET/DEL/PROMOTE` propagate verbatim to replicas and the AOF. `RL.HIT` itself
 //! never propagates where anything consumes propagation: the state it left does
@@ -14,9 +15,9 @@ use crate::shell::features::top;
 use crate::shell::features::wait;
 use crate::shell::server::config::{policy_max, slide_log_max};
 use crate::shell::server::reply::{self, FieldValue};
-use ratelimit_core::features::policy::{Definition, PolicyError, SetTarget, Target};
+use ratelimit_core::features::policy::{Definition, PolicyError, SetTarget};
 use ratelimit_core::features::top::shadow_tag;
-use ratelimit_core::grammar::error::ArgError;
+use ratelimit_core::grammar::policy::{HitRequest, PolicyRequest, Target};
 
 use crate::shell::features::policies::{forget_candidates, judge_candidate, top_clock, with_table};
 
@@ -26,9 +27,7 @@ use crate::shell::features::policies::{forget_candidates, judge_candidate, top_c
 /// and counted as `shadow_limited` (nothing changed: a shadow policy's request carries no ban
 /// and never waits). A policy's candidate judges the same call in shadow beside it.
 pub fn hit(call: &Call) -> Result<Counted, CommandError> {
-    let [_, name, key, options @ ..] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
+    let HitRequest { name, key, options } = HitRequest::parse(call.args)?;
     // The limiting room finds its key at argument 1: it sees the call from the name on.
     let judged_call = Call {
         argv: call.argv.get(1..).unwrap_or(&[]),
@@ -49,7 +48,7 @@ pub fn hit(call: &Call) -> Result<Counted, CommandError> {
             judge_candidate(call, &mut resolved, name, key, &request, call.clock_ms());
             return Ok(outcome);
         }
-        let judged = limiting::judge_and_apply::<true>(&judged_call, &request)?;
+        let judged = limiting::judge_and_apply(&judged_call, &request, limiting::JudgedBy::Policy)?;
         if judged.changed {
             wait::key_changed(&judged_call);
         }
@@ -73,13 +72,27 @@ pub fn hit(call: &Call) -> Result<Counted, CommandError> {
     })
 }
 
+/// `RL.POLICY subcommand ...`: every subcommand's entry point runs this; the core parses the
+/// call (`grammar::policy`: which subcommand, its arguments, their count) and the subcommand's
+/// handler acts on the result.
+pub fn command(call: &Call) -> Result<Counted, CommandError> {
+    match PolicyRequest::parse(call.args)? {
+        PolicyRequest::Set { name, definition } => set(call, name, definition),
+        PolicyRequest::Get { name, target } => get(call, name, target),
+        PolicyRequest::Del { name, target } => delete(call, name, target),
+        PolicyRequest::Promote { name } => promote(call, name),
+        PolicyRequest::List { name: None } => list_names(call),
+        PolicyRequest::List { name: Some(name) } => list_overrides(call, name),
+        PolicyRequest::Stats { name } => stats(call, name),
+        PolicyRequest::ResetStat => reset_stats(call),
+        PolicyRequest::Help => help(call),
+    }
+}
+
 /// `RL.POLICY SET name limit [BAN d [CLEAR]] [SHADOW] [FOR key | CANDIDATE]`: defines or
 /// replaces (whole) a policy, one key's override, or the policy's candidate; propagated
 /// verbatim.
-pub fn set(call: &Call) -> Result<Counted, CommandError> {
-    let [_, _, name, definition @ ..] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
+fn set(call: &Call, name: &[u8], definition: &[&[u8]]) -> Result<Counted, CommandError> {
     let (definition, target) = Definition::parse(definition, slide_log_max())?;
     let target = SetTarget::target(&target);
     with_table(|table| Ok(table.set(name, target, definition, policy_max())?))?;
@@ -94,11 +107,7 @@ pub fn set(call: &Call) -> Result<Counted, CommandError> {
 /// `RL.POLICY GET name [FOR key | CANDIDATE]`: `algorithm`, the parameters under `RL.INFO`'s
 /// names, `ban_ms`, `clear`, `shadow`, then `definition` (the limit as `SET` took it); nil
 /// when there is no such policy (or override, or candidate).
-pub fn get(call: &Call) -> Result<Counted, CommandError> {
-    let [_, _, name, rest @ ..] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
-    let target = Target::parse(rest)?;
+fn get(call: &Call, name: &[u8], target: Target) -> Result<Counted, CommandError> {
     let found = with_table(|table| {
         Ok(table.get(name, target).map(|d| (d.algorithm().name(), d.fields(), d.text())))
     })?;
@@ -116,11 +125,7 @@ pub fn get(call: &Call) -> Result<Counted, CommandError> {
 
 /// `RL.POLICY DEL name [FOR key | CANDIDATE]`: `1` (removed: the policy with all its overrides
 /// and its candidate, the override, or the candidate; propagated verbatim) or `0`.
-pub fn delete(call: &Call) -> Result<Counted, CommandError> {
-    let [_, _, name, rest @ ..] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
-    let target = Target::parse(rest)?;
+fn delete(call: &Call, name: &[u8], target: Target) -> Result<Counted, CommandError> {
     let removed = with_table(|table| Ok(table.delete(name, target)))?;
     if removed {
         if matches!(target, Target::Policy | Target::Candidate) {
@@ -134,10 +139,7 @@ pub fn delete(call: &Call) -> Result<Counted, CommandError> {
 
 /// `RL.POLICY PROMOTE name`: the policy's candidate becomes its definition (`1`, propagated
 /// verbatim), or `0` when it has none; an error naming an unknown policy.
-pub fn promote(call: &Call) -> Result<Counted, CommandError> {
-    let [_, _, name] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
+fn promote(call: &Call, name: &[u8]) -> Result<Counted, CommandError> {
     let promoted = with_table(|table| Ok(table.promote(name)?))?;
     if promoted {
         forget_candidates(Some(name));
@@ -147,18 +149,7 @@ pub fn promote(call: &Call) -> Result<Counted, CommandError> {
     Ok(Counted::Answered)
 }
 
-/// `RL.POLICY LIST`: the policy names, sorted. `RL.POLICY LIST name`: the policy's overrides,
-/// sorted by key, each a map (RESP3) / flat pairs of `key`, `definition` (the limit as `SET`
-/// took it) and the override's own counters (`calls`, `admitted`, `limited`,
-/// `shadow_limited`, `near_limit`); an error naming an unknown policy.
-pub fn list(call: &Call) -> Result<Counted, CommandError> {
-    match call.args {
-        [_, _] => list_names(call),
-        [_, _, name] => list_overrides(call, name),
-        _ => Err(ArgError::WrongArity.into()),
-    }
-}
-
+/// `RL.POLICY LIST`: the policy names, sorted.
 fn list_names(call: &Call) -> Result<Counted, CommandError> {
     with_table(|table| {
         let names = table.names();
@@ -171,6 +162,10 @@ fn list_names(call: &Call) -> Result<Counted, CommandError> {
     Ok(Counted::Answered)
 }
 
+/// `RL.POLICY LIST name`: the policy's overrides, sorted by key, each a map (RESP3) / flat
+/// pairs of `key`, `definition` (the limit as `SET` took it) and the override's own counters
+/// (`calls`, `admitted`, `limited`, `shadow_limited`, `near_limit`); an error naming an
+/// unknown policy.
 fn list_overrides(call: &Call, name: &[u8]) -> Result<Counted, CommandError> {
     with_table(|table| {
         let entries =
@@ -195,10 +190,7 @@ fn int_field(v: u64) -> FieldValue<'static> {
 /// `RL.POLICY STATS name`: the policy's counters, then its candidate's (`candidate_calls`,
 /// `candidate_admitted`, `candidate_limited`, `candidate_near_limit`) when it has one; an
 /// error naming an unknown policy.
-pub fn stats(call: &Call) -> Result<Counted, CommandError> {
-    let [_, _, name] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
+fn stats(call: &Call, name: &[u8]) -> Result<Counted, CommandError> {
     let (stats, candidate) = with_table(|table| {
         table.stats(name).ok_or_else(|| PolicyError::NoSuchPolicy(name.to_vec()).into())
     })?;
@@ -212,10 +204,7 @@ pub fn stats(call: &Call) -> Result<Counted, CommandError> {
 }
 
 /// `RL.POLICY RESETSTAT`: zeroes every policy's counters (this node's; not propagated).
-pub fn reset_stats(call: &Call) -> Result<Counted, CommandError> {
-    let [_, _] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
+fn reset_stats(call: &Call) -> Result<Counted, CommandError> {
     with_table(|table| {
         table.reset_stats();
         Ok(())
@@ -249,10 +238,7 @@ const HELP: &[&str] = &[
 ];
 
 /// `RL.POLICY HELP`: the subcommands, one line each (as Redis' own `HELP` subcommands).
-pub fn help(call: &Call) -> Result<Counted, CommandError> {
-    let [_, _] = call.args else {
-        return Err(ArgError::WrongArity.into());
-    };
+fn help(call: &Call) -> Result<Counted, CommandError> {
     reply::array(call.api, call.ctx, HELP.len());
     for line in HELP {
         reply::bulk(call.api, call.ctx, line.as_bytes());

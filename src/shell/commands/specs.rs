@@ -6,9 +6,7 @@ use std::ffi::CStr;
 
 use crate::shell::commands::table::{
     cl_throttle, rl_acquire, rl_all, rl_charge, rl_hit, rl_info, rl_leaky, rl_peek, rl_period,
-    rl_policy_del, rl_policy_get, rl_policy_help, rl_policy_list, rl_policy_promote,
-    rl_policy_resetstat, rl_policy_set, rl_policy_stats, rl_refund, rl_release, rl_restore,
-    rl_slide, rl_token, rl_top,
+    rl_policy, rl_refund, rl_release, rl_restore, rl_slide, rl_token, rl_top,
 };
 use crate::shell::server::registry::{
     ArgKind, ArgSpec, CommandSpec, Container, KeyLayout, Subcommand,
@@ -381,10 +379,10 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
 ];
 
-/// A subcommand of `RL.POLICY`: no keys (node state, like `FUNCTION`).
+/// A subcommand of `RL.POLICY`: no keys (node state, like `FUNCTION`); one entry point for
+/// all (`table::rl_policy`: the core's grammar tells them apart).
 const fn policy_subcommand(
     name: &'static CStr,
-    handler: crate::shell::server::registry::Handler,
     flags: &'static CStr,
     arity: std::os::raw::c_int,
     admin: bool,
@@ -394,7 +392,7 @@ const fn policy_subcommand(
     Subcommand {
         spec: CommandSpec {
             name,
-            handler,
+            handler: rl_policy,
             flags,
             arity,
             read_only: !admin,
@@ -420,7 +418,6 @@ pub const CONTAINERS: &[Container] = &[Container {
     subcommands: &[
         policy_subcommand(
             c"set",
-            rl_policy_set,
             POLICY_WRITE,
             -4,
             true,
@@ -429,7 +426,6 @@ pub const CONTAINERS: &[Container] = &[Container {
         ),
         policy_subcommand(
             c"get",
-            rl_policy_get,
             READING,
             -3,
             false,
@@ -438,7 +434,6 @@ pub const CONTAINERS: &[Container] = &[Container {
         ),
         policy_subcommand(
             c"del",
-            rl_policy_del,
             c"write",
             -3,
             true,
@@ -447,7 +442,6 @@ pub const CONTAINERS: &[Container] = &[Container {
         ),
         policy_subcommand(
             c"list",
-            rl_policy_list,
             READING,
             -2,
             false,
@@ -456,7 +450,6 @@ pub const CONTAINERS: &[Container] = &[Container {
         ),
         policy_subcommand(
             c"promote",
-            rl_policy_promote,
             POLICY_WRITE,
             3,
             true,
@@ -465,7 +458,6 @@ pub const CONTAINERS: &[Container] = &[Container {
         ),
         policy_subcommand(
             c"help",
-            rl_policy_help,
             c"readonly allow-loading allow-stale",
             2,
             false,
@@ -474,7 +466,6 @@ pub const CONTAINERS: &[Container] = &[Container {
         ),
         policy_subcommand(
             c"stats",
-            rl_policy_stats,
             READING,
             3,
             false,
@@ -483,7 +474,6 @@ pub const CONTAINERS: &[Container] = &[Container {
         ),
         policy_subcommand(
             c"resetstat",
-            rl_policy_resetstat,
             c"write",
             2,
             true,
@@ -492,3 +482,47 @@ pub const CONTAINERS: &[Container] = &[Container {
         ),
     ],
 }];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratelimit_core::grammar::arity::{arity_of, ARITIES};
+
+    /// Every registered command (and subcommand, as `container|sub`) with its declared arity.
+    fn declared() -> Vec<(String, i32)> {
+        let mut declared: Vec<(String, i32)> = COMMANDS
+            .iter()
+            .map(|spec| (spec.name.to_string_lossy().into_owned(), spec.arity))
+            .collect();
+        for container in CONTAINERS {
+            for sub in container.subcommands {
+                let name = format!(
+                    "{}|{}",
+                    container.name.to_string_lossy(),
+                    sub.spec.name.to_string_lossy()
+                );
+                declared.push((name, sub.spec.arity));
+            }
+        }
+        declared
+    }
+
+    /// What `COMMAND INFO` declares is what the core's parsers refuse below (`grammar::arity`,
+    /// whose tests run each parser one argument short): the server and the module agree.
+    #[test]
+    fn declared_arities_are_the_grammars() {
+        for (name, arity) in declared() {
+            assert_eq!(arity_of(&name).map(|a| a.redis()), Some(arity), "{name}");
+        }
+    }
+
+    /// Every command the grammar knows is registered, and nothing else.
+    #[test]
+    fn every_command_of_the_grammar_is_registered() {
+        let mut registered: Vec<String> = declared().into_iter().map(|(name, _)| name).collect();
+        let mut known: Vec<String> = ARITIES.iter().map(|(name, _)| name.to_string()).collect();
+        registered.sort();
+        known.sort();
+        assert_eq!(registered, known);
+    }
+}

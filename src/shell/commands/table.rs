@@ -17,7 +17,7 @@ use crate::shell::execution::limiting::MAX_ALL_ARGS;
 use crate::shell::features::stats::{self, Counted, Tally};
 use crate::shell::server::api::api;
 use crate::shell::server::reply::{self};
-use ratelimit_core::grammar::error::ArgError;
+use ratelimit_core::grammar::arity::check_most;
 type Handler = fn(&Call) -> Result<Counted, CommandError>;
 
 /// The common frame of every command: argument access, error replies, counters.
@@ -33,18 +33,19 @@ fn dispatch<const N: usize>(
         return raw::REDISMODULE_ERR as c_int;
     };
     let argv = arguments(argv, argc);
-    let result = if argv.len() > N {
-        Err(CommandError::Arg(ArgError::Invalid("syntax error: too many arguments".into())))
-    } else {
-        // The command's name (argument 0) is known: it stays empty.
-        let mut buffer: [&[u8]; N] = [&[]; N];
-        if let (Some(slots), Some(strings)) = (buffer.get_mut(1..), argv.get(1..)) {
-            for (slot, s) in slots.iter_mut().zip(strings) {
-                *slot = api.arg_bytes(s);
+    let result = match check_most(argv.len(), N) {
+        Err(e) => Err(CommandError::Arg(e)),
+        Ok(()) => {
+            // The command's name (argument 0) is known: it stays empty.
+            let mut buffer: [&[u8]; N] = [&[]; N];
+            if let (Some(slots), Some(strings)) = (buffer.get_mut(1..), argv.get(1..)) {
+                for (slot, s) in slots.iter_mut().zip(strings) {
+                    *slot = api.arg_bytes(s);
+                }
             }
+            let args = buffer.get(..argv.len()).unwrap_or(&[]);
+            handler(&Call { api, ctx, name, argv, args, from_client: true })
         }
-        let args = buffer.get(..argv.len()).unwrap_or(&[]);
-        handler(&Call { api, ctx, name, argv, args, from_client: true })
     };
     match result {
         Ok(outcome) => stats::record(tally, outcome),
@@ -111,23 +112,12 @@ command!(rl_hit, c"rl.hit", Tally::Hit, policy::hit);
 /// 9, `BAN d CLEAR`, `SHADOW`, `FOR key` (or `CANDIDATE`).
 const MAX_POLICY_ARGS: usize = 3 + 9 + 3 + 1 + 2;
 
-macro_rules! subcommand {
-    ($fn_name:ident, $handler:path) => {
-        pub(super) extern "C" fn $fn_name(
-            ctx: *mut RedisModuleCtx,
-            argv: *mut *mut RedisModuleString,
-            argc: c_int,
-        ) -> c_int {
-            dispatch::<MAX_POLICY_ARGS>(ctx, argv, argc, c"rl.policy", Tally::Policy, $handler)
-        }
-    };
+/// `RL.POLICY`'s entry point, registered for every subcommand: the core tells them apart
+/// (`policy::command`).
+pub(super) extern "C" fn rl_policy(
+    ctx: *mut RedisModuleCtx,
+    argv: *mut *mut RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    dispatch::<MAX_POLICY_ARGS>(ctx, argv, argc, c"rl.policy", Tally::Policy, policy::command)
 }
-
-subcommand!(rl_policy_set, policy::set);
-subcommand!(rl_policy_get, policy::get);
-subcommand!(rl_policy_del, policy::delete);
-subcommand!(rl_policy_list, policy::list);
-subcommand!(rl_policy_stats, policy::stats);
-subcommand!(rl_policy_resetstat, policy::reset_stats);
-subcommand!(rl_policy_promote, policy::promote);
-subcommand!(rl_policy_help, policy::help);

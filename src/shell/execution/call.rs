@@ -21,6 +21,7 @@ use crate::shell::server::key::{Contents, Key, Mode};
 use crate::shell::server::propagation;
 use crate::shell::server::values::Slot;
 use ratelimit_core::grammar::args::{check_deadline, wait_within_deadline, MAX_AT_MS};
+use ratelimit_core::grammar::arity;
 use ratelimit_core::grammar::error::ArgError;
 use ratelimit_core::steps::judge::{Change, KeyError};
 
@@ -59,10 +60,7 @@ impl From<KeyError> for CommandError {
 impl CommandError {
     pub fn render(&self, command: &CStr) -> String {
         match self {
-            CommandError::Arg(ArgError::WrongArity) => {
-                format!("ERR wrong number of arguments for '{}' command", command.to_string_lossy())
-            }
-            CommandError::Arg(e) => e.to_string(),
+            CommandError::Arg(e) => e.reply_for(&command.to_string_lossy()),
             CommandError::Key(e) => e.to_string(),
             CommandError::Text(t) => t.clone(),
         }
@@ -87,10 +85,7 @@ impl Call<'_> {
     /// The key argument (index 1; arity guarantees it exists).
     #[inline]
     pub fn key(&self) -> Result<*mut RedisModuleString, CommandError> {
-        match self.argv.get(1) {
-            Some(key) => Ok(*key),
-            None => Err(CommandError::Arg(ArgError::WrongArity)),
-        }
+        Ok(*arity::argument(self.argv, 1)?)
     }
 
     /// The bytes of the call's key (argument 1) as the server passed it, for a call made from

@@ -28,24 +28,33 @@
 //! table instead (`REPL_ASYNC_LOAD` events): Redis keeps the replica's own keys and functions
 //! if the load is aborted, and the replica keeps its own table too; on completion the staged
 //! table replaces it. Each load logs how many policies it brought and from where.
+//!
+//! **No FFI here.** The type is a `server::snapshot::BlobType` (its values are the encoded
+//! table's bytes, owned by the server layer); its callbacks read and write through
+//! `server::rdb`'s reader and writers; the carrier key is put and removed by
+//! `server::snapshot::Registered`; the events arrive typed (`Persistence`, `Loading`,
+//! `AsyncLoad`) through `server::events`.
 
 use std::cell::{Cell, RefCell};
-use std::os::raw::{c_char, c_int, c_void};
-use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::ffi::CStr;
+use std::sync::atomic::AtomicBool;
+use std::sync::OnceLock;
 
 use redis_module::logging::{log_notice, log_warning};
-use redis_module::raw::{self, RedisModuleCtx, RedisModuleIO, RedisModuleString, RedisModuleType};
 
 use crate::shell::features::policies;
-use crate::shell::server::api::{api, Api};
+use crate::shell::server::api::api;
 use crate::shell::server::events;
+use crate::shell::server::rdb::{AofWriter, RdbReader, RdbWriter};
+use crate::shell::server::snapshot::{
+    self, AsyncLoad, BlobType, EventContext, Loading, Persistence, Put, Registered,
+};
 use ratelimit_core::features::policy::PolicyTable;
 
 /// The type's name (Redis requires exactly 9 characters).
-const TYPE_NAME: &std::ffi::CStr = c"rl-policy";
+const TYPE_NAME: &CStr = c"rl-policy";
 /// Its encoding version (the payload carries its own format version too).
-const ENCODING_VERSION: c_int = 1;
+const ENCODING_VERSION: i32 = 1;
 /// The carrier key's name (db 0). It exists only in snapshots and while they load.
 const CARRIER_KEY: &[u8] = b"__ratelimit_policy_table__";
 
@@ -53,8 +62,8 @@ const CARRIER_KEY: &[u8] = b"__ratelimit_policy_table__";
 /// Redis 7.0's opt-in); ignored, policies are always saved.
 pub static POLICIES_IN_RDB: AtomicBool = AtomicBool::new(false);
 
-/// The registered type (null until `init`).
-static POLICY_TYPE: AtomicPtr<RedisModuleType> = AtomicPtr::new(ptr::null_mut());
+/// The registered type (set by `init`).
+static POLICY_TYPE: OnceLock<Registered> = OnceLock::new();
 
 /// Where a load reads from, for the log.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -96,85 +105,47 @@ thread_local! {
     static CARRIER_IN_SERVER: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Whether this server calls `aux_save2` (Redis 7.2+, Valkey: those with
-/// `RedisModule_SetCommandACLCategories`); then an empty table writes no aux record.
-fn has_aux_save2() -> bool {
-    // SAFETY: reads (copies) an `Option<fn>` the crate set at load; no call is made.
-    unsafe { raw::RedisModule_SetCommandACLCategories }.is_some()
-}
-
 /// Registers the `rl-policy` type and the server events it hears (module load), on every
 /// server.
-pub fn init(ctx: *mut RedisModuleCtx) -> Result<(), String> {
+pub fn init(ctx: *mut EventContext) -> Result<(), String> {
     let api = api().ok_or("the module API is not resolved")?;
-    events::on(api, ctx, raw::REDISMODULE_EVENT_PERSISTENCE, on_persistence)?;
-    events::on(api, ctx, raw::REDISMODULE_EVENT_LOADING, on_loading)?;
-    events::on(api, ctx, raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD, on_async_load)?;
-    // SAFETY: copies an `Option<fn>` the crate set at load.
-    let create =
-        unsafe { raw::RedisModule_CreateDataType }.ok_or("RedisModule_CreateDataType missing")?;
-    let mut methods = raw::RedisModuleTypeMethods {
-        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
-        rdb_load: Some(carrier_load),
-        rdb_save: Some(carrier_save),
-        aof_rewrite: Some(carrier_rewrite),
-        mem_usage: None,
-        digest: None,
-        free: Some(carrier_free),
-        aux_load: Some(aux_load),
-        // Never `aux_save`: on Redis 7.0 it would write a record into every RDB (the carrier
-        // key does the job there). 7.0 reads the method struct up to its version 4, which
-        // ends before `aux_save2`.
-        aux_save: None,
-        aux_save_triggers: raw::REDISMODULE_AUX_BEFORE_RDB as c_int,
-        free_effort: None,
-        unlink: None,
-        copy: None,
-        defrag: None,
-        mem_usage2: None,
-        free_effort2: None,
-        unlink2: None,
-        copy2: None,
-        aux_save2: if has_aux_save2() { Some(aux_save2) } else { None },
-    };
-    // SAFETY: called from `OnLoad` with its context; `methods` outlives the call (Redis copies
-    // the fields it reads).
-    let created = unsafe { create(ctx, TYPE_NAME.as_ptr(), ENCODING_VERSION, &raw mut methods) };
-    if created.is_null() {
-        return Err("could not create the rl-policy type".into());
-    }
-    POLICY_TYPE.store(created, Ordering::Relaxed);
+    events::on(api, ctx, snapshot::PERSISTENCE_EVENT, on_persistence)?;
+    events::on(api, ctx, snapshot::LOADING_EVENT, on_loading)?;
+    events::on(api, ctx, snapshot::ASYNC_LOAD_EVENT, on_async_load)?;
+    let registered = snapshot::register::<PolicyType>(api, ctx)?;
+    // A second `init` (never: one module load) keeps the first registration.
+    let _ = POLICY_TYPE.set(registered);
     Ok(())
+}
+
+/// Whether an RDB file needs the carrier key: where the server has no `aux_save2` (Redis 7.0).
+fn rdb_needs_carrier() -> bool {
+    api().is_some_and(|api| !snapshot::has_aux_save2(api))
 }
 
 /// A `PERSISTENCE` server event. A save starts: when the snapshot needs the carrier key
 /// (Redis 7.0's RDB files, any AOF rewrite), put it in — in the fork child, or in the server
 /// for a synchronous save, then taken out as the save ends.
-fn on_persistence(ctx: *mut RedisModuleCtx, subevent: u64) {
-    let Some(api) = api() else {
+fn on_persistence(ctx: *mut EventContext, subevent: u64) {
+    let Some(event) = Persistence::of(subevent) else {
         return;
     };
-    use raw::{
-        REDISMODULE_SUBEVENT_PERSISTENCE_AOF_START as AOF_START,
-        REDISMODULE_SUBEVENT_PERSISTENCE_ENDED as ENDED,
-        REDISMODULE_SUBEVENT_PERSISTENCE_FAILED as FAILED,
-        REDISMODULE_SUBEVENT_PERSISTENCE_RDB_START as RDB_START,
-        REDISMODULE_SUBEVENT_PERSISTENCE_SYNC_AOF_START as SYNC_AOF_START,
-        REDISMODULE_SUBEVENT_PERSISTENCE_SYNC_RDB_START as SYNC_RDB_START,
-    };
-    let rdb_needs_carrier = !has_aux_save2();
-    match subevent {
+    match event {
         // In a fork child: its copy of the data only.
-        AOF_START => {
-            put_carrier(api, ctx);
+        Persistence::AofStart => {
+            put_carrier(ctx);
         }
-        RDB_START if rdb_needs_carrier => {
-            put_carrier(api, ctx);
+        Persistence::RdbStart if rdb_needs_carrier() => {
+            put_carrier(ctx);
         }
         // In the server: taken out again as the save ends.
-        SYNC_AOF_START => CARRIER_IN_SERVER.set(put_carrier(api, ctx)),
-        SYNC_RDB_START if rdb_needs_carrier => CARRIER_IN_SERVER.set(put_carrier(api, ctx)),
-        ENDED | FAILED if CARRIER_IN_SERVER.replace(false) => remove_carrier(api, ctx),
+        Persistence::SyncAofStart => CARRIER_IN_SERVER.set(put_carrier(ctx)),
+        Persistence::SyncRdbStart if rdb_needs_carrier() => {
+            CARRIER_IN_SERVER.set(put_carrier(ctx));
+        }
+        Persistence::Ended | Persistence::Failed if CARRIER_IN_SERVER.replace(false) => {
+            remove_carrier(ctx);
+        }
         _ => {}
     }
 }
@@ -182,12 +153,15 @@ fn on_persistence(ctx: *mut RedisModuleCtx, subevent: u64) {
 /// A `LOADING` server event: a load starts (the table it brings, or none, replaces this one;
 /// a `swapdb` sync loads into its staged table), ends (the carrier key goes; the table is
 /// logged) or fails (the table is emptied with the keys, unless it is a `swapdb` sync's).
-fn on_loading(ctx: *mut RedisModuleCtx, subevent: u64) {
-    let source = match subevent {
-        raw::REDISMODULE_SUBEVENT_LOADING_RDB_START => Some(Source::RdbFile),
-        raw::REDISMODULE_SUBEVENT_LOADING_AOF_START => Some(Source::Aof),
-        raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => Some(Source::Master),
-        _ => None,
+fn on_loading(ctx: *mut EventContext, subevent: u64) {
+    let Some(event) = Loading::of(subevent) else {
+        return;
+    };
+    let source = match event {
+        Loading::RdbStart => Some(Source::RdbFile),
+        Loading::AofStart => Some(Source::Aof),
+        Loading::ReplStart => Some(Source::Master),
+        Loading::Ended | Loading::Failed => None,
     };
     if let Some(source) = source {
         LOADING.set(Some(source));
@@ -196,15 +170,9 @@ fn on_loading(ctx: *mut RedisModuleCtx, subevent: u64) {
         }
         return;
     }
-    let ended = match subevent {
-        raw::REDISMODULE_SUBEVENT_LOADING_ENDED => true,
-        raw::REDISMODULE_SUBEVENT_LOADING_FAILED => false,
-        _ => return,
-    };
+    let ended = event == Loading::Ended;
     let source = LOADING.take();
-    if let Some(api) = api() {
-        remove_carrier(api, ctx);
-    }
+    remove_carrier(ctx);
     // A `swapdb` sync: its own events settle the table.
     let swapdb = SWAPDB.with(|s| {
         let mut state = s.borrow_mut();
@@ -234,17 +202,17 @@ fn on_loading(ctx: *mut RedisModuleCtx, subevent: u64) {
 /// A `REPL_ASYNC_LOAD` server event (`repl-diskless-load swapdb`): the sync's table is staged
 /// while it loads; an aborted sync drops it (the replica keeps its own, as Redis keeps its
 /// keys and functions), a completed one swaps it in.
-fn on_async_load(ctx: *mut RedisModuleCtx, subevent: u64) {
-    if subevent == raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_STARTED {
-        let load =
-            SwapdbLoad { staged: Some(PolicyTable::new()), decided: false, load_ended: false };
-        SWAPDB.with(|s| *s.borrow_mut() = Some(load));
-        return;
-    }
-    let completed = match subevent {
-        raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED => true,
-        raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_ABORTED => false,
-        _ => return,
+fn on_async_load(ctx: *mut EventContext, subevent: u64) {
+    let completed = match AsyncLoad::of(subevent) {
+        Some(AsyncLoad::Started) => {
+            let load =
+                SwapdbLoad { staged: Some(PolicyTable::new()), decided: false, load_ended: false };
+            SWAPDB.with(|s| *s.borrow_mut() = Some(load));
+            return;
+        }
+        Some(AsyncLoad::Completed) => true,
+        Some(AsyncLoad::Aborted) => false,
+        None => return,
     };
     let staged = SWAPDB.with(|s| {
         let mut state = s.borrow_mut();
@@ -261,9 +229,7 @@ fn on_async_load(ctx: *mut RedisModuleCtx, subevent: u64) {
             policies::replace_table(table);
         }
         // The loaded data was swapped in, carrier key included.
-        if let Some(api) = api() {
-            remove_carrier(api, ctx);
-        }
+        remove_carrier(ctx);
         log_table("loaded the policy table from the master (full sync, swapdb)");
     } else {
         log_table("the full sync was aborted: kept its own policy table");
@@ -305,106 +271,38 @@ fn loaded(table: PolicyTable) {
     }
 }
 
-/// The carrier key's value: the encoded table.
-struct Carrier {
-    encoded: Vec<u8>,
-}
-
-/// Opens the carrier key in db 0 for writing (the caller closes it); null on failure.
-fn open_carrier(api: &Api, ctx: *mut RedisModuleCtx) -> *mut raw::RedisModuleKey {
-    // SAFETY: copies an `Option<fn>` the crate set at load.
-    let Some(create) = (unsafe { raw::RedisModule_CreateString }) else {
-        return ptr::null_mut();
-    };
-    // SAFETY: `ctx` is the server event's context; the name is a static byte string.
-    let name = unsafe { create(ctx, CARRIER_KEY.as_ptr().cast::<c_char>(), CARRIER_KEY.len()) };
-    if name.is_null() {
-        return ptr::null_mut();
-    }
-    // SAFETY: `ctx` is valid for the event; db 0 always exists.
-    unsafe { (api.select_db)(ctx, 0) };
-    let mode = (raw::REDISMODULE_READ | raw::REDISMODULE_WRITE) as c_int;
-    // SAFETY: `ctx` and `name` are valid; the key is closed by the caller.
-    let key = unsafe { (api.open_key)(ctx, name, mode) };
-    // SAFETY: the key keeps its own reference to the name.
-    unsafe { (api.free_string)(ctx, name) };
-    key
-}
-
-/// Whether the open `key` is empty or already a carrier (anything else is a user's key of
-/// the same name, left alone).
-fn is_ours_or_empty(api: &Api, key: *mut raw::RedisModuleKey) -> bool {
-    // SAFETY: `key` is an open key.
-    let kind = unsafe { (api.key_type)(key) };
-    if kind == raw::REDISMODULE_KEYTYPE_EMPTY as c_int {
-        return true;
-    }
-    // SAFETY: `key` is an open key holding a module value.
-    kind == raw::REDISMODULE_KEYTYPE_MODULE as c_int
-        && unsafe { (api.module_type_get_type)(key) } == POLICY_TYPE.load(Ordering::Relaxed)
+/// The live table's encoding, or `None` when it is empty (nothing is saved then).
+fn encoded_table() -> Option<Vec<u8>> {
+    policies::with_table(|t| Ok((!t.is_empty()).then(|| t.encode()))).ok().flatten()
 }
 
 /// Puts the table into the carrier key (nothing for an empty table). Whether it did.
-fn put_carrier(api: &Api, ctx: *mut RedisModuleCtx) -> bool {
-    let encoded = policies::with_table(|t| Ok((!t.is_empty()).then(|| t.encode())));
-    let Ok(Some(encoded)) = encoded else {
+fn put_carrier(ctx: *mut EventContext) -> bool {
+    let Some(encoded) = encoded_table() else {
         return false;
     };
-    let policy_type = POLICY_TYPE.load(Ordering::Relaxed);
-    let key = open_carrier(api, ctx);
-    if key.is_null() || policy_type.is_null() {
+    let (Some(api), Some(policy_type)) = (api(), POLICY_TYPE.get()) else {
         return false;
-    }
-    let put = if is_ours_or_empty(api, key) {
-        let value = Box::into_raw(Box::new(Carrier { encoded })).cast::<c_void>();
-        // SAFETY: `key` is open for writing; Redis owns `value` from here and frees it through
-        // `carrier_free`.
-        unsafe {
-            (api.module_type_set_value)(key, policy_type, value) == raw::REDISMODULE_OK as c_int
+    };
+    match policy_type.put(api, ctx, CARRIER_KEY, encoded) {
+        Put::Stored => true,
+        Put::Foreign => {
+            log_warning(format!(
+                "ratelimit: db 0 has a key named {} of another type: policies are not in this \
+                 snapshot",
+                String::from_utf8_lossy(CARRIER_KEY)
+            ));
+            false
         }
-    } else {
-        log_warning(format!(
-            "ratelimit: db 0 has a key named {} of another type: policies are not in this \
-             snapshot",
-            String::from_utf8_lossy(CARRIER_KEY)
-        ));
-        false
-    };
-    // SAFETY: `key` was opened above.
-    unsafe { (api.close_key)(key) };
-    put
+        Put::Failed => false,
+    }
 }
 
 /// Deletes the carrier key, if db 0 holds one.
-fn remove_carrier(api: &Api, ctx: *mut RedisModuleCtx) {
-    let key = open_carrier(api, ctx);
-    if key.is_null() {
-        return;
+fn remove_carrier(ctx: *mut EventContext) {
+    if let (Some(api), Some(policy_type)) = (api(), POLICY_TYPE.get()) {
+        policy_type.remove(api, ctx, CARRIER_KEY);
     }
-    // SAFETY: `key` is an open key.
-    let kind = unsafe { (api.key_type)(key) };
-    if kind != raw::REDISMODULE_KEYTYPE_EMPTY as c_int && is_ours_or_empty(api, key) {
-        // SAFETY: `key` is open for writing.
-        unsafe { (api.delete_key)(key) };
-    }
-    // SAFETY: `key` was opened above.
-    unsafe { (api.close_key)(key) };
-}
-
-/// Reads one string buffer (the encoded table) from `io`; `None` on an I/O error.
-fn load_bytes(api: &Api, io: *mut RedisModuleIO) -> Option<Vec<u8>> {
-    let mut len = 0usize;
-    // SAFETY: `io` is the loading context Redis passed to the callback.
-    let buffer = unsafe { (api.load_string_buffer)(io, &mut len) };
-    // SAFETY: as above.
-    if unsafe { (api.is_io_error)(io) } != 0 || buffer.is_null() {
-        return None;
-    }
-    // SAFETY: Redis returned `len` readable bytes at `buffer`, freed right after the copy.
-    let bytes = unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), len) }.to_vec();
-    // SAFETY: `buffer` came from `load_string_buffer`.
-    unsafe { (api.free)(buffer.cast()) };
-    Some(bytes)
 }
 
 /// Decodes a table read from a file or a sync; logs and refuses what does not decode.
@@ -418,122 +316,62 @@ fn decode(bytes: &[u8]) -> Option<PolicyTable> {
     }
 }
 
-unsafe extern "C" fn aux_save2(rdb: *mut RedisModuleIO, _when: c_int) {
-    let Some(api) = api() else {
-        return;
-    };
-    let Ok(Some(bytes)) = policies::with_table(|t| Ok((!t.is_empty()).then(|| t.encode()))) else {
-        return;
-    };
-    // SAFETY: `rdb` is the saving context Redis passed; the bytes live across the call.
-    unsafe { (api.save_string_buffer)(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
-}
+/// The `rl-policy` type: its aux record and its carrier key's value are both the encoded
+/// table (one string).
+struct PolicyType;
 
-unsafe extern "C" fn aux_load(rdb: *mut RedisModuleIO, encver: c_int, _when: c_int) -> c_int {
-    let Some(api) = api() else {
-        return raw::REDISMODULE_ERR as c_int;
-    };
-    if encver != ENCODING_VERSION {
-        log_warning(format!("ratelimit: refusing policies with unknown encoding version {encver}"));
-        return raw::REDISMODULE_ERR as c_int;
-    }
-    match load_bytes(api, rdb).as_deref().and_then(decode) {
-        Some(table) => {
-            loaded(table);
-            raw::REDISMODULE_OK as c_int
+impl BlobType for PolicyType {
+    const NAME: &'static CStr = TYPE_NAME;
+    const ENCODING_VERSION: i32 = ENCODING_VERSION;
+
+    /// The carrier key's value, loaded: the table it holds replaces the table (staged during
+    /// a `swapdb` sync). Refused outside a load (a `RESTORE` payload).
+    fn load_value(rdb: &mut RdbReader, encver: i32) -> Option<Vec<u8>> {
+        if encver != ENCODING_VERSION {
+            return None;
         }
-        None => raw::REDISMODULE_ERR as c_int,
-    }
-}
-
-/// The carrier key's value, loaded: the table it holds replaces the table (staged during a
-/// `swapdb` sync). Refused outside a load (a `RESTORE` payload).
-unsafe extern "C" fn carrier_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_void {
-    let Some(api) = api() else {
-        return ptr::null_mut();
-    };
-    if encver != ENCODING_VERSION {
-        return ptr::null_mut();
-    }
-    if LOADING.get().is_none() {
-        log_warning("ratelimit: refusing a policy table outside a load (a RESTORE payload)");
-        return ptr::null_mut();
-    }
-    let Some(encoded) = load_bytes(api, rdb) else {
-        return ptr::null_mut();
-    };
-    let Some(table) = decode(&encoded) else {
-        return ptr::null_mut();
-    };
-    loaded(table);
-    Box::into_raw(Box::new(Carrier { encoded })).cast::<c_void>()
-}
-
-/// The carrier key's value as an `&Carrier`.
-///
-/// # Safety
-/// `value` must be a value this type stored (a `Box<Carrier>` pointer).
-unsafe fn carrier<'a>(value: *mut c_void) -> Option<&'a Carrier> {
-    // SAFETY: per the function's contract.
-    unsafe { value.cast::<Carrier>().as_ref() }
-}
-
-unsafe extern "C" fn carrier_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
-    // SAFETY: Redis passes a value of this type.
-    let (Some(api), Some(carrier)) = (api(), unsafe { carrier(value) }) else {
-        return;
-    };
-    let bytes = &carrier.encoded;
-    // SAFETY: `rdb` is the saving context Redis passed; the bytes live across the call.
-    unsafe { (api.save_string_buffer)(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
-}
-
-/// An AOF rewritten without the RDB preamble gets the table as the `RL.POLICY SET` commands
-/// that make it.
-unsafe extern "C" fn carrier_rewrite(
-    aof: *mut RedisModuleIO,
-    _key: *mut RedisModuleString,
-    value: *mut c_void,
-) {
-    // SAFETY: Redis passes a value of this type.
-    let (Some(api), Some(carrier)) = (api(), unsafe { carrier(value) }) else {
-        return;
-    };
-    // SAFETY: copies an `Option<fn>` the crate set at load.
-    let Some(create) = (unsafe { raw::RedisModule_CreateString }) else {
-        return;
-    };
-    let Ok(table) = PolicyTable::decode(&carrier.encoded) else {
-        return;
-    };
-    for command in table.set_commands() {
-        let strings: Vec<*mut RedisModuleString> = std::iter::once(&b"SET"[..])
-            .chain(command.iter().copied())
-            // SAFETY: a NULL context makes a string this function frees below.
-            .map(|a| unsafe { create(ptr::null_mut(), a.as_ptr().cast::<c_char>(), a.len()) })
-            .collect();
-        if strings.iter().all(|s| !s.is_null()) {
-            // SAFETY: `aof` is the rewrite's context; "v" takes the array and its length.
-            unsafe {
-                (api.emit_aof)(
-                    aof,
-                    c"RL.POLICY".as_ptr(),
-                    c"v".as_ptr(),
-                    strings.as_ptr(),
-                    strings.len(),
-                )
-            };
+        if LOADING.get().is_none() {
+            log_warning("ratelimit: refusing a policy table outside a load (a RESTORE payload)");
+            return None;
         }
-        for s in strings.into_iter().filter(|s| !s.is_null()) {
-            // SAFETY: made above with a NULL context, freed once.
-            unsafe { (api.free_string)(ptr::null_mut(), s) };
+        let encoded = rdb.load_bytes().ok()?;
+        loaded(decode(&encoded)?);
+        Some(encoded)
+    }
+
+    /// An AOF rewritten without the RDB preamble gets the table as the `RL.POLICY SET`
+    /// commands that make it.
+    fn rewrite_value(aof: &mut AofWriter, bytes: &[u8]) {
+        let Ok(table) = PolicyTable::decode(bytes) else {
+            return;
+        };
+        for command in table.set_commands() {
+            let args: Vec<&[u8]> =
+                std::iter::once(&b"SET"[..]).chain(command.iter().copied()).collect();
+            aof.emit(c"RL.POLICY", &args);
         }
     }
-}
 
-unsafe extern "C" fn carrier_free(value: *mut c_void) {
-    if !value.is_null() {
-        // SAFETY: every value of this type is a `Box<Carrier>` made by this module.
-        drop(unsafe { Box::from_raw(value.cast::<Carrier>()) });
+    fn load_aux(rdb: &mut RdbReader, encver: i32) -> bool {
+        if encver != ENCODING_VERSION {
+            log_warning(format!(
+                "ratelimit: refusing policies with unknown encoding version {encver}"
+            ));
+            return false;
+        }
+        match rdb.load_bytes().ok().as_deref().and_then(decode) {
+            Some(table) => {
+                loaded(table);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn save_aux(rdb: &mut RdbWriter) {
+        if let Some(bytes) = encoded_table() {
+            // An I/O error is the server's to report: it fails the save.
+            let _ = rdb.save_bytes(&bytes);
+        }
     }
 }

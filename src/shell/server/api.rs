@@ -131,6 +131,49 @@ pub struct Api {
     /// The string `AT`, created once at load and never freed (appended to every propagated
     /// call that had no `AT` of its own).
     pub at_keyword: StaticString,
+
+    // Registration and persistence: data types, commands, RDB/AOF I/O (`server::registry`,
+    // `server::datatype`, `server::snapshot`, `server::rdb`).
+    pub create_string:
+        unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char, usize) -> *mut RedisModuleString,
+    pub create_data_type: unsafe extern "C" fn(
+        *mut RedisModuleCtx,
+        *const c_char,
+        c_int,
+        *mut raw::RedisModuleTypeMethods,
+    ) -> *mut RedisModuleType,
+    pub create_command: unsafe extern "C" fn(
+        *mut RedisModuleCtx,
+        *const c_char,
+        raw::RedisModuleCmdFunc,
+        *const c_char,
+        c_int,
+        c_int,
+        c_int,
+    ) -> c_int,
+    pub create_subcommand: unsafe extern "C" fn(
+        *mut raw::RedisModuleCommand,
+        *const c_char,
+        raw::RedisModuleCmdFunc,
+        *const c_char,
+        c_int,
+        c_int,
+        c_int,
+    ) -> c_int,
+    pub get_command:
+        unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char) -> *mut raw::RedisModuleCommand,
+    pub set_command_info: unsafe extern "C" fn(
+        *mut raw::RedisModuleCommand,
+        *const raw::RedisModuleCommandInfo,
+    ) -> c_int,
+    /// Redis 7.2+ and Valkey only (`None` on Redis 7.0).
+    pub set_command_acl_categories:
+        Option<unsafe extern "C" fn(*mut raw::RedisModuleCommand, *const c_char) -> c_int>,
+    /// Redis 7.2+ and Valkey only (`None` on Redis 7.0).
+    pub add_acl_category: Option<unsafe extern "C" fn(*mut RedisModuleCtx, *const c_char) -> c_int>,
+    /// `None` where the server has no active defragmentation API.
+    pub defrag_alloc:
+        Option<unsafe extern "C" fn(*mut raw::RedisModuleDefragCtx, *mut c_void) -> *mut c_void>,
 }
 
 /// A module string that lives as long as the module.
@@ -241,6 +284,14 @@ macro_rules! resolve {
     };
 }
 
+/// An API function some supported servers lack: `None` there.
+macro_rules! resolve_optional {
+    ($name:ident) => {
+        // SAFETY: as in `resolve!`: a plain copy of a static the server filled in `OnLoad`.
+        unsafe { raw::$name }
+    };
+}
+
 /// Resolves every API function; on failure names the first one the server lacks.
 pub fn resolve() -> Result<&'static Api, &'static str> {
     let api = Api {
@@ -308,6 +359,16 @@ pub fn resolve() -> Result<&'static Api, &'static str> {
             }
             StaticString(at)
         },
+
+        create_string: resolve!(RedisModule_CreateString),
+        create_data_type: resolve!(RedisModule_CreateDataType),
+        create_command: resolve!(RedisModule_CreateCommand),
+        create_subcommand: resolve!(RedisModule_CreateSubcommand),
+        get_command: resolve!(RedisModule_GetCommand),
+        set_command_info: resolve!(RedisModule_SetCommandInfo),
+        set_command_acl_categories: resolve_optional!(RedisModule_SetCommandACLCategories),
+        add_acl_category: resolve_optional!(RedisModule_AddACLCategory),
+        defrag_alloc: resolve_optional!(RedisModule_DefragAlloc),
     };
     Ok(API.get_or_init(|| api))
 }
@@ -330,7 +391,7 @@ pub unsafe fn bytes<'a>(api: &Api, s: *const RedisModuleString) -> &'a [u8] {
 }
 
 // Safe wrappers for the layers above that hold a context or a string only to pass it back
-// (the waiting room: `server::blocking`, `server::timers`, `server::keyspace`).
+// (the waiting room: `server::blocking`, `server::timers`, `server::events`).
 
 /// The server's context for a command, callback or timer, as the layers above hold it: only
 /// passed back to the server (and its wrappers here), never dereferenced.

@@ -17,6 +17,7 @@ use redis_module::raw::{
 };
 
 use crate::shell::server::api::api;
+use crate::shell::server::rdb::{AofWriter, RdbReader, RdbWriter};
 use crate::shell::server::values;
 use ratelimit_core::store::codec;
 
@@ -92,22 +93,12 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
         ));
         return ptr::null_mut();
     }
-    let mut len = 0usize;
-    // SAFETY: `rdb`/`aof`/`digest` is the live I/O handle the server passed this callback; the
-    // bytes are live for the call.
-    let buffer = unsafe { (api.load_string_buffer)(rdb, &mut len) };
-    // SAFETY: `rdb`/`aof`/`digest` is the live I/O handle the server passed this callback; the
-    // bytes are live for the call.
-    if unsafe { (api.is_io_error)(rdb) } != 0 || buffer.is_null() {
+    // SAFETY: `rdb` is the live loading handle the server passed this callback; the reader
+    // does not outlive it.
+    let Ok(bytes) = (unsafe { RdbReader::new(api, rdb) }).load_bytes() else {
         return ptr::null_mut();
-    }
-    // SAFETY: the server gave `len` bytes at the non-NULL `buffer`, freed below after the copy.
-    let bytes = unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), len) };
-    let decoded = codec::decode_value(bytes);
-    // SAFETY: `buffer` came from `load_string_buffer` (the server's allocator), freed once after
-    // the copy.
-    unsafe { (api.free)(buffer.cast()) };
-    match decoded {
+    };
+    match codec::decode_value(&bytes) {
         Ok((limiter, ban)) => values::into_value(limiter, ban),
         Err(e) => {
             redis_module::logging::log_warning(format!("ratelimit: refusing a value: {e}"));
@@ -121,9 +112,11 @@ unsafe extern "C" fn rdb_save(rdb: *mut RedisModuleIO, value: *mut c_void) {
     let (Some(api), Some(bytes)) = (api(), unsafe { encoded(value) }) else {
         return;
     };
-    // SAFETY: `rdb`/`aof`/`digest` is the live I/O handle the server passed this callback; the
-    // bytes are live for the call.
-    unsafe { (api.save_string_buffer)(rdb, bytes.as_ptr().cast::<c_char>(), bytes.len()) };
+    // SAFETY: `rdb` is the live saving handle the server passed this callback; the writer does
+    // not outlive it.
+    let mut writer = unsafe { RdbWriter::new(api, rdb) };
+    // An I/O error is the server's to report: it fails the save.
+    let _ = writer.save_bytes(&bytes);
 }
 
 unsafe extern "C" fn aof_rewrite(
@@ -135,19 +128,12 @@ unsafe extern "C" fn aof_rewrite(
     let (Some(api), Some(bytes)) = (api(), unsafe { encoded(value) }) else {
         return;
     };
+    // SAFETY: `aof` is the live rewrite handle the server passed this callback; the writer does
+    // not outlive it.
+    let mut writer = unsafe { AofWriter::new(api, aof) };
     // Redis appends `PEXPIREAT key <expiry>` itself after the value's commands.
-    // SAFETY: `rdb`/`aof`/`digest` is the live I/O handle the server passed this callback; the
-    // bytes are live for the call.
-    unsafe {
-        (api.emit_aof)(
-            aof,
-            RESTORE_COMMAND.as_ptr(),
-            c"sb".as_ptr(),
-            key,
-            bytes.as_ptr().cast::<c_char>(),
-            bytes.len(),
-        )
-    };
+    // SAFETY: `key` is the key name the server passed this callback, live for it.
+    unsafe { writer.emit_key_bytes(RESTORE_COMMAND, key, &bytes) };
 }
 
 /// An inline value costs nothing beyond the word Redis keeps anyway; a box its size.
@@ -194,9 +180,7 @@ unsafe extern "C" fn defrag(
     _key: *mut RedisModuleString,
     value: *mut *mut c_void,
 ) -> c_int {
-    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
-    // reading one is a plain copy.
-    let Some(defrag_alloc) = (unsafe { raw::RedisModule_DefragAlloc }) else {
+    let Some(defrag_alloc) = api().and_then(|api| api.defrag_alloc) else {
         return 0;
     };
     if value.is_null() {

@@ -6,7 +6,8 @@
 //! slot migration (`slots`), configuration (`config`), the version (`version`), which
 //! propagation form is exact and performing it (`propagation`), command registration
 //! (`registry`); blocked clients and their held arguments (`blocking`), module timers
-//! (`timers`).
+//! (`timers`); the RDB/AOF I/O of the data types' callbacks (`rdb`), state saved beside the
+//! keyspace: a bytes-valued type with aux data, the save and load events (`snapshot`).
 //!
 //! Imports nothing from the layers above (`execution`, `features`, `commands`).
 
@@ -17,9 +18,11 @@ pub mod datatype;
 pub mod events;
 pub mod key;
 pub mod propagation;
+pub mod rdb;
 pub mod registry;
 pub mod reply;
 pub mod slots;
+pub mod snapshot;
 pub mod timers;
 pub mod values;
 pub mod version;

@@ -3,6 +3,8 @@
 //! The crate's `#[command]` attribute needs `RedisModule_SetCommandACLCategories` (Redis 7.2),
 //! so commands are created with the raw `CreateCommand` and then described with
 //! `SetCommandInfo` (7.0+): arity (enforced by Redis), key spec, summary, complexity, tips.
+//! Every server function it calls comes from the API table (`server::api`); the optional
+//! ones (`AddACLCategory`, `SetCommandACLCategories`: Redis 7.2+, Valkey) are `None` on 7.0.
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
@@ -10,6 +12,8 @@ use std::ptr;
 
 use redis_module::commands::{get_redis_key_spec, BeginSearch, FindKeys, KeySpec, KeySpecFlags};
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
+
+use super::api::{api, Api};
 
 /// A raw command handler.
 pub type Handler = extern "C" fn(*mut RedisModuleCtx, *mut *mut RedisModuleString, c_int) -> c_int;
@@ -162,9 +166,7 @@ static INFO_VERSION: raw::RedisModuleCommandInfoVersion = raw::RedisModuleComman
 /// The module's own ACL category, `@ratelimit`, on servers that have the API (Redis 7.2+,
 /// Valkey); it can only be added while the module loads. Whether it was added.
 pub fn add_acl_category(ctx: *mut RedisModuleCtx) -> bool {
-    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
-    // reading one is a plain copy.
-    let Some(add) = (unsafe { raw::RedisModule_AddACLCategory }) else {
+    let Some(add) = api().and_then(|api| api.add_acl_category) else {
         return false;
     };
     // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated and
@@ -196,13 +198,8 @@ pub fn register(
     with_module_category: bool,
 ) -> Result<(), String> {
     let name = spec.name.to_string_lossy();
-    let create =
-        // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
-        // reading one is a plain copy.
-        unsafe { raw::RedisModule_CreateCommand }.ok_or("RedisModule_CreateCommand missing")?;
-    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
-    // reading one is a plain copy.
-    let get = unsafe { raw::RedisModule_GetCommand }.ok_or("RedisModule_GetCommand missing")?;
+    let api = api().ok_or("the module API is not resolved")?;
+    let (create, get) = (api.create_command, api.get_command);
     let (first, last, step) = key_range(spec.keys);
     // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated and
     // outlives the call (statics, or kept in the command table).
@@ -218,7 +215,7 @@ pub fn register(
     if command.is_null() {
         return Err(format!("could not find command {name}"));
     }
-    describe(command, spec, acl_categories(spec, with_module_category))
+    describe(api, command, spec, acl_categories(spec, with_module_category))
 }
 
 /// The legacy `firstkey, lastkey, keystep` of a key layout.
@@ -233,15 +230,13 @@ fn key_range(keys: KeyLayout) -> (c_int, c_int, c_int) {
 /// Attaches a created command's metadata (`SetCommandInfo`) and, where the server has them,
 /// its ACL categories.
 fn describe(
+    api: &Api,
     command: *mut raw::RedisModuleCommand,
     spec: &CommandSpec,
     categories: &CStr,
 ) -> Result<(), String> {
     let name = spec.name.to_string_lossy();
-    let set_info =
-        // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
-        // reading one is a plain copy.
-        unsafe { raw::RedisModule_SetCommandInfo }.ok_or("RedisModule_SetCommandInfo missing")?;
+    let set_info = api.set_command_info;
     let flags = if spec.read_only {
         KeySpecFlags::READ_ONLY | KeySpecFlags::ACCESS
     } else {
@@ -284,9 +279,7 @@ fn describe(
     if status != raw::REDISMODULE_OK as c_int {
         return Err(format!("could not set command info of {name}"));
     }
-    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
-    // reading one is a plain copy.
-    if let Some(set_categories) = unsafe { raw::RedisModule_SetCommandACLCategories } {
+    if let Some(set_categories) = api.set_command_acl_categories {
         // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated
         // and outlives the call (statics, or kept in the command table).
         if unsafe { set_categories(command, categories.as_ptr()) } != raw::REDISMODULE_OK as c_int {
@@ -322,21 +315,9 @@ pub fn register_container(
     with_module_category: bool,
 ) -> Result<(), String> {
     let name = container.name.to_string_lossy();
-    let create =
-        // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
-        // reading one is a plain copy.
-        unsafe { raw::RedisModule_CreateCommand }.ok_or("RedisModule_CreateCommand missing")?;
-    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
-    // reading one is a plain copy.
-    let get = unsafe { raw::RedisModule_GetCommand }.ok_or("RedisModule_GetCommand missing")?;
-    // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
-    // reading one is a plain copy.
-    let create_sub = unsafe { raw::RedisModule_CreateSubcommand }
-        .ok_or("RedisModule_CreateSubcommand missing")?;
-    let set_info =
-        // SAFETY: the server filled the API statics in `OnLoad` before `init` runs, on this thread;
-        // reading one is a plain copy.
-        unsafe { raw::RedisModule_SetCommandInfo }.ok_or("RedisModule_SetCommandInfo missing")?;
+    let api = api().ok_or("the module API is not resolved")?;
+    let (create, get) = (api.create_command, api.get_command);
+    let (create_sub, set_info) = (api.create_subcommand, api.set_command_info);
     // SAFETY: called from `OnLoad` with its context; every name and string is NUL-terminated and
     // outlives the call (statics, or kept in the command table).
     let created = unsafe { create(ctx, container.name.as_ptr(), None, c"".as_ptr(), 0, 0, 0) };
@@ -397,7 +378,7 @@ pub fn register_container(
         } else {
             acl_categories(spec, with_module_category)
         };
-        describe(command, spec, categories)?;
+        describe(api, command, spec, categories)?;
     }
     Ok(())
 }
