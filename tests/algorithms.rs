@@ -309,3 +309,60 @@ fn throttle_accepts_what_redis_cell_accepts() {
     assert_eq!(pexpiretime(&mut c, "k"), at + 1_000_001 * 3_600_000);
     s.assert_alive();
 }
+
+/// A log value (an exact sliding log of more than one entry, kept as its own buffer) is
+/// expanded for each command and settled back over the key on every way out
+/// (`server::key::ExpandedLog`): closed unchanged (a refusal), closed changed, banned (it
+/// becomes a box), deleted (`COST 0 FRESH`) and replaced by another algorithm (a policy that
+/// changed algorithm). The log reads back whole after each, and the server stays up.
+#[test]
+fn a_log_key_settles_on_every_way_out() {
+    let s = Server::start();
+    let mut c = s.conn();
+    let slide = |c: &mut Connection, key: &str, at: i64, more: &[&str]| {
+        let at = t(DAY0 + at);
+        let mut args = vec!["RL.SLIDE", key, "3", "1s"];
+        args.extend_from_slice(more);
+        args.extend_from_slice(&["AT", &at]);
+        ints(c, &args)
+    };
+    let ok = |c: &mut Connection, command: &str| {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        assert_eq!(run(c, &words).unwrap(), Value::Okay, "{command}");
+    };
+    let field = |c: &mut Connection, key: &str, name: &str| {
+        stored_state(c, key).into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    };
+    for (i, at) in [0, 100, 200].into_iter().enumerate() {
+        assert_eq!(slide(&mut c, "log", at, &[])[2], 2 - i as i64);
+    }
+    // Refused: nothing changed, the log closed as it was.
+    assert_eq!(slide(&mut c, "log", 300, &[]), [0, 3, 0, 700, 900]);
+    assert_eq!(field(&mut c, "log", "entries").as_deref(), Some("3"));
+    // Admitted as the oldest entry leaves: changed in its buffer.
+    assert_eq!(slide(&mut c, "log", 1000, &[]), [1, 3, 0, 0, 1000]);
+    assert_eq!(field(&mut c, "log", "entries").as_deref(), Some("3"));
+    assert_eq!(field(&mut c, "log", "updated_ms"), Some(t(DAY0 + 1000)));
+    // Banned: the log becomes a box, entries and all.
+    assert_eq!(slide(&mut c, "log", 1050, &["BAN", "1m"]), [0, 3, 0, 60_000, 60_000]);
+    assert_eq!(field(&mut c, "log", "entries").as_deref(), Some("3"));
+    assert_eq!(field(&mut c, "log", "banned_until_ms"), Some(t(DAY0 + 61_050)));
+    // Deleted: a request judged fresh with nothing to keep.
+    for at in [0, 100] {
+        slide(&mut c, "gone", at, &[]);
+    }
+    assert_eq!(field(&mut c, "gone", "entries").as_deref(), Some("2"));
+    assert_eq!(slide(&mut c, "gone", 200, &["COST", "0", "FRESH"]), [1, 3, 3, 0, 0]);
+    let exists: i64 = redis::cmd("EXISTS").arg("gone").query(&mut c).unwrap();
+    assert_eq!(exists, 0);
+    // Replaced: the policy's algorithm changed, the key starts over under the new one.
+    ok(&mut c, "RL.POLICY SET p SLIDE 3 1s");
+    for at in [0, 100] {
+        ints(&mut c, &["RL.HIT", "p", "plog", "AT", &t(DAY0 + at)]);
+    }
+    assert_eq!(field(&mut c, "plog", "entries").as_deref(), Some("2"));
+    ok(&mut c, "RL.POLICY SET p TOKEN 3 1 1s");
+    assert_eq!(ints(&mut c, &["RL.HIT", "p", "plog", "AT", &t(DAY0 + 200)]), [1, 3, 2, 0, 1000]);
+    assert_eq!(field(&mut c, "plog", "algorithm").as_deref(), Some("token"));
+    s.assert_alive();
+}

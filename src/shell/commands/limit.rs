@@ -31,7 +31,7 @@ pub fn limit(call: &Call, command: Command) -> Result<Counted, CommandError> {
     if request.at_most {
         return limit_at_most(call, &request);
     }
-    let judged = limiting::judge_and_apply::<false>(call, &request)?;
+    let judged = limiting::judge_and_apply(call, &request, limiting::JudgedBy::Command)?;
     if judged.changed {
         wait::key_changed(call);
     }

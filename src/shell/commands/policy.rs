@@ -48,7 +48,7 @@ pub fn hit(call: &Call) -> Result<Counted, CommandError> {
             judge_candidate(call, &mut resolved, name, key, &request, call.clock_ms());
             return Ok(outcome);
         }
-        let judged = limiting::judge_and_apply::<true>(&judged_call, &request)?;
+        let judged = limiting::judge_and_apply(&judged_call, &request, limiting::JudgedBy::Policy)?;
         if judged.changed {
             wait::key_changed(&judged_call);
         }

@@ -34,16 +34,27 @@ pub const MAX_ALL_ARGS: usize = 2 + 16 + 16 * 9 + 3 + 2;
 /// limiter would count as fresh a moment too soon — which matters to a timer that judges
 /// waiters one after another).
 ///
-/// `BY_POLICY` (`RL.HIT`): the request comes from a policy, so a key holding a live limiter of
-/// another algorithm (the policy changed algorithm) starts over under the policy's algorithm
-/// instead of answering `WRONGTYPE`; and the call itself is never propagated where anything
-/// consumes it (replicas and the AOF need not hold the policy): the state it left is.
+/// `by` says whose limit the request carries (see [`JudgedBy`]).
 #[inline]
-pub fn judge_and_apply<const BY_POLICY: bool>(
+pub fn judge_and_apply(
     call: &Call,
     request: &Request,
+    by: JudgedBy,
 ) -> Result<Applied<Verdict>, CommandError> {
-    judge_and_apply_as::<BY_POLICY, false>(call, request).map(|(judged, _)| judged)
+    judge_and_apply_as(call, request, by, false).map(|(judged, _)| judged)
+}
+
+/// Whose limit a limiting request carries.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum JudgedBy {
+    /// The caller's own (`RL.TOKEN`, `RL.PERIOD`, …): a key holding a live limiter of another
+    /// algorithm is a `WRONGTYPE` error, and a call with `AT` reaches replicas verbatim.
+    Command,
+    /// A server-held policy's (`RL.HIT`): a key holding a live limiter of another algorithm
+    /// (the policy changed algorithm) starts over under the policy's algorithm; and the call
+    /// itself is never propagated where anything consumes it (replicas and the AOF need not
+    /// hold the policy): the state it left is.
+    Policy,
 }
 
 /// [`judge_and_apply`] for an `ATMOST n` request: resolved (core) into the plain request of
@@ -55,27 +66,29 @@ pub fn judge_at_most_and_apply(
     call: &Call,
     request: &Request,
 ) -> Result<(Applied<Verdict>, u64), CommandError> {
-    judge_and_apply_as::<false, true>(call, request)
+    judge_and_apply_as(call, request, JudgedBy::Command, true)
 }
 
-/// The body of [`judge_and_apply`] (`AT_MOST`: of [`judge_at_most_and_apply`]).
+/// The body of [`judge_and_apply`] (`at_most`: of [`judge_at_most_and_apply`]).
 #[inline(always)]
-fn judge_and_apply_as<const BY_POLICY: bool, const AT_MOST: bool>(
+fn judge_and_apply_as(
     call: &Call,
     request: &Request,
+    by: JudgedBy,
+    at_most: bool,
 ) -> Result<(Applied<Verdict>, u64), CommandError> {
     let mut key = call.open(Mode::Write)?;
     let now = request.at_ms.unwrap_or_else(|| call.clock_ms());
     let mut held = held(&mut key)?;
     let resolved;
-    let request = if AT_MOST {
+    let request = if at_most {
         resolved = resolve_at_most(held.as_mut(), request, now)?;
         &resolved
     } else {
         request
     };
     let mut verdict = match judge_key(held.as_mut(), request, now) {
-        Err(KeyError::WrongAlgorithm { .. }) if BY_POLICY => {
+        Err(KeyError::WrongAlgorithm { .. }) if by == JudgedBy::Policy => {
             held = None;
             judge_key::<Slot>(None, request, now)?
         }
@@ -88,7 +101,7 @@ fn judge_and_apply_as<const BY_POLICY: bool, const AT_MOST: bool>(
     // send: `DEL key`, which every release (and a replica of the previous one) replays.
     let propagation = if !changed {
         None
-    } else if call.verbatim_is_exact(!BY_POLICY && request.at_ms.is_some(), now) {
+    } else if call.verbatim_is_exact(by == JudgedBy::Command && request.at_ms.is_some(), now) {
         Some(Propagation::Verbatim)
     } else {
         Some(match (&verdict.change, &held) {

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::shell::execution::call::{Call, CommandError};
 use crate::shell::execution::leases::acquire_and_apply;
-use crate::shell::execution::limiting::judge_and_apply;
+use crate::shell::execution::limiting::{judge_and_apply, JudgedBy};
 use crate::shell::features::stats::{self, Counted, Tally};
 use crate::shell::features::top;
 use crate::shell::server::api::{api, Api, Ctx, ServerString};
@@ -102,13 +102,11 @@ impl Pending {
             Pending::Limit(r) => {
                 let ban_ms = r.ban_ms.filter(|_| with_ban);
                 let request = Request { dry_run: dry, ban_ms, ..r.clone() };
-                // `RL.HIT`'s waiters are judged as `RL.HIT` is (`execution::limiting`, `BY_POLICY`),
-                // with the policy's parameters as they were when the call was made.
-                let judged = if origin == Origin::Policy {
-                    judge_and_apply::<true>(call, &request)?
-                } else {
-                    judge_and_apply::<false>(call, &request)?
-                };
+                // `RL.HIT`'s waiters are judged as `RL.HIT` is (`JudgedBy::Policy`), with the
+                // policy's parameters as they were when the call was made.
+                let by =
+                    if origin == Origin::Policy { JudgedBy::Policy } else { JudgedBy::Command };
+                let judged = judge_and_apply(call, &request, by)?;
                 let (v, now) = (judged.verdict, judged.now);
                 Ok(PendingVerdict { allowed: v.allowed, reply: v.reply, id: None, now })
             }
@@ -380,7 +378,7 @@ pub fn key_changed(call: &Call) {
 
 /// As [`key_changed`], for a key given by name.
 ///
-/// Also the keyspace listener (`server::keyspace`): `DEL`, expiry, eviction, … of a key with
+/// Also the keyspace listener (`server::events::on_keyspace`): `DEL`, expiry, eviction, … of a key with
 /// waiters judge its head at once.
 pub fn key_named_changed(api: &Api, ctx: Ctx, name: ServerString) {
     if no_waits() {

@@ -2,13 +2,14 @@
 //! key API, because the crate's `RedisKeyWritable` hides the raw pointer that absolute expiry
 //! (`SetAbsExpire`) needs.
 
+use std::mem::ManuallyDrop;
 use std::os::raw::c_int;
 
 use redis_module::raw::{self, RedisModuleCtx, RedisModuleKey, RedisModuleString, RedisModuleType};
 
 use crate::shell::server::api::Api;
 use crate::shell::server::datatype::limiter_type;
-use crate::shell::server::values::{self, Rewrite, Slot, Value};
+use crate::shell::server::values::{self, Slot, Value};
 use ratelimit_core::algorithms::ban::Ban;
 use ratelimit_core::algorithms::limiter::Limiter;
 use ratelimit_core::store::held::Expanded;
@@ -36,20 +37,103 @@ pub struct Key {
     ctx: *mut RedisModuleCtx,
     name: *mut RedisModuleString,
     raw: *mut RedisModuleKey,
-    /// The limiter of an inline value word, expanded for this command (written back by
-    /// [`Key::changed`]), and that word.
+    /// The limiter of an inline or log value word, expanded for this command (written back by
+    /// [`Key::changed`]). A log's is an [`ExpandedLog`], which writes itself back when dropped:
+    /// storing, deleting, expanding another word and closing (`drop`) all drop it first.
+    expansion: Option<Expansion>,
+}
+
+/// A value word expanded into its limiter for one command.
+enum Expansion {
+    /// An inline (or pair) value's limiter, and that word: the word keeps its entry reference
+    /// and owns nothing of the limiter, so the expansion may simply be dropped (nothing changed).
+    Inline { expanded: Expanded, word: *mut std::ffi::c_void },
+    /// A log value's.
+    Log(ExpandedLog),
+}
+
+impl Expansion {
+    /// The value word it was expanded from.
+    fn word(&self) -> *mut std::ffi::c_void {
+        match self {
+            Expansion::Inline { word, .. } => *word,
+            Expansion::Log(log) => log.word,
+        }
+    }
+
+    fn expanded(&mut self) -> &mut Expanded {
+        match self {
+            Expansion::Inline { expanded, .. } => expanded,
+            Expansion::Log(log) => &mut log.expanded,
+        }
+    }
+}
+
+/// A log value expanded for one command: **the two-owner rule of a log value**, enforced by
+/// this type. The buffer is owned by the key's value word *and* by the `SlideState` expanded
+/// from it (`values::expand_log`), which may free or move it while it is judged; so while the
+/// guard lives the word is never read (the guard has it), and the guard has one way out, its
+/// `drop`, which settles it: writes the limiter back over the key's word
+/// (`values::rewrite_log`: the same word, a new log value, an inline word or a box). `Key`
+/// holds it in `expansion` and drops it before it closes the key. The core's round trip
+/// (`a_log_kept_as_its_buffer_round_trips_with_one_owner_at_a_time`, `scripts/memcheck.sh`)
+/// checks the protocol under Miri; through the module, `tests/algorithms.rs`
+/// (`sliding_log_is_exact`, `a_log_key_settles_on_every_way_out`) and `tests/memory.rs`.
+struct ExpandedLog {
+    expanded: ManuallyDrop<Expanded>,
+    word: *mut std::ffi::c_void,
+    api: &'static Api,
+    raw: *mut RedisModuleKey,
+}
+
+impl ExpandedLog {
+    /// The log of the log value `word`, whose buffer it shares until it is dropped.
     ///
-    /// **The two-owner rule of a log value** (written here only): a log value's buffer is
-    /// owned by the key's value word *and* by the `SlideState` expanded from it
-    /// (`values::expand_log`), which may free or move it while it is judged. So while it is
-    /// expanded the word is never read, and the expansion is always settled — written back
-    /// over the key ([`Key::settle`]) — before the key is closed (`drop`), given another value
-    /// or deleted; never dropped on its own. `Key` is the only holder of an expansion, and each
-    /// of those paths calls `settle` first. The core's round trip
-    /// (`a_log_kept_as_its_buffer_round_trips_with_one_owner_at_a_time`) checks the protocol
-    /// under Miri.
-    expanded: Option<Expanded>,
+    /// # Safety
+    /// `word` must be the live log value (its untagged `buffer`) of the open key `raw`, which
+    /// stays open until the guard is dropped.
+    unsafe fn new(
+        api: &'static Api,
+        raw: *mut RedisModuleKey,
+        word: *mut std::ffi::c_void,
+        buffer: *mut u8,
+    ) -> ExpandedLog {
+        // SAFETY: the caller's contract; the guard settles the shared buffer when dropped.
+        let limiter = unsafe { values::expand_log(buffer) };
+        let expanded = ManuallyDrop::new(Expanded { limiter, ban: None });
+        ExpandedLog { expanded, word, api, raw }
+    }
+}
+
+impl Drop for ExpandedLog {
+    fn drop(&mut self) {
+        // SAFETY: taken once, here; `self.expanded` is not used again.
+        let Expanded { limiter, ban } = unsafe { ManuallyDrop::take(&mut self.expanded) };
+        // SAFETY: `self.word` is the key's live log value the limiter was expanded from (the
+        // key is still open: `ExpandedLog::new`'s contract).
+        if let Some(new) = unsafe { values::rewrite_log(self.word, limiter, ban) } {
+            // Nothing to free: the old word's buffer was the limiter's. Should the key refuse
+            // `new`, it keeps its old word, the log's buffer with it.
+            // SAFETY: as above.
+            let _ = unsafe { put_value(self.api, self.raw, new) };
+        }
+    }
+}
+
+/// Puts `value` in place of the open key `raw`'s value word (keeping its expiry); the old word,
+/// which the caller frees or not, when the key took `value`.
+///
+/// # Safety
+/// `raw` must be an open key of our type, not closed yet.
+unsafe fn put_value(
+    api: &Api,
+    raw: *mut RedisModuleKey,
     value: *mut std::ffi::c_void,
+) -> Option<*mut std::ffi::c_void> {
+    let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
+    // SAFETY: the caller's contract.
+    let status = unsafe { (api.module_type_replace_value)(raw, limiter_type(), value, &mut old) };
+    (status == raw::REDISMODULE_OK as c_int).then_some(old)
 }
 
 impl Key {
@@ -67,7 +151,7 @@ impl Key {
         // SAFETY: `ctx` is the call's live context and `name` one of its live strings; the key is
         // closed by `drop`.
         let raw = unsafe { (api.open_key)(ctx, name, flags as c_int) };
-        Key { api, ctx, name, raw, expanded: None, value: std::ptr::null_mut() }
+        Key { api, ctx, name, raw, expansion: None }
     }
 
     fn our_type() -> *mut RedisModuleType {
@@ -107,55 +191,43 @@ impl Key {
         Contents::Foreign(name.to_string())
     }
 
-    /// Our value as a slot: an inline word expanded once per key (a second look returns the
-    /// same expansion, changes included), or the box.
+    /// Our value as a slot: an inline word or a log expanded once per key (a second look
+    /// returns the same expansion, changes included), or the box.
     fn slot(&mut self, value: *mut std::ffi::c_void) -> Contents<'_> {
+        let fresh = !matches!(&self.expansion, Some(e) if e.word() == value);
         match Value::of(value) {
             Value::Packed(packed) => {
                 // SAFETY: a live `Box<PackedLimiter>` (`server::values`); the reference lives no
                 // longer than `self`.
-                match unsafe { packed.as_mut() } {
+                return match unsafe { packed.as_mut() } {
                     Some(limiter) => Contents::Limiter(Slot::Boxed(limiter)),
                     None => Contents::Empty,
-                }
+                };
             }
-            Value::Null => Contents::Empty,
-            Value::Log(buffer) => {
-                if self.value != value || self.expanded.is_none() {
-                    self.settle();
-                    // SAFETY: the key's live log value; the expansion shares its buffer until
-                    // `settle` writes it back.
-                    let limiter = unsafe { values::expand_log(buffer) };
-                    self.expand_as(limiter);
-                    self.value = value;
-                }
-                match self.expanded.as_mut() {
-                    Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
-                    None => Contents::Empty,
-                }
+            Value::Null => return Contents::Empty,
+            Value::Log(buffer) if fresh => {
+                // Settles any other expansion first (dropped).
+                self.expansion = None;
+                // SAFETY: the key's live log value; the key stays open while it holds the guard
+                // (it drops `expansion` before closing).
+                let log = unsafe { ExpandedLog::new(self.api, self.raw, value, buffer) };
+                self.expansion = Some(Expansion::Log(log));
             }
-            inline => {
-                if self.value != value || self.expanded.is_none() {
-                    self.settle();
-                    // A word whose entry is gone cannot be (the word holds a reference to it).
-                    let Some(limiter) = values::expand(inline) else {
-                        return Contents::Empty;
-                    };
-                    self.expand_as(limiter);
-                    self.value = value;
-                }
-                match self.expanded.as_mut() {
-                    Some(expanded) => Contents::Limiter(Slot::Inline(expanded)),
-                    None => Contents::Empty,
-                }
+            inline if fresh => {
+                self.expansion = None;
+                // A word whose entry is gone cannot be (the word holds a reference to it).
+                let Some(limiter) = values::expand(inline) else {
+                    return Contents::Empty;
+                };
+                let expanded = Expanded { limiter, ban: None };
+                self.expansion = Some(Expansion::Inline { expanded, word: value });
             }
+            _ => {}
         }
-    }
-
-    /// Holds `limiter` as this key's expansion (dropping a stale one, of another value word).
-    #[inline(always)]
-    fn expand_as(&mut self, limiter: Limiter) {
-        self.expanded = Some(Expanded { limiter, ban: None });
+        match self.expansion.as_mut() {
+            Some(expansion) => Contents::Limiter(Slot::Inline(expansion.expanded())),
+            None => Contents::Empty,
+        }
     }
 
     /// The type name another module's value reports through `TYPE` (error path only).
@@ -206,8 +278,8 @@ impl Key {
             Contents::Empty => false,
             Contents::Foreign(_) => return Err("WRONGTYPE key holds another type"),
         };
-        self.settle();
-        self.expanded = None;
+        // A log's expansion settles as it is dropped.
+        self.expansion = None;
         let value = values::into_value(limiter, ban);
         if replace {
             self.replace_value(value);
@@ -228,42 +300,18 @@ impl Key {
     /// Puts `value` in place of the key's value word (keeping its expiry) and frees the old
     /// one.
     fn replace_value(&mut self, value: *mut std::ffi::c_void) {
-        let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
-        // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
-        // `drop`).
-        let status = unsafe {
-            (self.api.module_type_replace_value)(self.raw, Self::our_type(), value, &mut old)
-        };
-        // SAFETY: on success Redis handed the old word back to us; on failure it kept
-        // nothing of `value`.
-        if status == raw::REDISMODULE_OK as c_int {
-            // SAFETY: `old`/`value` is a value word this module made and the key no longer holds:
-            // freed once, here.
-            unsafe { values::free_value(old) };
-        } else {
-            // SAFETY: `old`/`value` is a value word this module made and the key no longer holds:
-            // freed once, here.
-            unsafe { values::free_value(value) };
-        }
+        let freed = self.put_value(value).unwrap_or(value);
+        // SAFETY: the old word the key gave back, or `value` it did not take: a value word this
+        // module made that the key no longer holds, freed once, here.
+        unsafe { values::free_value(freed) };
     }
 
-    /// Puts the value word `word` in place of the key's old one, which needs no freeing (its
-    /// entry reference, or its log buffer, passed to `word`; or the log freed the buffer).
-    fn move_value(&mut self, word: *mut std::ffi::c_void) {
-        let mut old: *mut std::ffi::c_void = std::ptr::null_mut();
-        // Should it fail, the key keeps its old word and reference (`word` has none of its
-        // own): nothing to free either way.
+    /// Puts `value` in place of the key's value word (keeping its expiry); the old word, which
+    /// the caller frees or not, when the key took `value`.
+    fn put_value(&mut self, value: *mut std::ffi::c_void) -> Option<*mut std::ffi::c_void> {
         // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
-        // `drop`).
-        unsafe { (self.api.module_type_replace_value)(self.raw, Self::our_type(), word, &mut old) };
-    }
-
-    /// Ends the expansion of a log value (the two-owner rule on `expanded`). An expanded inline
-    /// value needs nothing: the key's word owns nothing of it.
-    fn settle(&mut self) {
-        if self.expanded.is_some() && values::is_log(self.value) {
-            self.write_back();
-        }
+        // `drop`), of our type.
+        unsafe { put_value(self.api, self.raw, value) }
     }
 
     /// Writes the limiter changed in place back into the value word: an expanded inline or log
@@ -271,23 +319,23 @@ impl Key {
     /// one becomes inline when it now can (its ban over and gone).
     #[inline]
     fn write_back(&mut self) {
-        if let Some(expanded) = self.expanded.take() {
-            let old = std::mem::replace(&mut self.value, std::ptr::null_mut());
-            let rewrite = if values::is_log(old) {
-                // SAFETY: `old` is the key's live log value the limiter was expanded from.
-                unsafe { values::rewrite_log(old, expanded.limiter, expanded.ban) }
-            } else {
-                // SAFETY: `old` is the key's live value word (read in `slot`, unchanged since).
-                unsafe { values::rewrite(old, expanded.limiter, expanded.ban) }
-            };
-            match rewrite {
-                Rewrite::InPlace => {}
-                Rewrite::Replace(value) => self.replace_value(value),
-                // Neither frees the old word: its reference or its buffer passed on.
-                Rewrite::Move(value) | Rewrite::Adopt(value) => self.move_value(value),
+        match self.expansion.take() {
+            // Settles as it is dropped.
+            Some(Expansion::Log(log)) => drop(log),
+            Some(Expansion::Inline { expanded, word }) => {
+                // SAFETY: `word` is the key's live value word (read in `slot`, unchanged since),
+                // held by the key until the rewrite is applied.
+                let old = unsafe { values::OldValue::of_key(word) };
+                values::rewrite(old, expanded.limiter, expanded.ban)
+                    .apply(|new| self.put_value(new).is_some());
             }
-            return;
+            None => self.inline_form_of_box(),
         }
+    }
+
+    /// A boxed limiter that can be inline again (its ban over and gone) becomes so.
+    #[inline]
+    fn inline_form_of_box(&mut self) {
         // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
         // `drop`).
         let value = unsafe { (self.api.module_type_get_value)(self.raw) };
@@ -319,7 +367,7 @@ impl Key {
         if self.raw.is_null() {
             return;
         }
-        if self.expanded.is_some() {
+        if self.expansion.is_some() {
             self.write_back();
         }
         self.set_expiry(expire_at_ms, may_stay);
@@ -343,8 +391,8 @@ impl Key {
         if self.raw.is_null() {
             return;
         }
-        self.settle();
-        self.expanded = None;
+        // A log's expansion settles as it is dropped.
+        self.expansion = None;
         // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed only in
         // `drop`).
         unsafe { (self.api.delete_key)(self.raw) };
@@ -366,7 +414,8 @@ impl Key {
 
 impl Drop for Key {
     fn drop(&mut self) {
-        self.settle();
+        // The expansion first, while the key is open: a log's writes itself back.
+        self.expansion = None;
         if !self.raw.is_null() {
             // SAFETY: `self.raw` is the key this handle opened and has not closed (it is closed
             // only in `drop`).

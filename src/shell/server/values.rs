@@ -117,13 +117,9 @@ fn encoded_value(e: Encoded) -> *mut c_void {
     }
 }
 
-/// Whether a value word is a log value.
-pub fn is_log(value: *const c_void) -> bool {
-    matches!(Value::of(value), Value::Log(_))
-}
-
 /// The log a log value holds, as an owning limiter sharing the key's buffer (the two-owner
-/// rule: `server::key::Key`'s `expanded`; [`with_value`] and [`copy_value`] never drop theirs).
+/// rule: `server::key::ExpandedLog`, the type that settles it; [`with_value`] and
+/// [`copy_value`] never drop theirs).
 ///
 /// # Safety
 /// `buffer` must be a live log value's buffer.
@@ -190,33 +186,87 @@ fn boxed(limiter: Limiter, ban: Option<Ban>) -> *mut c_void {
     Box::into_raw(Box::new(PackedLimiter::with_ban(limiter, ban))).cast()
 }
 
-/// What writing a changed limiter back needs the key to do.
-pub enum Rewrite {
-    /// Nothing: the value word is unchanged, or its pair box was rewritten in place.
-    InPlace,
-    /// Put this value word in place of the old one, and free the old one.
-    Replace(*mut c_void),
-    /// Put this inline word in place of the old one, which must NOT be freed: its entry
-    /// reference passed to the new word (the same entry, a moved instant — the common case).
-    Move(*mut c_void),
-    /// Put this value word in place of an old log value, which must NOT be freed: its buffer
-    /// passed to the new value, or the log already freed it (it moved or emptied).
-    Adopt(*mut c_void),
+/// The key's value word while a rewrite decides what becomes of it: it owns what the word
+/// owns (its entry reference, its pair or packed box). A rewrite can answer only by consuming
+/// it — [`OldValue::keep`], [`OldValue::hand_on_to`] or [`OldValue::free_after`] — so whether
+/// the old word is freed is said by the method that built the [`Rewrite`], never left to
+/// whoever applies it; and dropped, it frees the word.
+pub struct OldValue(*mut c_void);
+
+impl OldValue {
+    /// The key's live value word, owned from now on (dropping the result frees it).
+    ///
+    /// # Safety
+    /// `value` must be the live value word of the key being written (not a log value: a log
+    /// expanded for the command owns its buffer, see `values::rewrite_log`), made by this
+    /// module; the key holds it until a [`Rewrite`] is applied.
+    pub unsafe fn of_key(value: *mut c_void) -> OldValue {
+        OldValue(value)
+    }
+
+    /// The key keeps this word (unchanged, or its pair box rewritten in place): nothing freed.
+    fn keep(self) -> Rewrite {
+        std::mem::forget(self);
+        Rewrite { new: None }
+    }
+
+    /// The key takes `new`, which carries the old word's entry reference on (the same entry,
+    /// a moved instant — the common case): nothing freed.
+    fn hand_on_to(self, new: *mut c_void) -> Rewrite {
+        std::mem::forget(self);
+        Rewrite { new: Some((new, None)) }
+    }
+
+    /// The key takes `new`, which holds references of its own; the old word is freed once it
+    /// is replaced.
+    fn free_after(self, new: *mut c_void) -> Rewrite {
+        Rewrite { new: Some((new, Some(self))) }
+    }
+}
+
+impl Drop for OldValue {
+    fn drop(&mut self) {
+        // SAFETY: the word was the key's (`OldValue::of_key`), which no longer holds it: a
+        // `Rewrite` drops it only after the key took the new word.
+        unsafe { free_value(self.0) }
+    }
+}
+
+/// What writing a changed limiter back asks of the key: nothing, or a new value word in
+/// place of the old, which is then freed when it still owns anything ([`OldValue`]).
+#[must_use]
+pub struct Rewrite {
+    new: Option<(*mut c_void, Option<OldValue>)>,
+}
+
+impl Rewrite {
+    /// Puts the new word in the key with `replace` (which says whether the key took it), then
+    /// frees the old word when it still owns anything. Should the key refuse `new`, it keeps
+    /// its old word, and `new` is freed when it holds references of its own.
+    pub fn apply(self, replace: impl FnOnce(*mut c_void) -> bool) {
+        let Some((new, old)) = self.new else {
+            return;
+        };
+        if replace(new) {
+            drop(old);
+        } else if let Some(old) = old {
+            std::mem::forget(old);
+            // SAFETY: `new` was made for the key, which did not take it: owned here alone.
+            unsafe { free_value(new) };
+        }
+    }
 }
 
 /// Writes a changed limiter back over the key's value word `old`, reusing `old`'s entry
 /// reference (and its pair box) when the limiter still fits `old`'s entry.
-///
-/// # Safety
-/// `old` must be the live value word of the key being written.
-pub unsafe fn rewrite(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> Rewrite {
-    let before = Value::of(old);
+pub fn rewrite(old: OldValue, limiter: Limiter, ban: Option<Ban>) -> Rewrite {
+    let before = Value::of(old.0);
     // A sliding window with a heap buffer never has an inline form.
     let heap = matches!(&limiter, Limiter::Slide(s) if s.buffer.word_only().is_none());
     let reencoded = match (ban, before.inline_word()) {
         (None, Some(_)) if heap => None,
         (None, Some(word)) => with_table(|t| t.reencode(&limiter, word)),
-        (None, None) => return Rewrite::Replace(into_value(limiter, None)),
+        (None, None) => return old.free_after(into_value(limiter, None)),
         (Some(_), _) => None,
     };
     let Some((encoded, kept)) = reencoded else {
@@ -224,21 +274,21 @@ pub unsafe fn rewrite(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> R
         // entry: its own buffer), or no entry for it (the table is full: `into_value` would
         // find none either), without trying the table again.
         if ban.is_some() {
-            return Rewrite::Replace(boxed(limiter, ban));
+            return old.free_after(boxed(limiter, ban));
         }
-        return Rewrite::Replace(unboxed_or_boxed(limiter));
+        return old.free_after(unboxed_or_boxed(limiter));
     };
     if !kept {
         // A new reference, to another entry; freeing `old` releases its own.
-        return Rewrite::Replace(encoded_value(encoded));
+        return old.free_after(encoded_value(encoded));
     }
     match (before, encoded.extra) {
-        (Value::Inline(word), None) if word == encoded.word => Rewrite::InPlace,
-        (Value::Inline(_), None) => Rewrite::Move(encoded_value(encoded)),
+        (Value::Inline(word), None) if word == encoded.word => old.keep(),
+        (Value::Inline(_), None) => old.hand_on_to(encoded_value(encoded)),
         (Value::Pair(pair), Some(extra)) => {
             // SAFETY: the key's live pair box, rewritten in place; its reference carries over.
             unsafe { *pair = [encoded.word, extra] };
-            Rewrite::InPlace
+            old.keep()
         }
         // The same entry cannot change whether it has an extra field.
         _ => {
@@ -246,26 +296,31 @@ pub unsafe fn rewrite(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> R
                 t.retain(encoded.word);
                 Some(())
             });
-            Rewrite::Replace(encoded_value(encoded))
+            old.free_after(encoded_value(encoded))
         }
     }
 }
 
-/// Writes a log changed in place back over the key's log value `old`: its buffer again (the
-/// same value word when the log stayed in it), a one-entry log's inline word, or a box (a
-/// ban).
+/// Writes a log changed in place back over the key's log value `old`: the value word the key
+/// must hold now (`None`: `old` again, the log stayed in its buffer) — its buffer, a one-entry
+/// log's inline word, or a box (a ban). `old` owns nothing to free: its buffer was the
+/// limiter's (which may have moved or freed it), and passes to the new word.
 ///
 /// # Safety
 /// `old` must be the key's live log value, which `limiter` was expanded from with
 /// [`expand_log`]; `limiter` owns the buffer from now on (it may have freed it).
-pub unsafe fn rewrite_log(old: *mut c_void, limiter: Limiter, ban: Option<Ban>) -> Rewrite {
+pub unsafe fn rewrite_log(
+    old: *mut c_void,
+    limiter: Limiter,
+    ban: Option<Ban>,
+) -> Option<*mut c_void> {
     if ban.is_some() {
-        return Rewrite::Adopt(boxed(limiter, ban));
+        return Some(boxed(limiter, ban));
     }
     match log_value(limiter) {
-        Ok(value) if value == old => Rewrite::InPlace,
-        Ok(value) => Rewrite::Adopt(value),
-        Err(limiter) => Rewrite::Adopt(into_value(limiter, None)),
+        Ok(value) if value == old => None,
+        Ok(value) => Some(value),
+        Err(limiter) => Some(into_value(limiter, None)),
     }
 }
 
