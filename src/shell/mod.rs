@@ -21,7 +21,9 @@ pub mod server;
 use redis_module::{raw, Context, RedisString, Status};
 
 /// Module initialisation, after the data type and configuration are registered: resolves the
-/// API (refusing servers older than 7.0.5), sets module options, registers the commands.
+/// API (refusing servers older than 7.0.5), sets module options, hands the server layer the
+/// features' event handlers (plain `fn`s: `server::events`, `server::slots`), registers the
+/// commands. Every server call here goes through the server layer (no raw FFI).
 pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
     let api = match server::api::resolve() {
         Ok(api) => api,
@@ -45,13 +47,12 @@ pub fn init(ctx: &Context, _args: &[RedisString]) -> Status {
         stayed: features::wait::slots_stayed,
     });
     let options = options as i32 | server::slots::declares_atomic_slot_migration(api, ctx.ctx);
-    // SAFETY: called from `OnLoad` with its context; the callback is a `'static` function.
-    unsafe { (api.set_module_options)(ctx.ctx, options) };
+    api.set_options(ctx.ctx, options);
     // Waiters are judged again when their key may have gained room: deleted, expired, evicted.
     let events = raw::REDISMODULE_NOTIFY_GENERIC
         | raw::REDISMODULE_NOTIFY_EXPIRED
         | raw::REDISMODULE_NOTIFY_EVICTED;
-    server::keyspace::subscribe(api, ctx.ctx, events, features::wait::key_named_changed);
+    server::events::on_keyspace(api, ctx.ctx, events, features::wait::key_named_changed);
     server::values::init();
     if let Err(e) = server::propagation::init(api, ctx.ctx) {
         ctx.log_warning(&format!("ratelimit: {e}"));

@@ -5,8 +5,9 @@
 //! - A **definition** is a limit in `RL.ALL`'s group grammar without `COST` (`TOKEN c r p
 //!   [STEP]`, `PERIOD l p [ALIGN [o] | KEEPPERIOD]`, `SLIDE l w [BUCKETS b [ANCHOR] [FLOOR]]`,
 //!   `LEAKY c r p [NODELAY | DELAY d]`), optionally `BAN d [CLEAR]` and `SHADOW`. It is parsed
-//!   by the commands' own parser ([`Request::parse_group`]) and kept with the arguments it was
-//!   parsed from, which are what persistence and replication carry.
+//!   by the policies' grammar (`grammar::policy::ParsedDefinition`, the limit by the commands'
+//!   own parser, `Request::parse_group`) and kept with the arguments it was parsed from, which
+//!   are what persistence and replication carry.
 //! - A **policy** is a named definition, its **overrides** (`FOR key`: another definition for
 //!   one key) and its **counters** (`calls`, `admitted`, `limited`, `shadow_limited`,
 //!   `near_limit`): counters live here, per policy, never per key.
@@ -22,9 +23,10 @@ use std::fmt;
 
 use crate::algorithms::limiter::Algorithm;
 use crate::algorithms::slide::SlideMode;
-use crate::grammar::args::{parse_options, Keyword, MAX_COUNT};
+use crate::grammar::args::MAX_COUNT;
 use crate::grammar::error::{escape, ArgError};
-pub use crate::grammar::policy::Target;
+use crate::grammar::policy::{hit_options, ParsedDefinition};
+pub use crate::grammar::policy::{SetTarget, Target};
 use crate::grammar::request::{Limit, Request};
 use crate::steps::judge::{judge_key, Change};
 use crate::store::held::Expanded;
@@ -60,66 +62,17 @@ pub struct Definition {
     args: Vec<Vec<u8>>,
 }
 
-/// Per-call options a definition never holds: `RL.HIT` takes `COST`, `DRYRUN`, `AT`, `WAIT`,
-/// `DEADLINE`; `FRESH` stays a direct-command option.
-const CALL_OPTIONS: [Keyword; 6] =
-    [Keyword::Cost, Keyword::DryRun, Keyword::At, Keyword::Wait, Keyword::Fresh, Keyword::Deadline];
-
-/// The options `RL.HIT` takes after `name key`.
-const HIT_OPTIONS: &[Keyword] =
-    &[Keyword::Cost, Keyword::DryRun, Keyword::At, Keyword::Wait, Keyword::Deadline];
-
 impl Definition {
     /// Parses `limit [BAN d [CLEAR]] [SHADOW] [FOR key | CANDIDATE]` (`RL.POLICY SET name`
-    /// …): the definition and what it is for (`None`: the policy itself). A bad definition is
-    /// refused whole.
+    /// …) with the policies' grammar ([`ParsedDefinition`]): the definition and what it is for
+    /// (`None`: the policy itself). A bad definition is refused whole.
     pub fn parse(
         args: &[&[u8]],
         slide_log_max: u64,
     ) -> Result<(Definition, Option<SetTarget>), ArgError> {
-        let mut kept: Vec<&[u8]> = Vec::with_capacity(args.len());
-        let mut shadow = false;
-        let mut target = None;
-        let mut rest = args.iter();
-        while let Some(token) = rest.next() {
-            if token.eq_ignore_ascii_case(b"FOR") {
-                match target {
-                    Some(SetTarget::Override(_)) => return Err(ArgError::RepeatedOption("FOR")),
-                    Some(SetTarget::Candidate) => {
-                        return Err(ArgError::Conflict("FOR", "CANDIDATE"))
-                    }
-                    None => {}
-                }
-                let key = rest.next().ok_or(ArgError::MissingValue("FOR"))?;
-                target = Some(SetTarget::Override(key.to_vec()));
-            } else if token.eq_ignore_ascii_case(b"CANDIDATE") {
-                match target {
-                    Some(SetTarget::Candidate) => {
-                        return Err(ArgError::RepeatedOption("CANDIDATE"))
-                    }
-                    Some(SetTarget::Override(_)) => {
-                        return Err(ArgError::Conflict("FOR", "CANDIDATE"))
-                    }
-                    None => target = Some(SetTarget::Candidate),
-                }
-            } else if token.eq_ignore_ascii_case(b"SHADOW") {
-                if shadow {
-                    return Err(ArgError::RepeatedOption("SHADOW"));
-                }
-                shadow = true;
-            } else if let Some(option) =
-                CALL_OPTIONS.iter().find(|k| token.eq_ignore_ascii_case(k.name().as_bytes()))
-            {
-                return Err(ArgError::Invalid(format!(
-                    "syntax error: a policy holds no {} (give it to RL.HIT)",
-                    option.name()
-                )));
-            } else {
-                kept.push(token);
-            }
-        }
-        let request = Request::parse_group(&kept, slide_log_max)?;
-        let mut stored: Vec<Vec<u8>> = kept.iter().map(|a| a.to_vec()).collect();
+        let ParsedDefinition { request, words, shadow, target } =
+            ParsedDefinition::parse(args, slide_log_max)?;
+        let mut stored: Vec<Vec<u8>> = words.iter().map(|a| a.to_vec()).collect();
         if shadow {
             stored.push(b"SHADOW".to_vec());
         }
@@ -172,7 +125,7 @@ impl Definition {
     /// shadow, a refusal must change nothing: no ban, and no waiting (a would-be refusal is
     /// answered at once).
     pub fn request(&self, options: &[&[u8]]) -> Result<Request, ArgError> {
-        let options = parse_options(options, HIT_OPTIONS)?;
+        let options = hit_options(options)?;
         Ok(Request {
             limit: self.limit.clone(),
             cost: options.cost,
@@ -239,26 +192,6 @@ impl Definition {
             ("shadow", i64::from(self.shadow)),
         ]);
         fields
-    }
-}
-
-/// What an `RL.POLICY SET` defines besides the policy itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SetTarget {
-    /// `FOR key`: one key's override.
-    Override(Vec<u8>),
-    /// `CANDIDATE`: the policy's candidate, judged in shadow beside it.
-    Candidate,
-}
-
-impl SetTarget {
-    /// As a [`Target`] of the table.
-    pub fn target(target: &Option<SetTarget>) -> Target<'_> {
-        match target {
-            None => Target::Policy,
-            Some(SetTarget::Override(key)) => Target::Override(key),
-            Some(SetTarget::Candidate) => Target::Candidate,
-        }
     }
 }
 

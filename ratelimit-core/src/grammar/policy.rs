@@ -1,16 +1,19 @@
 //! The grammar of `RL.POLICY`'s subcommands and of `RL.HIT`: which subcommand, the policy's
 //! name, what within the policy it names ([`Target`]: the policy, one key's override, its
-//! candidate) and, for `SET`, the definition's words, which `features::policy::Definition`
-//! parses with the limiting commands' own group grammar (`Request::parse_group`). Each parser
-//! takes the call's arguments as the server passed them, the command's name first (its bytes
-//! unread; for `RL.POLICY`, then the subcommand's), and refuses any other count
+//! candidate), a definition ([`ParsedDefinition`]: the limit in the limiting commands' own
+//! group grammar, `Request::parse_group`, with `SHADOW` and `FOR key | CANDIDATE`; kept by
+//! `features::policy::Definition`) and `RL.HIT`'s per-call options ([`hit_options`]). The
+//! call parsers take the call's arguments as the server passed them, the command's name first
+//! (its bytes unread; for `RL.POLICY`, then the subcommand's), and refuse any other count
 //! ([`arity`](crate::grammar::arity)).
 
+use crate::grammar::args::{parse_options, Keyword, Options};
 use crate::grammar::arity::{
     Arity, HIT, POLICY_DEL, POLICY_GET, POLICY_HELP, POLICY_LIST, POLICY_PROMOTE, POLICY_RESETSTAT,
     POLICY_SET, POLICY_STATS,
 };
 use crate::grammar::error::{escape, ArgError};
+use crate::grammar::request::Request;
 
 /// What a `SET`, `GET` or `DEL` names within a policy: the policy's own definition, one key's
 /// override (`FOR key`), or the policy's candidate (`CANDIDATE`).
@@ -37,6 +40,105 @@ impl<'a> Target<'a> {
             _ => Err(ArgError::WrongArity),
         }
     }
+}
+
+/// What an `RL.POLICY SET` defines besides the policy itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetTarget {
+    /// `FOR key`: one key's override.
+    Override(Vec<u8>),
+    /// `CANDIDATE`: the policy's candidate, judged in shadow beside it.
+    Candidate,
+}
+
+impl SetTarget {
+    /// As a [`Target`] of the table.
+    pub fn target(target: &Option<SetTarget>) -> Target<'_> {
+        match target {
+            None => Target::Policy,
+            Some(SetTarget::Override(key)) => Target::Override(key),
+            Some(SetTarget::Candidate) => Target::Candidate,
+        }
+    }
+}
+
+/// Per-call options a definition never holds: `RL.HIT` takes `COST`, `DRYRUN`, `AT`, `WAIT`,
+/// `DEADLINE`; `FRESH` stays a direct-command option.
+const CALL_OPTIONS: [Keyword; 6] =
+    [Keyword::Cost, Keyword::DryRun, Keyword::At, Keyword::Wait, Keyword::Fresh, Keyword::Deadline];
+
+/// The options `RL.HIT` takes after `name key`.
+const HIT_OPTIONS: &[Keyword] =
+    &[Keyword::Cost, Keyword::DryRun, Keyword::At, Keyword::Wait, Keyword::Deadline];
+
+/// A policy's definition as `RL.POLICY SET name` takes it (and persistence and the policy file
+/// carry it): `limit [BAN d [CLEAR]] [SHADOW] [FOR key | CANDIDATE]`, the limit in `RL.ALL`'s
+/// group grammar without `COST`; `features::policy::Definition` keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedDefinition<'a> {
+    /// The limit and its ban, as the limiting commands' group grammar parses them.
+    pub request: Request,
+    /// The words of the limit and its options (without `SHADOW`, `FOR key`, `CANDIDATE`).
+    pub words: Vec<&'a [u8]>,
+    /// `SHADOW`.
+    pub shadow: bool,
+    /// `FOR key` or `CANDIDATE`; `None`: the policy itself.
+    pub target: Option<SetTarget>,
+}
+
+impl<'a> ParsedDefinition<'a> {
+    /// Parses a definition; a per-call option (`COST`, `DRYRUN`, `AT`, `WAIT`, `FRESH`,
+    /// `DEADLINE`) is refused by name, `FOR` and `CANDIDATE` exclude each other.
+    pub fn parse(args: &[&'a [u8]], slide_log_max: u64) -> Result<ParsedDefinition<'a>, ArgError> {
+        let mut words: Vec<&[u8]> = Vec::with_capacity(args.len());
+        let mut shadow = false;
+        let mut target = None;
+        let mut rest = args.iter();
+        while let Some(token) = rest.next() {
+            if token.eq_ignore_ascii_case(b"FOR") {
+                match target {
+                    Some(SetTarget::Override(_)) => return Err(ArgError::RepeatedOption("FOR")),
+                    Some(SetTarget::Candidate) => {
+                        return Err(ArgError::Conflict("FOR", "CANDIDATE"))
+                    }
+                    None => {}
+                }
+                let key = rest.next().ok_or(ArgError::MissingValue("FOR"))?;
+                target = Some(SetTarget::Override(key.to_vec()));
+            } else if token.eq_ignore_ascii_case(b"CANDIDATE") {
+                match target {
+                    Some(SetTarget::Candidate) => {
+                        return Err(ArgError::RepeatedOption("CANDIDATE"))
+                    }
+                    Some(SetTarget::Override(_)) => {
+                        return Err(ArgError::Conflict("FOR", "CANDIDATE"))
+                    }
+                    None => target = Some(SetTarget::Candidate),
+                }
+            } else if token.eq_ignore_ascii_case(b"SHADOW") {
+                if shadow {
+                    return Err(ArgError::RepeatedOption("SHADOW"));
+                }
+                shadow = true;
+            } else if let Some(option) =
+                CALL_OPTIONS.iter().find(|k| token.eq_ignore_ascii_case(k.name().as_bytes()))
+            {
+                return Err(ArgError::Invalid(format!(
+                    "syntax error: a policy holds no {} (give it to RL.HIT)",
+                    option.name()
+                )));
+            } else {
+                words.push(token);
+            }
+        }
+        let request = Request::parse_group(&words, slide_log_max)?;
+        Ok(ParsedDefinition { request, words, shadow, target })
+    }
+}
+
+/// `RL.HIT`'s options after `name key`: `COST`, `DRYRUN`, `AT`, `WAIT`, `DEADLINE`.
+pub fn hit_options(options: &[&[u8]]) -> Result<Options, ArgError> {
+    parse_options(options, HIT_OPTIONS)
 }
 
 /// One `RL.POLICY` call, by subcommand.

@@ -85,3 +85,51 @@ fn a_hit_takes_a_name_a_key_and_options() {
         assert_eq!(HitRequest::parse(&args[..n]), Err(ArgError::WrongArity));
     }
 }
+
+#[test]
+fn a_definition_keeps_the_limit_and_names_its_target() {
+    let args = words("token 10 1 1s BAN 1m SHADOW FOR user:1");
+    let parsed = ParsedDefinition::parse(&args, 100).unwrap();
+    let limit: Vec<&[u8]> = words("token 10 1 1s BAN 1m");
+    assert_eq!(parsed.words, limit);
+    assert!(parsed.shadow);
+    assert_eq!(parsed.target, Some(SetTarget::Override(b"user:1".to_vec())));
+    assert_eq!(parsed.request.ban_ms, Some(60_000));
+    assert_eq!(SetTarget::target(&parsed.target), Target::Override(b"user:1"));
+    let candidate = ParsedDefinition::parse(&words("PERIOD 5 1s CANDIDATE"), 100).unwrap();
+    assert_eq!(candidate.target, Some(SetTarget::Candidate));
+    assert!(!candidate.shadow);
+}
+
+#[test]
+fn a_definition_refuses_call_options_and_two_targets() {
+    let err = |text: &str| ParsedDefinition::parse(&words(text), 100).unwrap_err().to_string();
+    assert_eq!(
+        err("TOKEN 1 1 1s COST 2"),
+        "ERR syntax error: a policy holds no COST (give it to RL.HIT)"
+    );
+    assert_eq!(
+        err("TOKEN 1 1 1s FOR a CANDIDATE"),
+        "ERR syntax error: FOR and CANDIDATE cannot be combined"
+    );
+    assert_eq!(
+        err("TOKEN 1 1 1s FOR a FOR b"),
+        "ERR syntax error: option FOR given more than once"
+    );
+    assert_eq!(
+        err("TOKEN 1 1 1s SHADOW SHADOW"),
+        "ERR syntax error: option SHADOW given more than once"
+    );
+    assert_eq!(err("TOKEN 1 1 1s FOR"), "ERR syntax error: FOR needs a value");
+    assert_eq!(ParsedDefinition::parse(&[], 100), Err(ArgError::WrongArity));
+}
+
+#[test]
+fn a_hit_takes_only_call_options() {
+    let options = hit_options(&words("COST 2 DRYRUN AT 5 DEADLINE 9")).unwrap();
+    assert_eq!((options.cost, options.dry_run, options.at_ms), (2, true, Some(5)));
+    assert_eq!(options.deadline_ms, Some(9));
+    assert_eq!(hit_options(&words("WAIT 1s")).unwrap().wait_ms, Some(1000));
+    assert!(hit_options(&words("FRESH")).is_err());
+    assert!(hit_options(&words("BAN 1s")).is_err());
+}

@@ -7,15 +7,16 @@
 //! state and expiry whatever their clocks say: verbatim when that is exact (the caller gave
 //! `AT`, or nothing consumes propagation: `server::propagation`); else a single-key limiting call as
 //! the state it left (`RL.RESTORE key payload`, or `DEL key` when it deleted the key), and the
-//! other commands rewritten with `AT <the ms it used>`.
+//! other commands rewritten with `AT <the ms it used>`. This file picks the form;
+//! `server::propagation` performs it, and the server layer's safe wrappers (`server::api`) do
+//! the rest: this file makes no raw FFI call.
 
 use std::ffi::CStr;
-use std::os::raw::{c_char, c_int, c_longlong};
 
-use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
+use redis_module::{RedisModuleCtx, RedisModuleString};
 
-use crate::shell::server::api::{bytes, Api};
-use crate::shell::server::datatype::RESTORE_COMMAND;
+pub use crate::shell::server::api::arguments;
+use crate::shell::server::api::Api;
 use crate::shell::server::key::{Contents, Key, Mode};
 use crate::shell::server::propagation;
 use crate::shell::server::values::Slot;
@@ -90,10 +91,7 @@ impl Call<'_> {
     /// The bytes of the call's key (argument 1) as the server passed it, for a call made from
     /// strings only (a waiter judged from a timer).
     pub fn key_bytes(&self) -> Option<&[u8]> {
-        let key = *self.argv.get(1)?;
-        // SAFETY: `argv` holds the strings the server passed for this call (or that a waiter
-        // holds until it is answered), live as long as `self`.
-        Some(unsafe { bytes(self.api, key) })
+        self.argv.get(1).map(|key| self.api.arg_bytes(key))
     }
 
     /// Propagates an admitted `RL.ACQUIRE` with its lease's `ID` and `AT`, so that replicas and
@@ -102,29 +100,12 @@ impl Call<'_> {
         let [_, key, limit, lease, ..] = self.argv else {
             return;
         };
-        // SAFETY: `ctx` is the live context of the command being propagated; the format and the strings
-        // are live for the call.
-        unsafe {
-            (self.api.replicate)(
-                self.ctx,
-                c"rl.acquire".as_ptr(),
-                c"ssscbcl".as_ptr(),
-                *key,
-                *limit,
-                *lease,
-                c"ID".as_ptr(),
-                id.as_ptr().cast::<c_char>(),
-                id.len(),
-                c"AT".as_ptr(),
-                now as c_longlong,
-            );
-        }
+        propagation::acquire(self.api, self.ctx, [*key, *limit, *lease], id, now);
     }
 
     /// Propagates this call as it came (`RM_ReplicateVerbatim`).
     pub fn replicate_verbatim(&self) {
-        // SAFETY: `ctx` is the live context of the command being propagated.
-        unsafe { (self.api.replicate_verbatim)(self.ctx) };
+        propagation::verbatim(self.api, self.ctx);
     }
 
     /// The server clock in unix ms, read once per call, clamped to the range `AT` accepts.
@@ -149,10 +130,7 @@ impl Call<'_> {
 
     #[inline]
     pub fn notify_changed_key(&self, key: *mut RedisModuleString) {
-        let class = raw::REDISMODULE_NOTIFY_MODULE as c_int;
-        // SAFETY: `ctx` is the call's live context, `key` one of its live strings, the event name a
-        // NUL-terminated constant.
-        unsafe { (self.api.notify_keyspace_event)(self.ctx, class, self.name.as_ptr(), key) };
+        self.api.notify_module_event(self.ctx, self.name, key);
     }
 
     /// Refuses a call whose `DEADLINE` passed on the server's clock before it ran (it then
@@ -163,10 +141,7 @@ impl Call<'_> {
         if deadline_ms.is_none() {
             return Ok(());
         }
-        // SAFETY: `ctx` is the live context the server passed to this call or callback.
-        let flags = unsafe { (self.api.get_context_flags)(self.ctx) } as u32;
-        if flags & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
-        {
+        if self.api.is_replayed(self.ctx) {
             return Ok(());
         }
         check_deadline(deadline_ms, self.clock_ms())
@@ -206,27 +181,14 @@ impl Call<'_> {
 
     /// [`Call::replicate_state`] for a key given by name (`RL.ALL`'s keys).
     pub fn replicate_state_of(&self, key: *mut RedisModuleString, payload: &[u8]) {
-        // SAFETY: `ctx` is the live context of the command being propagated; the format and the
-        // strings are live for the call.
-        unsafe {
-            (self.api.replicate)(
-                self.ctx,
-                RESTORE_COMMAND.as_ptr(),
-                c"sb".as_ptr(),
-                key,
-                payload.as_ptr().cast::<std::os::raw::c_char>(),
-                payload.len(),
-            )
-        };
+        propagation::restore(self.api, self.ctx, key, payload);
     }
 
     /// Propagates the deletion of this call's key: `DEL key`, exact whatever the replica's
     /// clock and read by every release.
     pub fn replicate_delete(&self) {
         if let Ok(key) = self.key() {
-            // SAFETY: `ctx` is the live context of the command being propagated; the format and the
-            // strings are live for the call.
-            unsafe { (self.api.replicate)(self.ctx, c"DEL".as_ptr(), c"s".as_ptr(), key) };
+            propagation::delete(self.api, self.ctx, key);
         }
     }
 
@@ -235,9 +197,7 @@ impl Call<'_> {
     /// gave `AT` (which excludes `WAIT`) or when propagation goes nowhere (`server::propagation`).
     pub fn replicate_at<const N: usize>(&self, given_at: bool, now_ms: i64) {
         if self.verbatim_is_exact(given_at, now_ms) {
-            // SAFETY: `ctx` is the live context of the command being propagated; the format and the
-            // strings are live for the call.
-            unsafe { (self.api.replicate_verbatim)(self.ctx) };
+            propagation::verbatim(self.api, self.ctx);
             return;
         }
         // One vector: the call's arguments after its name (less `WAIT timeout` and `DEADLINE
@@ -246,17 +206,13 @@ impl Call<'_> {
         let rest = self.argv.get(1..).unwrap_or(&[]);
         // Neither is ever a positional argument; the key (index 0 here) may be named so.
         let position = |keyword: &[u8]| {
-            rest.iter()
-                .skip(1)
-                // SAFETY: the string is one the server passed for this call (or one the module
-                // holds), live while the slice is used.
-                .position(|s| unsafe { bytes(self.api, *s) }.eq_ignore_ascii_case(keyword))
+            rest.iter().skip(1).position(|s| self.api.arg_bytes(s).eq_ignore_ascii_case(keyword))
         };
         let (wait, deadline) = (position(b"WAIT"), position(b"DEADLINE"));
         let dropped = |i: usize, at: Option<usize>| at.is_some_and(|w| i == w + 1 || i == w + 2);
         let kept =
             rest.iter().enumerate().filter(|(i, _)| !dropped(*i, wait) && !dropped(*i, deadline));
-        let now = at_string(self.api, now_ms);
+        let now = propagation::at_string(self.api, now_ms);
         let mut len = 0;
         for (slot, s) in
             vector.iter_mut().zip(kept.map(|(_, s)| *s).chain([self.api.at_keyword.0, now]))
@@ -264,53 +220,7 @@ impl Call<'_> {
             *slot = s;
             len += 1;
         }
-        // SAFETY: `ctx` is the live context of the command being propagated; the format and the
-        // strings are live for the call.
-        unsafe {
-            (self.api.replicate)(self.ctx, self.name.as_ptr(), c"v".as_ptr(), vector.as_ptr(), len)
-        };
-    }
-}
-
-thread_local! {
-    /// The `AT` value of the current millisecond, as a module string kept across calls (calls
-    /// in the same ms propagate the same string; `RM_Replicate` copies what it is given).
-    static AT_NOW: std::cell::Cell<(i64, *mut RedisModuleString)> =
-        const { std::cell::Cell::new((i64::MIN, std::ptr::null_mut())) };
-}
-
-/// The string for `now_ms`, created once per ms (with no context, so no call frees it; the
-/// previous ms' string is freed when the next one is made).
-fn at_string(api: &Api, now_ms: i64) -> *mut RedisModuleString {
-    AT_NOW.with(|cell| {
-        let (ms, string) = cell.get();
-        if ms == now_ms && !string.is_null() {
-            return string;
-        }
-        // SAFETY: a NULL context makes a string the module owns (freed above when replaced); no
-        // other argument is a pointer.
-        let fresh = unsafe {
-            (api.create_string_from_long_long)(std::ptr::null_mut(), now_ms as c_longlong)
-        };
-        if !string.is_null() {
-            // SAFETY: `string` is the previous cached `AT` string, made with a NULL context by this
-            // function and held nowhere else now: freed once.
-            unsafe { (api.free_string)(std::ptr::null_mut(), string) };
-        }
-        cell.set((now_ms, fresh));
-        fresh
-    })
-}
-
-/// The argument vector Redis passed, as a slice (empty if malformed).
-pub fn arguments<'a>(
-    argv: *mut *mut RedisModuleString,
-    argc: c_int,
-) -> &'a [*mut RedisModuleString] {
-    match usize::try_from(argc) {
-        // SAFETY: Redis passes `argc` valid strings that outlive the command call.
-        Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
-        _ => &[],
+        propagation::rewritten(self.api, self.ctx, self.name, vector.get(..len).unwrap_or(&[]));
     }
 }
 

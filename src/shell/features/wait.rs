@@ -378,7 +378,7 @@ pub fn key_changed(call: &Call) {
 
 /// As [`key_changed`], for a key given by name.
 ///
-/// Also the keyspace listener (`server::keyspace`): `DEL`, expiry, eviction, … of a key with
+/// Also the keyspace listener (`server::events::on_keyspace`): `DEL`, expiry, eviction, … of a key with
 /// waiters judge its head at once.
 pub fn key_named_changed(api: &Api, ctx: Ctx, name: ServerString) {
     if no_waits() {

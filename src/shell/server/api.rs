@@ -217,6 +217,55 @@ impl Api {
     }
 }
 
+// --- Safe wrappers for one call (`execution::call`) and for module load (`shell::init`).
+
+impl Api {
+    /// Whether the call replays what was already judged: a replica applying its master's
+    /// stream (`REPLICATED`) or a server loading its AOF (`LOADING`).
+    #[inline]
+    pub fn is_replayed(&self, ctx: *mut RedisModuleCtx) -> bool {
+        let flags = self.context_flags(ctx);
+        flags & (raw::REDISMODULE_CTX_FLAGS_REPLICATED | raw::REDISMODULE_CTX_FLAGS_LOADING) != 0
+    }
+
+    /// Announces a change of `key` as a keyspace event named `event` in the module class
+    /// (`notify-keyspace-events` flag `d`). Free when notifications are off.
+    #[inline]
+    pub fn notify_module_event(
+        &self,
+        ctx: *mut RedisModuleCtx,
+        event: &std::ffi::CStr,
+        key: *mut RedisModuleString,
+    ) {
+        let class = raw::REDISMODULE_NOTIFY_MODULE as c_int;
+        // SAFETY: `ctx` is the call's live context, `key` one of its live strings (or one the
+        // module holds), the event name NUL-terminated; the server copies what it keeps.
+        unsafe { (self.notify_keyspace_event)(ctx, class, event.as_ptr(), key) };
+    }
+
+    /// Sets the module's options (`REDISMODULE_OPTIONS_*` bits), at load.
+    pub fn set_options(&self, ctx: *mut RedisModuleCtx, options: c_int) {
+        // SAFETY: `ctx` is the `OnLoad` context; the call only stores the bits.
+        unsafe { (self.set_module_options)(ctx, options) };
+    }
+}
+
+/// The argument vector the server passed a command, as a slice (empty if malformed).
+#[inline]
+pub fn arguments<'a>(
+    argv: *mut *mut RedisModuleString,
+    argc: c_int,
+) -> &'a [*mut RedisModuleString] {
+    match usize::try_from(argc) {
+        // SAFETY: the server passes `argc` valid strings at `argv` that outlive the command
+        // call (the caller's `'a`).
+        Ok(n) if !argv.is_null() => unsafe { std::slice::from_raw_parts(argv, n) },
+        _ => &[],
+    }
+}
+
+// --- End of the wrappers for one call and for module load.
+
 /// The resolved API; `None` only if `resolve` has not succeeded (the module would not have
 /// loaded), so callers reply with an error instead of panicking.
 pub fn api() -> Option<&'static Api> {
@@ -342,7 +391,7 @@ pub unsafe fn bytes<'a>(api: &Api, s: *const RedisModuleString) -> &'a [u8] {
 }
 
 // Safe wrappers for the layers above that hold a context or a string only to pass it back
-// (the waiting room: `server::blocking`, `server::timers`, `server::keyspace`).
+// (the waiting room: `server::blocking`, `server::timers`, `server::events`).
 
 /// The server's context for a command, callback or timer, as the layers above hold it: only
 /// passed back to the server (and its wrappers here), never dereferenced.

@@ -26,13 +26,19 @@
 //! it) and then a snapshot taken by a fork; the fork puts the flag down before any call after
 //! the snapshot is propagated, and no replica can ask the backlog for anything before its
 //! snapshot. So every call a replica or an AOF replays was propagated rewritten.
+//!
+//! The forms themselves are performed here too ([`verbatim`], [`restore`], [`delete`],
+//! [`acquire`], [`rewritten`] with the cached [`at_string`]); `execution::call` picks one.
 
-use std::os::raw::c_int;
+use std::cell::Cell;
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_longlong};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
-use redis_module::raw::{self, RedisModuleCtx};
+use redis_module::raw::{self, RedisModuleCtx, RedisModuleString};
 
 use crate::shell::server::api::Api;
+use crate::shell::server::datatype::RESTORE_COMMAND;
 
 /// The alone flag (see the module docs). Only the main thread writes it.
 static ALONE: AtomicBool = AtomicBool::new(false);
@@ -137,4 +143,108 @@ pub fn init(api: &Api, ctx: *mut RedisModuleCtx) -> Result<(), String> {
         super::events::on(api, ctx, id, on_server_event)?;
     }
     Ok(())
+}
+
+/// Propagates the running command as it came (`RM_ReplicateVerbatim`).
+#[inline]
+pub fn verbatim(api: &Api, ctx: *mut RedisModuleCtx) {
+    // SAFETY: `ctx` is the live context of the command being propagated.
+    unsafe { (api.replicate_verbatim)(ctx) };
+}
+
+/// Propagates the state a call left in `key`: `RL.RESTORE key payload` (the key's limiter and
+/// ban in the codec's format; `RL.RESTORE` sets the same expiry).
+#[inline]
+pub fn restore(api: &Api, ctx: *mut RedisModuleCtx, key: *mut RedisModuleString, payload: &[u8]) {
+    // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+    // strings are live for the call, and the server copies the `payload.len()` bytes given.
+    unsafe {
+        (api.replicate)(
+            ctx,
+            RESTORE_COMMAND.as_ptr(),
+            c"sb".as_ptr(),
+            key,
+            payload.as_ptr().cast::<c_char>(),
+            payload.len(),
+        )
+    };
+}
+
+/// Propagates the deletion of `key`: `DEL key`.
+#[inline]
+pub fn delete(api: &Api, ctx: *mut RedisModuleCtx, key: *mut RedisModuleString) {
+    // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+    // string are live for the call.
+    unsafe { (api.replicate)(ctx, c"DEL".as_ptr(), c"s".as_ptr(), key) };
+}
+
+/// Propagates an admitted `RL.ACQUIRE key limit lease` with its lease's `ID id` and `AT now`.
+pub fn acquire(
+    api: &Api,
+    ctx: *mut RedisModuleCtx,
+    [key, limit, lease]: [*mut RedisModuleString; 3],
+    id: &[u8],
+    now_ms: i64,
+) {
+    // SAFETY: `ctx` is the live context of the command being propagated; the format and the
+    // strings are live for the call, and the server copies the `id.len()` bytes given.
+    unsafe {
+        (api.replicate)(
+            ctx,
+            c"rl.acquire".as_ptr(),
+            c"ssscbcl".as_ptr(),
+            key,
+            limit,
+            lease,
+            c"ID".as_ptr(),
+            id.as_ptr().cast::<c_char>(),
+            id.len(),
+            c"AT".as_ptr(),
+            now_ms as c_longlong,
+        );
+    }
+}
+
+/// Propagates the command `name` with the arguments `args` (after the name).
+#[inline]
+pub fn rewritten(
+    api: &Api,
+    ctx: *mut RedisModuleCtx,
+    name: &CStr,
+    args: &[*mut RedisModuleString],
+) {
+    // SAFETY: `ctx` is the live context of the command being propagated; the name and format
+    // are NUL-terminated, the `args.len()` strings at `args` live for the call (the server
+    // copies what it keeps).
+    unsafe { (api.replicate)(ctx, name.as_ptr(), c"v".as_ptr(), args.as_ptr(), args.len()) };
+}
+
+thread_local! {
+    /// The `AT` value of the current millisecond, as a module string kept across calls (calls
+    /// in the same ms propagate the same string; `RM_Replicate` copies what it is given).
+    static AT_NOW: Cell<(i64, *mut RedisModuleString)> =
+        const { Cell::new((i64::MIN, std::ptr::null_mut())) };
+}
+
+/// The string for `now_ms`, created once per ms (with no context, so no call frees it; the
+/// previous ms' string is freed when the next one is made). Live until the next ms' call.
+pub fn at_string(api: &Api, now_ms: i64) -> *mut RedisModuleString {
+    AT_NOW.with(|cell| {
+        let (ms, string) = cell.get();
+        if ms == now_ms && !string.is_null() {
+            return string;
+        }
+        // SAFETY: a NULL context makes a string the module owns (freed below when replaced); no
+        // other argument is a pointer.
+        let fresh = unsafe {
+            (api.create_string_from_long_long)(std::ptr::null_mut(), now_ms as c_longlong)
+        };
+        if !string.is_null() {
+            // SAFETY: `string` is the previous cached `AT` string, made with a NULL context by
+            // this function and held nowhere else now: freed once.
+            unsafe { (api.free_string)(std::ptr::null_mut(), string) };
+        }
+        cell.set((now_ms, fresh));
+        fresh
+    })
 }

@@ -32,49 +32,23 @@
 //!   with `-MOVED` to the new owner; when it is cancelled or fails they are judged again here
 //!   (`features::wait`). Their timeouts still answer them, refused, without starting a ban.
 //!
-//! Valkey's event (`VALKEYMODULE_EVENT_ATOMIC_SLOT_MIGRATION`) and its data are not in the
-//! `redis-module` crate's header; their values are Valkey's (`valkeymodule.h`, 9.0). Redis'
-//! (`REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION`) are, and come from the crate's bindings.
+//! The migration events are subscribed and their data decoded (the step, the slot ranges) by
+//! `server::events`, the one owner of server events; this file gives it its handler.
 
 use std::ffi::CStr;
-use std::os::raw::{c_char, c_int, c_void};
+use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use redis_module::raw::{self, RedisModuleCtx, RedisModuleEvent};
+use redis_module::raw::{self, RedisModuleCtx};
 
 use crate::shell::server::api::Api;
+use crate::shell::server::events::{self, MigrationEvent, MigrationStep};
 
 /// The number of hash slots of a Redis / Valkey cluster.
 pub const SLOTS: usize = 16384;
 
 /// The option flag that declares support for atomic slot migration (Valkey ≥ 9.0).
 pub const OPTION_HANDLE_ATOMIC_SLOT_MIGRATION: c_int = 1 << 5;
-
-/// Valkey's server event for atomic slot migration, and its subevents.
-const EVENT_ATOMIC_SLOT_MIGRATION: u64 = 19;
-const IMPORT_STARTED: u64 = 0;
-const EXPORT_STARTED: u64 = 1;
-const IMPORT_ABORTED: u64 = 2;
-const EXPORT_ABORTED: u64 = 3;
-const IMPORT_COMPLETED: u64 = 4;
-const EXPORT_COMPLETED: u64 = 5;
-
-/// One range of slots, both ends included, as the event's data gives it.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-struct SlotRange {
-    start: c_int,
-    end: c_int,
-}
-
-/// The event's data (`ValkeyModuleAtomicSlotMigrationInfo`, version 1).
-#[repr(C)]
-struct MigrationInfo {
-    version: u64,
-    job_name: [c_char; 41],
-    slot_ranges: *const SlotRange,
-    num_slot_ranges: u32,
-}
 
 /// The slot a key hashes to: CRC16 (XMODEM) of the key, or of its `{hash tag}` when it has a
 /// non-empty one, modulo 16384.
@@ -191,7 +165,8 @@ fn atomic_migration(api: &Api, ctx: *mut RedisModuleCtx) -> AtomicMigration {
     }
 }
 
-/// The module options to add for atomic slot migration, and the migration events heard:
+/// The module options to add for atomic slot migration, and the migration events heard
+/// (`server::events` subscribes and decodes them):
 /// - Valkey ≥ 9: the option flag, and its event (19); a server that refuses the subscription
 ///   gets no flag (a migration would then go unheard);
 /// - Redis ≥ 8.4: no flag exists (its migration needs no opt-in); its event
@@ -201,22 +176,12 @@ fn atomic_migration(api: &Api, ctx: *mut RedisModuleCtx) -> AtomicMigration {
 /// Elsewhere nothing: Redis stores whatever option bits it is given, and the two servers
 /// number these events differently (Redis' 19 is its trim event).
 pub fn declares_atomic_slot_migration(api: &Api, ctx: *mut RedisModuleCtx) -> c_int {
-    let (id, callback, option): (u64, raw::RedisModuleEventCallback, c_int) =
-        match atomic_migration(api, ctx) {
-            AtomicMigration::None => return 0,
-            AtomicMigration::Valkey => (
-                EVENT_ATOMIC_SLOT_MIGRATION,
-                Some(on_atomic_slot_migration),
-                OPTION_HANDLE_ATOMIC_SLOT_MIGRATION,
-            ),
-            AtomicMigration::Redis => {
-                (raw::REDISMODULE_EVENT_CLUSTER_SLOT_MIGRATION, Some(on_redis_slot_migration), 0)
-            }
-        };
-    let event = RedisModuleEvent { id, dataver: 1 };
-    // SAFETY: the load context; the callback lives as long as the module.
-    let status = unsafe { (api.subscribe_to_server_event)(ctx, event, callback) };
-    if status != raw::REDISMODULE_OK as c_int {
+    let (server, option) = match atomic_migration(api, ctx) {
+        AtomicMigration::None => return 0,
+        AtomicMigration::Valkey => (MigrationEvent::Valkey, OPTION_HANDLE_ATOMIC_SLOT_MIGRATION),
+        AtomicMigration::Redis => (MigrationEvent::Redis, 0),
+    };
+    if events::on_slot_migration(api, ctx, server, migration_event).is_err() {
         redis_module::logging::log_warning(
             "ratelimit: the server refused its slot migration event; not declaring support",
         );
@@ -225,123 +190,36 @@ pub fn declares_atomic_slot_migration(api: &Api, ctx: *mut RedisModuleCtx) -> c_
     option
 }
 
-/// The slot ranges of a migration event's data (empty if there is none).
-///
-/// # Safety
-/// `data` is NULL or the event's `ValkeyModuleAtomicSlotMigrationInfo`, live for the call.
-unsafe fn ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
-    // SAFETY: per the contract, a non-NULL `data` is the event's info structure.
-    let Some(info) = (unsafe { data.cast::<MigrationInfo>().as_ref() }) else {
-        return Vec::new();
-    };
-    if info.slot_ranges.is_null() || info.version < 1 {
-        return Vec::new();
-    }
-    let count = usize::try_from(info.num_slot_ranges).unwrap_or(0);
-    // SAFETY: the server gives `num_slot_ranges` ranges at `slot_ranges`.
-    let ranges = unsafe { std::slice::from_raw_parts(info.slot_ranges, count) };
-    let last = SLOTS as c_int - 1;
-    ranges
-        .iter()
-        .filter(|r| r.start >= 0 && r.start <= r.end && r.end <= last)
-        .filter_map(|r| Some((u16::try_from(r.start).ok()?, u16::try_from(r.end).ok()?)))
-        .collect()
-}
-
-/// The atomic slot migration event (Valkey ≥ 9).
-unsafe extern "C" fn on_atomic_slot_migration(
-    ctx: *mut RedisModuleCtx,
-    event: RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    // SAFETY: the server passes this event's data.
-    let ranges = unsafe { ranges_of(data) };
-    migration_event(ctx, event, subevent, &ranges);
-}
-
-/// A migration's step (Valkey's subevent numbers), on the slots it moves.
-fn migration_event(
-    ctx: *mut RedisModuleCtx,
-    _event: RedisModuleEvent,
-    subevent: u64,
-    ranges: &[(u16, u16)],
-) {
-    let what = match subevent {
-        EXPORT_STARTED => {
+/// A migration's step, on the slots it moves (Redis' `MIGRATE_*` are Valkey's `EXPORT_*`).
+fn migration_event(ctx: *mut RedisModuleCtx, step: MigrationStep, ranges: &[(u16, u16)]) {
+    let what = match step {
+        MigrationStep::ExportStarted => {
             mark_exporting(ranges, true);
             "export started"
         }
-        EXPORT_COMPLETED => {
+        MigrationStep::ExportCompleted => {
             mark_exporting(ranges, false);
             if let Some(hooks) = EXPORT_END.get() {
                 (hooks.left)(ctx, ranges);
             }
             "export completed"
         }
-        EXPORT_ABORTED => {
+        MigrationStep::ExportAborted => {
             mark_exporting(ranges, false);
             if let Some(hooks) = EXPORT_END.get() {
                 (hooks.stayed)(ctx, ranges);
             }
             "export aborted"
         }
-        IMPORT_STARTED => "import started",
-        IMPORT_COMPLETED => "import completed",
-        IMPORT_ABORTED => "import aborted",
-        _ => return,
+        MigrationStep::ImportStarted => "import started",
+        MigrationStep::ImportCompleted => "import completed",
+        MigrationStep::ImportAborted => "import aborted",
     };
     let listed: Vec<String> = ranges.iter().map(|(s, e)| format!("{s}-{e}")).collect();
     redis_module::logging::log_notice(format!(
         "ratelimit: atomic slot migration {what}: slots {}",
         listed.join(" ")
     ));
-}
-
-/// The slot ranges of Redis' migration event data (empty if there is none).
-///
-/// # Safety
-/// `data` is NULL or the event's `RedisModuleClusterSlotMigrationInfo`, live for the call.
-unsafe fn redis_ranges_of(data: *mut c_void) -> Vec<(u16, u16)> {
-    // SAFETY: per the contract; the layout is the crate's binding of Redis' header.
-    let Some(info) = (unsafe { data.cast::<raw::RedisModuleClusterSlotMigrationInfo>().as_ref() })
-    else {
-        return Vec::new();
-    };
-    // SAFETY: `slots` is NULL or the info's live range array.
-    let Some(array) = (unsafe { info.slots.as_ref() }) else {
-        return Vec::new();
-    };
-    let count = usize::try_from(array.num_ranges).unwrap_or(0);
-    // SAFETY: the array holds `num_ranges` ranges.
-    let ranges = unsafe { array.ranges.as_slice(count) };
-    ranges
-        .iter()
-        .filter(|r| r.start <= r.end && usize::from(r.end) < SLOTS)
-        .map(|r| (r.start, r.end))
-        .collect()
-}
-
-/// Redis ≥ 8.4's slot migration event: the source's `MIGRATE_*` subevents are what Valkey's
-/// `EXPORT_*` are (untested, see [`declares_atomic_slot_migration`]).
-unsafe extern "C" fn on_redis_slot_migration(
-    ctx: *mut RedisModuleCtx,
-    event: RedisModuleEvent,
-    subevent: u64,
-    data: *mut c_void,
-) {
-    let as_valkey = match subevent {
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_STARTED => EXPORT_STARTED,
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_FAILED => EXPORT_ABORTED,
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_MIGRATE_COMPLETED => EXPORT_COMPLETED,
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_STARTED => IMPORT_STARTED,
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_FAILED => IMPORT_ABORTED,
-        raw::REDISMODULE_SUBEVENT_CLUSTER_SLOT_MIGRATION_IMPORT_COMPLETED => IMPORT_COMPLETED,
-        _ => return,
-    };
-    // SAFETY: the server passes this event's data.
-    let ranges = unsafe { redis_ranges_of(data) };
-    migration_event(ctx, event, as_valkey, &ranges);
 }
 
 /// Where a key is served, for a waiter on it.
