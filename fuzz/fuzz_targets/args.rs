@@ -7,7 +7,8 @@
 //! parser accepts can be judged on a fresh key and again
 //! on the key it left (as the module does), giving a state that validates and round-trips
 //! through the codec; a policy definition (`RL.POLICY SET`) likewise, and the policy table's
-//! codec round-trips. Mirrors `fuzz_argument_parsing` in `ratelimit-core/src/testing/fuzz_tests.rs`.
+//! codec round-trips; the parsers of whole calls (`RL.POLICY`, `RL.HIT`, `RL.TOP`, `RL.PEEK`,
+//! `RL.INFO`, `RL.RESTORE`) accept only counts their arity allows. Mirrors `fuzz_argument_parsing` in `ratelimit-core/src/testing/fuzz_tests.rs`.
 
 #![no_main]
 
@@ -20,9 +21,13 @@ use ratelimit_core::features::policy::{Definition, PolicyTable, SetTarget, Targe
 use ratelimit_core::grammar::args::{
     parse_duration, parse_options, Keyword, Options, MAX_AT_MS, MAX_COUNT,
 };
+use ratelimit_core::grammar::arity::{self, Arity};
+use ratelimit_core::grammar::inspect::{KeyRequest, RestoreRequest};
+use ratelimit_core::grammar::policy::{hit_options, HitRequest, PolicyRequest};
 use ratelimit_core::grammar::request::{
     AcquireRequest, AllRequest, Command, RefundRequest, ReleaseRequest, Request,
 };
+use ratelimit_core::grammar::top::{TopRequest, MAX_ROWS};
 use ratelimit_core::steps::inspect::peek_key;
 use ratelimit_core::steps::judge::{judge_all, judge_key, Change, Verdict};
 use ratelimit_core::steps::lease_key::{acquire_key, release_id, ReleaseChange};
@@ -110,6 +115,9 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(PolicyTable::decode(&table.encode()).as_ref(), Ok(&table));
         }
     }
+    // The parsers of whole calls (the command's name first): `RL.POLICY`'s subcommands,
+    // `RL.HIT`, `RL.TOP`, `RL.PEEK`, `RL.INFO`, `RL.RESTORE`, each within its arity.
+    check_calls(&args);
     // RDB aux data: whatever decodes encodes back to a table that decodes the same.
     if let Ok(table) = PolicyTable::decode(data) {
         assert_eq!(PolicyTable::decode(&table.encode()).as_ref(), Ok(&table));
@@ -132,6 +140,29 @@ fn run_all(all: &AllRequest) {
                 *slot = Some(PackedLimiter::new(limiter.clone()));
             }
         }
+    }
+}
+
+/// What a whole-call parser accepts has the count its arity allows and bounded values.
+fn check_calls(args: &[&[u8]]) {
+    let fits = |arity: Arity| arity.check(args.len()).is_ok();
+    if let Ok(request) = PolicyRequest::parse(args) {
+        assert!(args.len() >= 2, "{request:?}");
+    }
+    if let Ok(hit) = HitRequest::parse(args) {
+        assert!(fits(arity::HIT));
+        if let Ok(options) = hit_options(hit.options) {
+            check_options(&options);
+        }
+    }
+    if let Ok(TopRequest::Read { count, .. }) = TopRequest::parse(args) {
+        assert!((1..=MAX_ROWS as usize).contains(&count), "{count}");
+    }
+    if KeyRequest::parse_peek(args).is_ok() || KeyRequest::parse_info(args).is_ok() {
+        assert!(fits(arity::PEEK) && fits(arity::INFO));
+    }
+    if RestoreRequest::parse(args).is_ok() {
+        assert!(fits(arity::RESTORE));
     }
 }
 

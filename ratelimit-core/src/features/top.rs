@@ -48,8 +48,7 @@ use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 
-use crate::grammar::args::parse_count;
-use crate::grammar::error::ArgError;
+use crate::grammar::top::TopPolicy;
 
 /// Bytes of a key kept: longer keys are counted under their first `KEY_CAP` bytes.
 pub const KEY_CAP: usize = 128;
@@ -597,62 +596,13 @@ fn tag_matches(selector: &[u8], tag: &[u8]) -> bool {
     cap(selector) == tag || shadow_tag(selector) == tag
 }
 
-/// Rows `RL.TOP` answers without `COUNT`.
-pub const DEFAULT_COUNT: u64 = 10;
-
-/// A parsed `RL.TOP` call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TopRequest {
-    /// `RL.TOP [COUNT n] [POLICY name [CANDIDATE]]`: the `count` most refused keys, of one
-    /// policy (its refusals and its `SHADOW` would-be refusals; with `CANDIDATE`, its
-    /// candidate's would-be refusals: `policy` is then [`candidate_tag`]) or of all (real
-    /// refusals only).
-    Read { count: usize, policy: Option<Vec<u8>> },
-    /// `RL.TOP RESET`: forget every refusal.
-    Reset,
-}
-
-impl TopRequest {
-    /// Parses the arguments after the command name: `RESET` alone, or `COUNT n` (1 to
-    /// [`MAX_K`]·2, what two windows can hold) and `POLICY name`, each at most once, in any
-    /// order; keywords in any case.
-    pub fn parse(args: &[&[u8]]) -> Result<TopRequest, ArgError> {
-        if let [only] = args {
-            if only.eq_ignore_ascii_case(b"RESET") {
-                return Ok(TopRequest::Reset);
-            }
-        }
-        let (mut count, mut policy, mut candidate) = (None, None, false);
-        let mut rest = args.iter();
-        while let Some(word) = rest.next() {
-            if word.eq_ignore_ascii_case(b"COUNT") {
-                if count.is_some() {
-                    return Err(ArgError::RepeatedOption("COUNT"));
-                }
-                let value = rest.next().ok_or(ArgError::MissingValue("COUNT"))?;
-                count = Some(parse_count("COUNT", value, 1, 2 * MAX_K as u64)?);
-            } else if word.eq_ignore_ascii_case(b"POLICY") {
-                if policy.is_some() {
-                    return Err(ArgError::RepeatedOption("POLICY"));
-                }
-                policy = Some(rest.next().ok_or(ArgError::MissingValue("POLICY"))?.to_vec());
-            } else if word.eq_ignore_ascii_case(b"CANDIDATE") {
-                if candidate {
-                    return Err(ArgError::RepeatedOption("CANDIDATE"));
-                }
-                candidate = true;
-            } else {
-                return Err(ArgError::UnknownOption(word.to_vec()));
-            }
-        }
-        let count = usize::try_from(count.unwrap_or(DEFAULT_COUNT)).unwrap_or(usize::MAX);
-        if candidate {
-            let name = policy.ok_or_else(|| {
-                ArgError::Invalid("syntax error: CANDIDATE needs POLICY name".into())
-            })?;
-            return Ok(TopRequest::Read { count, policy: Some(candidate_tag(&name)) });
-        }
-        Ok(TopRequest::Read { count, policy })
+/// What [`TopKeys::top`] selects for `RL.TOP POLICY name`: the policy's name (its refusals and
+/// its `SHADOW` would-be refusals) or, with `CANDIDATE`, its [`candidate_tag`].
+pub fn selector(policy: &TopPolicy) -> Vec<u8> {
+    if policy.candidate {
+        candidate_tag(policy.name)
+    } else {
+        policy.name.to_vec()
     }
 }
 

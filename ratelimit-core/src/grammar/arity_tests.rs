@@ -5,12 +5,12 @@
 
 use super::*;
 use crate::algorithms::token::TokenParams;
-use crate::features::top::TopRequest;
 use crate::grammar::inspect::{KeyRequest, RestoreRequest};
 use crate::grammar::policy::{HitRequest, PolicyRequest};
 use crate::grammar::request::{
     AcquireRequest, AllRequest, Command, Limit, RefundRequest, ReleaseRequest, Request,
 };
+use crate::grammar::top::TopRequest;
 
 /// The shortest valid call of every command, name first.
 const SHORTEST: &[(&str, &str)] = &[
@@ -62,7 +62,7 @@ fn parse(name: &str, args: &[&[u8]]) -> Result<(), ArgError> {
         "rl.info" => KeyRequest::parse_info(args).map(drop),
         "rl.restore" => RestoreRequest::parse(args).map(drop),
         "rl.hit" => HitRequest::parse(args).map(drop),
-        "rl.top" => TopRequest::parse(after(1)).map(drop),
+        "rl.top" => TopRequest::parse(args).map(drop),
         _ => {
             let (container, sub) = name.split_once('|').ok_or(ArgError::WrongArity)?;
             assert_eq!(container, "rl.policy");
