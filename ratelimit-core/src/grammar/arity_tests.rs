@@ -39,11 +39,10 @@ const SHORTEST: &[(&str, &str)] = &[
     ("rl.policy|resetstat", "RL.POLICY RESETSTAT"),
 ];
 
-/// Runs the parser the module runs for `name` on the call's arguments (name first), as the
-/// command's handler slices them.
+/// Runs the parser the module's handler for `name` runs on the call's arguments (name first).
 fn parse(name: &str, args: &[&[u8]]) -> Result<(), ArgError> {
     let after = |n: usize| args.get(n..).unwrap_or(&[]);
-    let limiting = |command| Request::parse(command, after(2), 100_000).map(drop);
+    let limiting = |command| Request::parse_call(command, args, 100_000).map(drop);
     match name {
         "rl.token" => limiting(Command::Token),
         "rl.period" => limiting(Command::Period),
@@ -55,9 +54,10 @@ fn parse(name: &str, args: &[&[u8]]) -> Result<(), ArgError> {
             let mut policy = |_: &[u8], _: &[u8]| Some((limit.clone(), false));
             AllRequest::parse_with_policies(after(1), 100_000, &mut policy).map(drop)
         }
-        "rl.refund" | "rl.charge" => RefundRequest::parse(after(2)).map(drop),
-        "rl.acquire" => AcquireRequest::parse(after(2), 100).map(drop),
-        "rl.release" => ReleaseRequest::parse(after(2)).map(drop),
+        "rl.refund" => RefundRequest::parse_call(REFUND, args).map(drop),
+        "rl.charge" => RefundRequest::parse_call(CHARGE, args).map(drop),
+        "rl.acquire" => AcquireRequest::parse_call(args, 100).map(drop),
+        "rl.release" => ReleaseRequest::parse_call(args).map(drop),
         "rl.peek" => KeyRequest::parse_peek(args).map(drop),
         "rl.info" => KeyRequest::parse_info(args).map(drop),
         "rl.restore" => RestoreRequest::parse(args).map(drop),

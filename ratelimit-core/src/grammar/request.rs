@@ -13,7 +13,7 @@ use crate::algorithms::token::TokenParams;
 use crate::grammar::args::{
     parse_count, parse_duration, parse_options, Keyword, Options, MAX_COUNT,
 };
-use crate::grammar::arity;
+use crate::grammar::arity::{self, Arity};
 use crate::grammar::bounded::Bounded;
 use crate::grammar::error::ArgError;
 
@@ -36,6 +36,17 @@ impl Command {
     /// Every limiting command, in a fixed order.
     pub const ALL: [Command; 5] =
         [Command::Token, Command::Period, Command::Slide, Command::Leaky, Command::Throttle];
+
+    /// How many arguments the command takes (`grammar::arity`).
+    pub const fn arity(self) -> Arity {
+        match self {
+            Command::Token => arity::TOKEN,
+            Command::Period => arity::PERIOD,
+            Command::Slide => arity::SLIDE,
+            Command::Leaky => arity::LEAKY,
+            Command::Throttle => arity::THROTTLE,
+        }
+    }
 }
 
 /// The algorithm and parameters of a request.
@@ -157,6 +168,18 @@ fn window_arguments<'a, 'b>(
 }
 
 impl Request {
+    /// Parses a limiting call whole, as the server passed it (the command's name first, its
+    /// bytes unread): the command's arity, then [`Request::parse`] after the key.
+    #[inline]
+    pub fn parse_call(
+        command: Command,
+        args: &[&[u8]],
+        slide_log_max: u64,
+    ) -> Result<Request, ArgError> {
+        command.arity().check(args.len())?;
+        Request::parse(command, args.get(2..).unwrap_or(&[]), slide_log_max)
+    }
+
     /// Parses a limiting command's arguments after the key. `slide_log_max` is the most
     /// entries an exact sliding log may come to hold (`ratelimit.slide-log-max`).
     pub fn parse(
@@ -258,6 +281,13 @@ pub struct RefundRequest {
 }
 
 impl RefundRequest {
+    /// Parses an `RL.REFUND` or `RL.CHARGE` call whole (name first) under its `arity`.
+    pub fn parse_call(arity: Arity, args: &[&[u8]]) -> Result<RefundRequest, ArgError> {
+        arity.check(args.len())?;
+        RefundRequest::parse(args.get(2..).unwrap_or(&[]))
+    }
+
+    /// Parses the arguments after the key: `count [AT ms]`.
     pub fn parse(args: &[&[u8]]) -> Result<RefundRequest, ArgError> {
         let [count, rest @ ..] = args else {
             return Err(ArgError::WrongArity);
@@ -637,6 +667,12 @@ impl AcquireRequest {
     /// Parses `RL.ACQUIRE`'s arguments after the key. `lease_max` is the largest `limit`
     /// (`ratelimit.lease-max`). Options are case-insensitive, in any order, each at most
     /// once; `WAIT` cannot be combined with `AT` or `DRYRUN`.
+    /// Parses an `RL.ACQUIRE` call whole (name first).
+    pub fn parse_call(args: &[&[u8]], lease_max: u64) -> Result<AcquireRequest, ArgError> {
+        arity::ACQUIRE.check(args.len())?;
+        AcquireRequest::parse(args.get(2..).unwrap_or(&[]), lease_max)
+    }
+
     pub fn parse(args: &[&[u8]], lease_max: u64) -> Result<AcquireRequest, ArgError> {
         let [limit, lease, rest @ ..] = args else {
             return Err(ArgError::WrongArity);
@@ -695,6 +731,13 @@ pub struct ReleaseRequest {
 }
 
 impl ReleaseRequest {
+    /// Parses an `RL.RELEASE` call whole (name first).
+    pub fn parse_call(args: &[&[u8]]) -> Result<ReleaseRequest, ArgError> {
+        arity::RELEASE.check(args.len())?;
+        ReleaseRequest::parse(args.get(2..).unwrap_or(&[]))
+    }
+
+    /// Parses the arguments after the key: `id [AT ms]`.
     pub fn parse(args: &[&[u8]]) -> Result<ReleaseRequest, ArgError> {
         let [id, rest @ ..] = args else {
             return Err(ArgError::WrongArity);

@@ -10,7 +10,7 @@ use ratelimit_core::grammar::request::{AcquireRequest, ReleaseRequest};
 /// `RL.ACQUIRE key limit lease [ID id] [WAIT timeout] [DRYRUN] [AT ms]` (`execution::leases`; with
 /// `WAIT`, the waiting room).
 pub fn acquire(call: &Call) -> Result<Counted, CommandError> {
-    let mut request = AcquireRequest::parse(call.args.get(2..).unwrap_or(&[]), lease_max())?;
+    let mut request = AcquireRequest::parse_call(call.args, lease_max())?;
     call.check_deadline(request.deadline_ms)?;
     request.wait_ms = call.wait_within_deadline(request.wait_ms, request.deadline_ms);
     if request.wait_ms.is_some() && wait::can_block(call) {
@@ -34,7 +34,7 @@ pub fn acquire(call: &Call) -> Result<Counted, CommandError> {
 /// `RL.RELEASE key id [AT ms]`: `1` and the lease is gone (its key's waiters judged again), or
 /// `0`.
 pub fn release(call: &Call) -> Result<Counted, CommandError> {
-    let request = ReleaseRequest::parse(call.args.get(2..).unwrap_or(&[]))?;
+    let request = ReleaseRequest::parse_call(call.args)?;
     let released = leases::release_and_apply(call, &request)?;
     if released {
         wait::key_changed(call);

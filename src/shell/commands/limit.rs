@@ -16,13 +16,14 @@ use crate::shell::features::{policies, top};
 use crate::shell::server::api::Api;
 use crate::shell::server::config::slide_log_max;
 use crate::shell::server::reply;
+use ratelimit_core::grammar::arity;
 use ratelimit_core::grammar::request::{AllRequest, Command, PerKey, RefundRequest, Request};
 use ratelimit_core::steps::judge::AllVerdict;
 /// The flow of every limiting command: parse (core) → judge and apply (`execution::limiting`) → wake
 /// the key's waiters if it changed → reply. With `WAIT`, a client that can block goes to the
 /// waiting room instead.
 pub fn limit(call: &Call, command: Command) -> Result<Counted, CommandError> {
-    let mut request = Request::parse(command, call.args.get(2..).unwrap_or(&[]), slide_log_max())?;
+    let mut request = Request::parse_call(command, call.args, slide_log_max())?;
     call.check_deadline(request.deadline_ms)?;
     request.wait_ms = call.wait_within_deadline(request.wait_ms, request.deadline_ms);
     if request.wait_ms.is_some() && wait::can_block(call) {
@@ -190,7 +191,7 @@ pub fn throttle(call: &Call) -> Result<Counted, CommandError> {
 /// `RL.REFUND key count [AT ms]`: gives permits back (`execution::limiting`); the key's waiters are
 /// judged again when something was given back.
 pub fn refund(call: &Call) -> Result<Counted, CommandError> {
-    let request = RefundRequest::parse(call.args.get(2..).unwrap_or(&[]))?;
+    let request = RefundRequest::parse_call(arity::REFUND, call.args)?;
     let (values, changed) = limiting::refund_and_apply(call, &request)?;
     if changed {
         wait::key_changed(call);
@@ -205,7 +206,7 @@ pub fn refund(call: &Call) -> Result<Counted, CommandError> {
 /// `RL.CHARGE key count [AT ms]`: bills an overrun past the limit as a debt (`execution::limiting`).
 /// A charge only takes permits, so no waiter can pass because of it.
 pub fn charge(call: &Call) -> Result<Counted, CommandError> {
-    let request = RefundRequest::parse(call.args.get(2..).unwrap_or(&[]))?;
+    let request = RefundRequest::parse_call(arity::CHARGE, call.args)?;
     match limiting::charge_and_apply(call, &request)? {
         Some(values) => reply::integers(call.api, call.ctx, &values),
         None => reply::null(call.api, call.ctx),
