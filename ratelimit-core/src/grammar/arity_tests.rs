@@ -41,7 +41,6 @@ const SHORTEST: &[(&str, &str)] = &[
 
 /// Runs the parser the module's handler for `name` runs on the call's arguments (name first).
 fn parse(name: &str, args: &[&[u8]]) -> Result<(), ArgError> {
-    let after = |n: usize| args.get(n..).unwrap_or(&[]);
     let limiting = |command| Request::parse_call(command, args, 100_000).map(drop);
     match name {
         "rl.token" => limiting(Command::Token),
@@ -52,7 +51,7 @@ fn parse(name: &str, args: &[&[u8]]) -> Result<(), ArgError> {
         "rl.all" => {
             let limit = Limit::Token(TokenParams::new(1, 1, 1000, false).unwrap());
             let mut policy = |_: &[u8], _: &[u8]| Some((limit.clone(), false));
-            AllRequest::parse_with_policies(after(1), 100_000, &mut policy).map(drop)
+            AllRequest::new().parse_call_into(args, 100_000, &mut policy)
         }
         "rl.refund" => RefundRequest::parse_call(REFUND, args).map(drop),
         "rl.charge" => RefundRequest::parse_call(CHARGE, args).map(drop),

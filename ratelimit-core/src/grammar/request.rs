@@ -482,6 +482,19 @@ impl AllRequest {
         index < 32 && self.shadow & (1 << index) != 0
     }
 
+    /// [`AllRequest::parse_into`] of a whole `RL.ALL` call, as the server passed it (the
+    /// command's name first, its bytes unread).
+    #[inline]
+    pub fn parse_call_into(
+        &mut self,
+        args: &[&[u8]],
+        slide_log_max: u64,
+        policy: &mut PolicyLookup<'_>,
+    ) -> Result<(), ArgError> {
+        arity::ALL.check(args.len())?;
+        self.parse_into(args.get(1..).unwrap_or(&[]), slide_log_max, policy)
+    }
+
     /// [`AllRequest::parse_with_policies`] into `self` (new from [`AllRequest::new`]): the
     /// command path builds the request where it stays instead of moving it (its limits are
     /// kept inline, about 2 KB).

@@ -86,11 +86,10 @@ pub fn limit_at_most(call: &Call, request: &Request) -> Result<Counted, CommandE
 /// (`execution::limiting`); a limit may be `POLICY name [COST n]` (`features::policies`); every changed key's
 /// waiters are judged again.
 pub fn all(call: &Call) -> Result<Counted, CommandError> {
-    let args = call.args.get(1..).unwrap_or(&[]);
     let mut all = AllRequest::new();
     // The groups judged under a policy, by key (counted in the policy's counters).
     let mut by_policy: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    all.parse_into(args, slide_log_max(), &mut |name, key| {
+    all.parse_call_into(call.args, slide_log_max(), &mut |name, key| {
         let found = policies::limit_for(name, key);
         if found.is_some() {
             by_policy.push((name.to_vec(), key.to_vec()));
