@@ -125,6 +125,8 @@ lint:
 	$(CARGO) fmt --check --manifest-path fuzz/Cargo.toml
 	$(CARGO) fmt --check --manifest-path examples/rust/Cargo.toml
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	# Intra-doc links resolve: a renamed item leaves no dangling [`link`] behind.
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace
 
 ## unit: the core crate's unit and property tests (and the shell's, if any)
 unit:

@@ -10,7 +10,7 @@
 //!   change; on a cluster, exit 1 (and the primaries named on stderr) when the primaries
 //!   disagree, the URL's own node's table (or the first primary's) printed.
 //!
-//! `--url` is `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS; `#insecure` to
+//! `--url` is ``redis://[user:password@]host:port`[/db]` or `rediss://…` (TLS; `#insecure` to
 //! skip certificate checks).
 
 mod file;

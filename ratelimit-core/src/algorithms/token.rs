@@ -488,7 +488,7 @@ impl Stored for TokenBucket {
 /// Evaluates one request of `cost` tokens at `now_ms` against the stored bucket (if any).
 ///
 /// The stored bucket is first refilled up to `now' = max(now_ms, updated_ms)` under its own
-/// parameters, then converted to `params` (see [`Level::convert`]) and judged. A bucket whose
+/// parameters, then converted to `params` (see `Level::convert`) and judged. A bucket whose
 /// reset instant has passed counts as missing, so it starts over full under `params`.
 pub fn evaluate(
     stored: Option<&TokenBucket>,

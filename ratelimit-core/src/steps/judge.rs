@@ -4,7 +4,8 @@
 //!
 //! The shell around it only opens the key, calls [`judge_key`], applies the [`Change`]
 //! (store or update the value, set the key's expiry), propagates and replies. `RL.PEEK` and
-//! `RL.INFO` read through [`peek_key`] and [`describe_key`].
+//! `RL.INFO` read through [`peek_key`](super::inspect::peek_key) and
+//! [`describe_key`](super::inspect::describe_key).
 //!
 //! Rules (README, "Keys, state and expiry"):
 //! * A limiter past its reset instant counts as a missing key, whatever its algorithm.
@@ -484,7 +485,7 @@ impl<H: Held> Held for Staged<'_, H> {
 /// Judges every limit of an `RL.ALL` call against its key (the i-th of `held` for
 /// `all.limits[i]`, `None` for an empty key) at
 /// one instant, all or nothing: each key is judged once, exactly as its single command would
-/// judge it (on a staged copy, [`Staged`], or in place when the holder is [`Held::detached`]);
+/// judge it (on a staged copy, `Staged`, or in place when the holder is [`Held::detached`]);
 /// only when every limit admits (and the call is not a dry run) is each key updated as that
 /// command would update it. A detached holder may be left changed whatever the verdict: its
 /// caller writes it back only for a change other than `Unchanged`, as for any call. A

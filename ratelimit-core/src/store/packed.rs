@@ -10,7 +10,7 @@
 //!
 //! Correctness never depends on the widths: a value that does not fit (it cannot happen for
 //! states the algorithms produce, but the format must not assume it) is stored **wide** — the
-//! words then hold a pointer to a boxed [`Wide`] value. A limiter under a [`Ban`] is always
+//! words then hold a pointer to a boxed `Wide` value. A limiter under a [`Ban`] is always
 //! stored wide, so limiters without one never grow. Leases ([`crate::algorithms::lease`]) are always
 //! stored wide.
 //!
