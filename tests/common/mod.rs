@@ -115,8 +115,27 @@ impl Server {
         load.extend(module_args.iter().map(|s| s.to_string()));
         args.extend(load);
         let mut server = Server { child: None, dir, sock, port, args };
+        // The port was free when `free_port` asked, but the OS may hand it to another
+        // connection's local end (tests run in parallel) before the server binds it: a server
+        // that exits for that reason is started again on another free port.
+        for _ in 0..4 {
+            match server.try_spawn() {
+                Err(log) if log.contains("Address already in use") => server.move_to(free_port()),
+                Err(log) => panic!("{log}"),
+                Ok(()) => return server,
+            }
+        }
         server.spawn();
         server
+    }
+
+    /// Points the server's arguments at `port` (before it starts).
+    fn move_to(&mut self, port: u16) {
+        let at = self.args.iter().position(|a| a == "--port").map(|i| i + 1);
+        if let Some(value) = at.and_then(|i| self.args.get_mut(i)) {
+            *value = port.to_string();
+        }
+        self.port = port;
     }
 
     fn spawn(&mut self) {
