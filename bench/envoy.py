@@ -297,6 +297,7 @@ def main():
     for a in ["envoy", "theirs", "ours", "module", "work", "out", "theirs-version"]:
         p.add_argument("--" + a, required=True)
     args = p.parse_args()
+    load_at_start = os.getloadavg()[0]
     seconds = int(os.environ.get("BENCH_SECONDS", "8"))
     connections = int(os.environ.get("BENCH_CONNECTIONS", "16"))
     services = [("ours", args.ours), ("theirs", args.theirs)]
@@ -324,8 +325,9 @@ def main():
         f"`wrk -t1 -c{connections} -d{seconds}s` through Envoy; the `d1` descriptor is one of "
         "10 000 users, the others one value each; every limit is far from reached. "
         f"envoyproxy/ratelimit is `github.com/envoyproxy/ratelimit@{args.theirs_version}` built with `go "
-        "install`. Everything (wrk, Envoy, the service, Redis) shares one 2-core machine with "
-        "other work: compare the rows with each other, not with other machines.",
+        "install`. Everything (wrk, Envoy, the service, Redis) shares the machine "
+        f"({os.cpu_count()} cores, load average {load_at_start:.2f} when the run began): "
+        "compare the rows with each other, not with other machines.",
         "",
         "Redis CPU per request: `used_cpu_user + used_cpu_sys` (INFO cpu) over the run, divided "
         "by the requests — almost all of it is the server's per-request network work (reading "
