@@ -5,6 +5,9 @@
 //! key access, the data type, replication, replies, registration, INFO.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
+// Never panic in a command path: no unwrap/expect/panic outside tests (a panic aborts the
+// user's redis-server).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 #[cfg_attr(test, allow(dead_code))]
 mod shell;

@@ -13,6 +13,9 @@
 
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
+// Never panic in a command path: no unwrap/expect/panic outside tests (a panic aborts the
+// user's redis-server).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod algorithms;
 pub mod features;
