@@ -95,10 +95,10 @@ unsafe extern "C" fn rdb_load(rdb: *mut RedisModuleIO, encver: c_int) -> *mut c_
     }
     // SAFETY: `rdb` is the live loading handle the server passed this callback; the reader
     // does not outlive it.
-    let Ok(bytes) = (unsafe { RdbReader::new(api, rdb) }).load_bytes() else {
+    let Ok(decoded) = (unsafe { RdbReader::new(api, rdb) }).with_bytes(codec::decode_value) else {
         return ptr::null_mut();
     };
-    match codec::decode_value(&bytes) {
+    match decoded {
         Ok((limiter, ban)) => values::into_value(limiter, ban),
         Err(e) => {
             redis_module::logging::log_warning(format!("ratelimit: refusing a value: {e}"));

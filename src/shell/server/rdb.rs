@@ -82,6 +82,13 @@ impl RdbReader<'_> {
 
     /// Reads one string written by [`RdbWriter::save_bytes`].
     pub fn load_bytes(&mut self) -> Result<Vec<u8>, IoError> {
+        self.with_bytes(<[u8]>::to_vec)
+    }
+
+    /// Reads one string written by [`RdbWriter::save_bytes`] and lends it to `read` where the
+    /// server put it, without a copy (a data type's load reads one per key); the server's
+    /// buffer is freed when `read` returns.
+    pub fn with_bytes<R>(&mut self, read: impl FnOnce(&[u8]) -> R) -> Result<R, IoError> {
         let mut len = 0usize;
         // SAFETY: `io` is the callback's live loading handle (`new`'s contract).
         let buffer = unsafe { (self.api.load_string_buffer)(self.io, &mut len) };
@@ -90,16 +97,16 @@ impl RdbReader<'_> {
         if buffer.is_null() {
             return Err(IoError);
         }
-        let bytes = if failed {
+        let result = if failed {
             Err(IoError)
         } else {
-            // SAFETY: the server returned `len` readable bytes at the non-NULL `buffer`, freed
-            // right after this copy.
-            Ok(unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), len) }.to_vec())
+            // SAFETY: the server returned `len` readable bytes at the non-NULL `buffer`, which
+            // stays alive until it is freed below, after `read` returned.
+            Ok(read(unsafe { std::slice::from_raw_parts(buffer.cast::<u8>(), len) }))
         };
         // SAFETY: `buffer` came from `LoadStringBuffer` (the server's allocator), freed once.
         unsafe { (self.api.free)(buffer.cast()) };
-        bytes
+        result
     }
 }
 
