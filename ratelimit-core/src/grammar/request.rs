@@ -491,7 +491,7 @@ impl AllRequest {
         slide_log_max: u64,
         policy: &mut PolicyLookup<'_>,
     ) -> Result<(), ArgError> {
-        arity::ALL.check(args.len())?;
+        // `parse_into` checks the arity (it counts the name it is not given).
         self.parse_into(args.get(1..).unwrap_or(&[]), slide_log_max, policy)
     }
 
