@@ -44,11 +44,9 @@ use redis_module::logging::{log_notice, log_warning};
 
 use crate::shell::features::policies;
 use crate::shell::server::api::api;
-use crate::shell::server::events;
+use crate::shell::server::events::{self, AsyncLoad, EventContext, Loading, Persistence};
 use crate::shell::server::rdb::{AofWriter, RdbReader, RdbWriter};
-use crate::shell::server::snapshot::{
-    self, AsyncLoad, BlobType, EventContext, Loading, Persistence, Put, Registered,
-};
+use crate::shell::server::snapshot::{self, BlobType, Put, Registered};
 use ratelimit_core::features::policy::PolicyTable;
 
 /// The type's name (Redis requires exactly 9 characters).
@@ -109,9 +107,9 @@ thread_local! {
 /// server.
 pub fn init(ctx: *mut EventContext) -> Result<(), String> {
     let api = api().ok_or("the module API is not resolved")?;
-    events::on(api, ctx, snapshot::PERSISTENCE_EVENT, on_persistence)?;
-    events::on(api, ctx, snapshot::LOADING_EVENT, on_loading)?;
-    events::on(api, ctx, snapshot::ASYNC_LOAD_EVENT, on_async_load)?;
+    events::on(api, ctx, events::PERSISTENCE_EVENT, on_persistence)?;
+    events::on(api, ctx, events::LOADING_EVENT, on_loading)?;
+    events::on(api, ctx, events::ASYNC_LOAD_EVENT, on_async_load)?;
     let registered = snapshot::register::<PolicyType>(api, ctx)?;
     // A second `init` (never: one module load) keeps the first registration.
     let _ = POLICY_TYPE.set(registered);

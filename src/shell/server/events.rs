@@ -57,6 +57,102 @@ pub type SlotMigrationHandler = fn(ctx: *mut RedisModuleCtx, MigrationStep, &[(u
 /// call).
 pub type KeyListener = fn(api: &'static Api, ctx: Ctx, key: ServerString);
 
+// The save and load events as types (their handlers: `features::persist`).
+
+/// The context a server event's handler is given (`server::events::Handler`).
+pub type EventContext = RedisModuleCtx;
+
+/// The `PERSISTENCE` server event's id: a save starts or ends.
+pub const PERSISTENCE_EVENT: u64 = raw::REDISMODULE_EVENT_PERSISTENCE;
+/// The `LOADING` server event's id: a load starts or ends.
+pub const LOADING_EVENT: u64 = raw::REDISMODULE_EVENT_LOADING;
+/// The `REPL_ASYNC_LOAD` server event's id: a `repl-diskless-load swapdb` sync.
+pub const ASYNC_LOAD_EVENT: u64 = raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD;
+
+/// A `PERSISTENCE` subevent.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Persistence {
+    /// An RDB save starts in a fork child (`BGSAVE`, a full sync).
+    RdbStart,
+    /// An AOF rewrite starts in a fork child (`BGREWRITEAOF`).
+    AofStart,
+    /// A synchronous RDB save starts in the server (`SAVE`, `DEBUG RELOAD`, shutdown).
+    SyncRdbStart,
+    /// A synchronous AOF rewrite starts in the server.
+    SyncAofStart,
+    /// A save ended.
+    Ended,
+    /// A save failed.
+    Failed,
+}
+
+impl Persistence {
+    /// The subevent's kind; `None` for one this build does not know.
+    pub fn of(subevent: u64) -> Option<Self> {
+        Some(match subevent {
+            raw::REDISMODULE_SUBEVENT_PERSISTENCE_RDB_START => Persistence::RdbStart,
+            raw::REDISMODULE_SUBEVENT_PERSISTENCE_AOF_START => Persistence::AofStart,
+            raw::REDISMODULE_SUBEVENT_PERSISTENCE_SYNC_RDB_START => Persistence::SyncRdbStart,
+            raw::REDISMODULE_SUBEVENT_PERSISTENCE_SYNC_AOF_START => Persistence::SyncAofStart,
+            raw::REDISMODULE_SUBEVENT_PERSISTENCE_ENDED => Persistence::Ended,
+            raw::REDISMODULE_SUBEVENT_PERSISTENCE_FAILED => Persistence::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// A `LOADING` subevent.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Loading {
+    /// A load of the RDB file starts.
+    RdbStart,
+    /// A load of the AOF starts.
+    AofStart,
+    /// A load of a full sync from the master starts.
+    ReplStart,
+    /// The load ended.
+    Ended,
+    /// The load failed.
+    Failed,
+}
+
+impl Loading {
+    /// The subevent's kind; `None` for one this build does not know.
+    pub fn of(subevent: u64) -> Option<Self> {
+        Some(match subevent {
+            raw::REDISMODULE_SUBEVENT_LOADING_RDB_START => Loading::RdbStart,
+            raw::REDISMODULE_SUBEVENT_LOADING_AOF_START => Loading::AofStart,
+            raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => Loading::ReplStart,
+            raw::REDISMODULE_SUBEVENT_LOADING_ENDED => Loading::Ended,
+            raw::REDISMODULE_SUBEVENT_LOADING_FAILED => Loading::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// A `REPL_ASYNC_LOAD` subevent (`repl-diskless-load swapdb`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum AsyncLoad {
+    /// The sync starts loading beside the replica's own data.
+    Started,
+    /// The loaded data was swapped in.
+    Completed,
+    /// The sync was aborted; the replica keeps its own data.
+    Aborted,
+}
+
+impl AsyncLoad {
+    /// The subevent's kind; `None` for one this build does not know.
+    pub fn of(subevent: u64) -> Option<Self> {
+        Some(match subevent {
+            raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_STARTED => AsyncLoad::Started,
+            raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED => AsyncLoad::Completed,
+            raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_ABORTED => AsyncLoad::Aborted,
+            _ => return None,
+        })
+    }
+}
+
 /// What a registered handler is given.
 #[derive(Clone, Copy)]
 enum Listener {

@@ -1,8 +1,8 @@
 //! State kept beside the keyspace, saved into snapshots: a module data type whose values are
 //! opaque bytes (a [`BlobType`]), with module aux data, registered from plain Rust functions
 //! (the `extern "C"` callbacks are here); the one key of such a type a save may put into db 0
-//! and a load takes out ([`Registered::put`], [`Registered::remove`]); and the server events
-//! of saves and loads, as types ([`Persistence`], [`Loading`], [`AsyncLoad`]).
+//! and a load takes out ([`Registered::put`], [`Registered::remove`]).
+//! The server events of saves and loads arrive typed from `server::events`.
 //!
 //! The layers above implement [`BlobType`] and register their handlers for the events with
 //! `server::events::on`; this file names no layer above it.
@@ -15,101 +15,8 @@ use redis_module::raw::{
 };
 
 use super::api::Api;
+use super::events::EventContext;
 use super::rdb::{AofWriter, RdbReader, RdbWriter};
-
-/// The context a server event's handler is given (`server::events::Handler`).
-pub type EventContext = RedisModuleCtx;
-
-/// The `PERSISTENCE` server event's id: a save starts or ends.
-pub const PERSISTENCE_EVENT: u64 = raw::REDISMODULE_EVENT_PERSISTENCE;
-/// The `LOADING` server event's id: a load starts or ends.
-pub const LOADING_EVENT: u64 = raw::REDISMODULE_EVENT_LOADING;
-/// The `REPL_ASYNC_LOAD` server event's id: a `repl-diskless-load swapdb` sync.
-pub const ASYNC_LOAD_EVENT: u64 = raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD;
-
-/// A `PERSISTENCE` subevent.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Persistence {
-    /// An RDB save starts in a fork child (`BGSAVE`, a full sync).
-    RdbStart,
-    /// An AOF rewrite starts in a fork child (`BGREWRITEAOF`).
-    AofStart,
-    /// A synchronous RDB save starts in the server (`SAVE`, `DEBUG RELOAD`, shutdown).
-    SyncRdbStart,
-    /// A synchronous AOF rewrite starts in the server.
-    SyncAofStart,
-    /// A save ended.
-    Ended,
-    /// A save failed.
-    Failed,
-}
-
-impl Persistence {
-    /// The subevent's kind; `None` for one this build does not know.
-    pub fn of(subevent: u64) -> Option<Self> {
-        Some(match subevent {
-            raw::REDISMODULE_SUBEVENT_PERSISTENCE_RDB_START => Persistence::RdbStart,
-            raw::REDISMODULE_SUBEVENT_PERSISTENCE_AOF_START => Persistence::AofStart,
-            raw::REDISMODULE_SUBEVENT_PERSISTENCE_SYNC_RDB_START => Persistence::SyncRdbStart,
-            raw::REDISMODULE_SUBEVENT_PERSISTENCE_SYNC_AOF_START => Persistence::SyncAofStart,
-            raw::REDISMODULE_SUBEVENT_PERSISTENCE_ENDED => Persistence::Ended,
-            raw::REDISMODULE_SUBEVENT_PERSISTENCE_FAILED => Persistence::Failed,
-            _ => return None,
-        })
-    }
-}
-
-/// A `LOADING` subevent.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Loading {
-    /// A load of the RDB file starts.
-    RdbStart,
-    /// A load of the AOF starts.
-    AofStart,
-    /// A load of a full sync from the master starts.
-    ReplStart,
-    /// The load ended.
-    Ended,
-    /// The load failed.
-    Failed,
-}
-
-impl Loading {
-    /// The subevent's kind; `None` for one this build does not know.
-    pub fn of(subevent: u64) -> Option<Self> {
-        Some(match subevent {
-            raw::REDISMODULE_SUBEVENT_LOADING_RDB_START => Loading::RdbStart,
-            raw::REDISMODULE_SUBEVENT_LOADING_AOF_START => Loading::AofStart,
-            raw::REDISMODULE_SUBEVENT_LOADING_REPL_START => Loading::ReplStart,
-            raw::REDISMODULE_SUBEVENT_LOADING_ENDED => Loading::Ended,
-            raw::REDISMODULE_SUBEVENT_LOADING_FAILED => Loading::Failed,
-            _ => return None,
-        })
-    }
-}
-
-/// A `REPL_ASYNC_LOAD` subevent (`repl-diskless-load swapdb`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum AsyncLoad {
-    /// The sync starts loading beside the replica's own data.
-    Started,
-    /// The loaded data was swapped in.
-    Completed,
-    /// The sync was aborted; the replica keeps its own data.
-    Aborted,
-}
-
-impl AsyncLoad {
-    /// The subevent's kind; `None` for one this build does not know.
-    pub fn of(subevent: u64) -> Option<Self> {
-        Some(match subevent {
-            raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_STARTED => AsyncLoad::Started,
-            raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED => AsyncLoad::Completed,
-            raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_ABORTED => AsyncLoad::Aborted,
-            _ => return None,
-        })
-    }
-}
 
 /// Whether this server calls `aux_save2` (Redis 7.2+, Valkey: those with
 /// `SetCommandACLCategories`, which came in the same release); then a type's aux data may
