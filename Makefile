@@ -44,6 +44,7 @@ CLIENT_BENCH  :=
 -include clients/node/node.mk
 -include clients/python/python.mk
 -include clients/go/go.mk
+-include clients/java/java.mk
 -include deploy/deploy.mk
 
 ## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)

@@ -57,15 +57,16 @@ public final class LettuceTransport implements Transport {
     }
 
     /**
-     * A transport over a standalone client. The client's options get the replay filter and RESP2.
+     * A transport over a standalone client. The client's options get the replay filter (it
+     * matches only this package's commands), and RESP2 when the transport owns the client.
      *
      * @param client  the client (not closed by {@link #close()} unless {@code owned})
      * @param owned   shut the client down on close
      * @return the transport
      */
     public static LettuceTransport of(RedisClient client, boolean owned) {
-        client.setOptions(client.getOptions().mutate().replayFilter(NO_REPLAY)
-                .protocolVersion(ProtocolVersion.RESP2).build());
+        ClientOptions.Builder b = client.getOptions().mutate().replayFilter(NO_REPLAY);
+        client.setOptions((owned ? b.protocolVersion(ProtocolVersion.RESP2) : b).build());
         return new LettuceTransport(() -> {
             StatefulRedisConnection<String, String> c = client.connect(StringCodec.UTF8);
             return c;
@@ -82,8 +83,8 @@ public final class LettuceTransport implements Transport {
     public static LettuceTransport of(RedisClusterClient client, boolean owned) {
         ClientOptions o = client.getOptions();
         ClusterClientOptions base = o instanceof ClusterClientOptions cco ? cco : ClusterClientOptions.create();
-        client.setOptions((ClusterClientOptions) base.mutate().replayFilter(NO_REPLAY)
-                .protocolVersion(ProtocolVersion.RESP2).build());
+        ClientOptions.Builder b = base.mutate().replayFilter(NO_REPLAY);
+        client.setOptions((ClusterClientOptions) (owned ? b.protocolVersion(ProtocolVersion.RESP2) : b).build());
         return new LettuceTransport(() -> {
             StatefulRedisClusterConnection<String, String> c = client.connect(StringCodec.UTF8);
             return c;
