@@ -7,6 +7,7 @@
 #                       RedissonRateLimiterTest through the drop-ins (clients/java/compat/run.sh)
 #   make java-peer-env  the export lines that point the kit (../shared/peers) at the drop-ins
 #   make java-jar       clients/java/target/redis-ratelimit-<version>.jar
+#   make java-dist      that jar into dist/ (make dist lists it in SHA256SUMS)
 JAVA_PKG := clients/java
 MVN      ?= mvn
 MVN_Q    := $(MVN) -B -ntp -q -f $(JAVA_PKG)/pom.xml
@@ -15,7 +16,7 @@ JAVA_JAR  = $(JAVA_PKG)/target/redis-ratelimit-$(VERSION).jar
 CLIENT_TESTS  += java-test
 CLIENT_COMPAT += java-compat
 
-.PHONY: java-system java-deps java-test java-jar java-compat java-peer-env
+.PHONY: java-system java-deps java-test java-jar java-dist java-compat java-peer-env
 
 ## java-system: a JDK 17+ and Maven (Debian's, when missing)
 java-system: deps
@@ -32,6 +33,9 @@ java-test: build java-deps
 
 java-jar: java-deps
 	$(MVN_Q) package -DskipTests
+
+java-dist: java-jar
+	@mkdir -p dist && cp $(JAVA_JAR) dist/ && echo "$(CURDIR)/dist/$(notdir $(JAVA_JAR))"
 
 ## java-compat: the package's suite on each compat server under target/servers (make compat builds
 ## them; Debian's redis-server otherwise), then the host suites on RL_SERVER (the matrix's peer server)

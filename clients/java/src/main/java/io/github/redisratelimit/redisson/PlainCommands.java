@@ -3,7 +3,7 @@ package io.github.redisratelimit.redisson;
 import java.util.List;
 
 import io.lettuce.core.SetArgs;
-import io.lettuce.core.api.sync.RedisCommands;
+import io.lettuce.core.cluster.api.sync.RedisClusterCommands;
 
 /**
  * The plain Redis commands the drop-in needs beside the module's (the rate definition is a
@@ -11,9 +11,9 @@ import io.lettuce.core.api.sync.RedisCommands;
  */
 final class PlainCommands {
 
-    private final RedisCommands<String, String> redis;
+    private final RedisClusterCommands<String, String> redis;
 
-    PlainCommands(RedisCommands<String, String> redis) {
+    PlainCommands(RedisClusterCommands<String, String> redis) {
         this.redis = redis;
     }
 

@@ -3,6 +3,8 @@ package io.github.redisratelimit.redisson;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Proxy;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.UUID;
 
 import org.redisson.api.RedissonClient;
@@ -14,6 +16,8 @@ import io.lettuce.core.RedisCredentials;
 import io.lettuce.core.RedisCredentialsProvider;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.codec.StringCodec;
 
 /**
@@ -30,7 +34,8 @@ import io.lettuce.core.codec.StringCodec;
  * with the permits kept by the module ({@code RL.SLIDE}, an exact sliding window) instead of a
  * sorted set, and the waits of {@code acquire}/{@code tryAcquire(timeout)} done on the server
  * ({@code WAIT}, in arrival order) instead of polling. The module client connects to the
- * server(s) of the Redisson client's configuration (single server or cluster).
+ * server(s) of the Redisson client's configuration (single server, or a cluster's seed nodes:
+ * every call goes to its key's node).
  */
 public final class RedissonRateLimiters {
 
@@ -44,24 +49,39 @@ public final class RedissonRateLimiters {
      */
     public static RedissonClient wrap(RedissonClient redisson) {
         Config config = redisson.getConfig();
-        RedisURI uri;
+        List<RedisURI> uris = new ArrayList<>();
         if (config.isSingleConfig()) {
-            uri = RedisURI.create(config.useSingleServer().getAddress());
+            RedisURI uri = RedisURI.create(config.useSingleServer().getAddress());
             uri.setDatabase(config.useSingleServer().getDatabase());
+            uris.add(uri);
         }
         else if (config.isClusterConfig()) {
-            throw new UnsupportedOperationException("cluster: wrap(RedissonClient, RateLimitClient) with a client of "
-                    + "RateLimitClient.createCluster(...)");
+            for (String address : config.useClusterServers().getNodeAddresses()) {
+                uris.add(RedisURI.create(address));
+            }
         }
         else {
-            throw new UnsupportedOperationException("only single-server and cluster Redisson configurations");
+            throw new UnsupportedOperationException("redis-ratelimit wraps single-server and cluster Redisson "
+                    + "configurations");
         }
         if (config.getPassword() != null) {
             String user = config.getUsername();
             char[] password = config.getPassword().toCharArray();
-            uri.setCredentialsProvider(RedisCredentialsProvider.from(() -> RedisCredentials.just(user, password)));
+            for (RedisURI uri : uris) {
+                uri.setCredentialsProvider(RedisCredentialsProvider.from(() -> RedisCredentials.just(user, password)));
+            }
         }
-        RedisClient lettuce = RedisClient.create(uri);
+        if (config.isClusterConfig()) {
+            RedisClusterClient lettuce = RedisClusterClient.create(uris);
+            RateLimitClient module = RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT);
+            StatefulRedisClusterConnection<String, String> plain = lettuce.connect(StringCodec.UTF8);
+            return wrap(redisson, module, new PlainCommands(plain.sync()), () -> {
+                plain.close();
+                module.close();
+                lettuce.shutdown();
+            });
+        }
+        RedisClient lettuce = RedisClient.create(uris.get(0));
         RateLimitClient module = RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT);
         StatefulRedisConnection<String, String> plain = lettuce.connect(StringCodec.UTF8);
         return wrap(redisson, module, new PlainCommands(plain.sync()), () -> {
