@@ -103,7 +103,7 @@ func TestRedisRateAllowAtMostTakesWholePermits(t *testing.T) {
 	if typ, _ := c.Type(ctx, "rate:frac-stock").Result(); typ != "string" {
 		t.Fatalf("stock key type %s", typ)
 	}
-	if typ, _ := c.Type(ctx, "rate:frac-ours").Result(); typ == "string" {
+	if typ, _ := c.Type(ctx, "rate:rl:frac-ours").Result(); typ == "string" {
 		t.Fatalf("drop-in key type %s", typ)
 	}
 }
@@ -165,7 +165,7 @@ func TestGoZeroPeriodLimitSameCodes(t *testing.T) {
 				t.Fatalf("align %v take %d: stock %d %v, ours %d %v", align, i, a, err1, b, err2)
 			}
 		}
-		_ = c.Del(context.Background(), "zstock:k", "zours:k").Err()
+		_ = c.Del(context.Background(), "zstock:k", "zours:rl:k").Err()
 	}
 }
 
@@ -195,4 +195,83 @@ func TestGoZeroTokenLimiterSecondBoundary(t *testing.T) {
 	if most := 5 + int(5*time.Since(start).Seconds()); stockAdmitted != 10 || oursAdmitted > most || oursAdmitted < 5 {
 		t.Fatalf("within a ms of wall time: stock admitted %d (2 × the burst), ours %d", stockAdmitted, oursAdmitted)
 	}
+}
+
+// Switching a running service: the stock library has written its keys (its own types), then
+// the drop-in serves the same keys on the same Redis without one error; each key starts
+// fresh at the switch (the drop-ins keep their limiters beside the stock keys).
+func TestSwitchOnALiveRedis(t *testing.T) {
+	ctx := context.Background()
+	c := rdb(t)
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	zrdb := zeroredis.New(serverAddr)
+
+	t.Run("redis_rate", func(t *testing.T) {
+		stock := redis_rate_stock.NewLimiter(c)
+		for i := 0; i < 3; i++ {
+			if _, err := stock.Allow(ctx, "sw", redis_rate_stock.PerMinute(3)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ours := redisrate.NewLimiter(c)
+		res, err := ours.Allow(ctx, "sw", redisrate.PerMinute(3))
+		if err != nil || res.Allowed != 1 || res.Remaining != 2 {
+			t.Fatalf("after the switch: %+v %v (want a fresh key: allowed, 2 left)", res, err)
+		}
+		if err := ours.Reset(ctx, "sw"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("ulule", func(t *testing.T) {
+		stockStore, _ := ululeredis.NewStore(c)
+		rate := limiter.Rate{Limit: 3, Period: time.Minute}
+		stock := limiter.New(stockStore, rate)
+		for i := 0; i < 2; i++ {
+			if _, err := stock.Get(ctx, "sw"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		oursStore, err := limiterstore.NewStore(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ours := limiter.New(oursStore, rate)
+		for _, f := range []func() (limiter.Context, error){
+			func() (limiter.Context, error) { return ours.Peek(ctx, "sw") },
+			func() (limiter.Context, error) { return ours.Get(ctx, "sw") },
+			func() (limiter.Context, error) { return ours.Increment(ctx, "sw", 1) },
+			func() (limiter.Context, error) { return ours.Reset(ctx, "sw") },
+		} {
+			if _, err := f(); err != nil {
+				t.Fatalf("after the switch: %v", err)
+			}
+		}
+		if got, err := ours.Get(ctx, "sw"); err != nil || got.Remaining != 2 {
+			t.Fatalf("after the switch: %+v %v (want a fresh key: 2 left)", got, err)
+		}
+	})
+
+	t.Run("go-zero", func(t *testing.T) {
+		stockPeriod := zerolimit.NewPeriodLimit(86400, 3, zrdb, "sms:")
+		if _, err := stockPeriod.Take("sw"); err != nil {
+			t.Fatal(err)
+		}
+		stockToken := zerolimit.NewTokenLimiter(5, 5, zrdb, "swt")
+		if !stockToken.Allow() {
+			t.Fatal("stock token limiter refused")
+		}
+		ours := gozero.NewPeriodLimit(86400, 3, c, "sms:")
+		code, err := ours.Take("sw")
+		if err != nil || code != gozero.Allowed {
+			t.Fatalf("period after the switch: %d %v", code, err)
+		}
+		var errs []error
+		oursToken := gozero.NewTokenLimiter(5, 5, c, "swt", gozero.OnError(func(err error) { errs = append(errs, err) }))
+		if !oursToken.Allow() || len(errs) != 0 {
+			t.Fatalf("token after the switch: %v", errs)
+		}
+	})
 }

@@ -3,7 +3,7 @@
 // store is a redis.UniversalClient instead of go-zero's *redis.Redis), method sets and result
 // codes, one module command per call instead of a Lua script, judged on the server's clock.
 //
-//   - PeriodLimit is `RL.PERIOD <keyPrefix><key> <quota> <period>s` (with Align: `ALIGN
+//   - PeriodLimit is `RL.PERIOD <keyPrefix>rl:<key> <quota> <period>s` (with Align: `ALIGN
 //     <this process's UTC offset>`): a window starts at its first request (or at local
 //     calendar boundaries), and the codes are go-zero's: Allowed while permits are left after
 //     the request, HitQuota for the request that takes the last one, OverQuota after.
@@ -13,7 +13,9 @@
 //     the rate across a second boundary (go-zero #1451) and lets reordered requests from
 //     skewed clocks refill what was spent (#4072); here `now` is not used at all.
 //
-// What else differs (README "Go"): a TokenLimiter keeps one key, {key}.bucket, instead of
+// What else differs (README "Go"): a PeriodLimit keeps <keyPrefix>rl:<key>, beside go-zero's
+// <keyPrefix><key> counter (which lives up to a period, a day for daily quotas), so that a
+// service switched on a live Redis meets no WRONGTYPE, each key starting fresh; a TokenLimiter keeps one key, {key}.bucket, instead of
 // {key}.tokens and {key}.ts (the names differ so that a rolling deploy never mixes the two
 // formats); when Redis fails, TokenLimiter refuses (go-zero silently falls back to an
 // in-process limiter per instance: [Rescue] keeps that behaviour, [FailOpen] admits) and
@@ -77,6 +79,9 @@ func NewPeriodLimit(period, quota int, limitStore redis.UniversalClient, keyPref
 	return limiter
 }
 
+// periodNamespace sits between a PeriodLimit's keyPrefix and the key (see the package doc).
+const periodNamespace = "rl:"
+
 // Align returns a func to customize a PeriodLimit with alignment: windows start at the local
 // calendar boundaries of this process's time zone (ALIGN with its UTC offset). For example,
 // 5 sms verification messages every day, counted per local day.
@@ -105,7 +110,7 @@ func (h *PeriodLimit) TakeCtx(ctx context.Context, key string) (int, error) {
 		window.Align = true
 		window.UTCOffset = (time.Duration(offset) * time.Second) % window.Period
 	}
-	d, err := h.rl.Limit(ctx, h.keyPrefix+key, window)
+	d, err := h.rl.Limit(ctx, h.keyPrefix+periodNamespace+key, window)
 	switch {
 	case err != nil:
 		return Unknown, err

@@ -314,7 +314,7 @@ func (l *Limiter) decide(r *http.Request) (ratelimit.Decision, error) {
 	}()
 	select {
 	case res := <-done:
-		if res.err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		if res.err != nil && (ctx.Err() != nil || errors.Is(res.err, context.DeadlineExceeded)) && r.Context().Err() == nil {
 			return res.d, fmt.Errorf("%w (%v): %v", ErrTimeout, l.timeout, res.err)
 		}
 		return res.d, res.err

@@ -60,7 +60,7 @@ func TestCountsAndWindow(t *testing.T) {
 	if reset := last.Reset - time.Now().Unix(); reset < 58 || reset > 61 {
 		t.Fatalf("reset in %d s", reset)
 	}
-	pttl, _ := rdb.PTTL(ctx, "count:k").Result()
+	pttl, _ := rdb.PTTL(ctx, "count:rl:k").Result()
 	if pttl <= 58*time.Second || pttl > time.Minute {
 		t.Fatalf("PTTL %v", pttl)
 	}
@@ -69,7 +69,7 @@ func TestCountsAndWindow(t *testing.T) {
 	if _, err := store.Increment(ctx, "k", 2, limiter.Rate{Limit: 3, Period: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if pttl, _ := rdb.PTTL(ctx, "count:k").Result(); pttl > time.Minute {
+	if pttl, _ := rdb.PTTL(ctx, "count:rl:k").Result(); pttl > time.Minute {
 		t.Fatalf("window moved: PTTL %v", pttl)
 	}
 	peek, _ := store.Peek(ctx, "k", rate)
