@@ -65,9 +65,15 @@ func NewStore(client Client) (limiter.Store, error) {
 }
 
 // NewStoreWithOptions returns an instance of the store with options (Prefix; MaxRetry is
-// kept and ignored).
+// kept and ignored). Like the stock driver (which loads its scripts here), it asks the server
+// once: a server it cannot reach, or one without the module ([ratelimit.ErrModuleNotLoaded]),
+// fails here rather than on every request.
 func NewStoreWithOptions(client Client, options limiter.StoreOptions) (limiter.Store, error) {
-	return &Store{Prefix: options.Prefix, MaxRetry: options.MaxRetry, rl: ratelimit.New(client)}, nil
+	store := &Store{Prefix: options.Prefix, MaxRetry: options.MaxRetry, rl: ratelimit.New(client)}
+	if _, _, err := store.rl.Peek(context.Background(), store.cacheKey("")); err != nil {
+		return nil, err
+	}
+	return store, nil
 }
 
 // namespace sits between the store's Prefix and the key: the drop-in's keys are
