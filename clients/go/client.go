@@ -39,7 +39,19 @@ func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
 	return c
 }
 
-// Redis is the go-redis client the Client sends through.
+// NewWithDoer returns a client whose commands go through d, e.g. go-zero's own
+// *redis.Redis (its breaker, logging and metrics apply; its retries are its own). Such a
+// client has no [Client.Redis]: the calls that address every primary ([Client.EachPrimary]:
+// policies, RL.TOP) fail.
+func NewWithDoer(d Doer, opts ...ClientOption) *Client {
+	c := &Client{t: transport{doer: d}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Redis is the go-redis client the Client sends through (nil for [NewWithDoer]'s).
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
 // Prefix is the prefix prepended to every key.
@@ -69,13 +81,18 @@ func (c *Client) Do(ctx context.Context, keyPos int, args ...any) (any, error) {
 
 // do is Do of a command carrying WAIT wait (0: none; -1: without limit).
 func (c *Client) do(ctx context.Context, keyPos int, wait time.Duration, args []any) (any, error) {
-	cmd := redis.NewCmd(ctx, args...)
-	if keyPos > 0 {
-		cmd.SetFirstKeyPos(int8(keyPos))
-	}
-	err := c.t.process(ctx, cmd, wait)
-	if err == nil {
-		err = cmd.Err()
+	var reply any
+	var err error
+	if c.t.doer != nil {
+		reply, err = c.t.send(ctx, args)
+	} else {
+		cmd := redis.NewCmd(ctx, args...)
+		if keyPos > 0 {
+			cmd.SetFirstKeyPos(int8(keyPos))
+		}
+		if err = c.t.process(ctx, cmd, wait); err == nil {
+			reply, err = cmd.Result()
+		}
 	}
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -84,7 +101,7 @@ func (c *Client) do(ctx context.Context, keyPos int, wait time.Duration, args []
 		name, _ := args[0].(string)
 		return nil, translate(name, err)
 	}
-	return cmd.Val(), nil
+	return reply, nil
 }
 
 // decide sends a limiting command that may carry DEADLINE (the last two arguments when

@@ -20,9 +20,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// Doer sends one command and answers its reply, as go-zero's (*redis.Redis).DoCtx does (a nil
+// reply as redis.Nil, a server error as a redis.Error).
+type Doer interface {
+	DoCtx(ctx context.Context, args ...any) (any, error)
+}
+
 // transport sends the module's commands (see the file's comment).
 type transport struct {
 	rdb redis.UniversalClient
+	// doer: the commands go through it instead of rdb (NewWithDoer).
+	doer Doer
 	// view: rdb's retry-free, context-honouring clone (nil when rdb is not a *redis.Client).
 	view *redis.Client
 	// readTimeout: rdb's read timeout (0: none).
@@ -74,6 +82,28 @@ func (t *transport) maxWait() time.Duration {
 		return t.readTimeout / 2
 	}
 	return t.readTimeout - waitMargin
+}
+
+// send sends args through the Doer, returning when ctx ends (retries are the Doer's own).
+func (t *transport) send(ctx context.Context, args []any) (any, error) {
+	if ctx.Done() == nil {
+		return t.doer.DoCtx(ctx, args...)
+	}
+	type answer struct {
+		reply any
+		err   error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		reply, err := t.doer.DoCtx(ctx, args...)
+		done <- answer{reply, err}
+	}()
+	select {
+	case a := <-done:
+		return a.reply, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // process sends cmd once; wait is the WAIT it carries (0: none, -1: without limit).

@@ -125,3 +125,50 @@ func TestWaitCappedOnRing(t *testing.T) {
 		t.Fatalf("ran %d times, want 1", n)
 	}
 }
+
+// doerOf is a Doer over a go-redis client (as go-zero's *redis.Redis is over its own).
+type doerOf struct {
+	rdb   *redis.Client
+	block chan struct{} // when set, every call waits on it first
+}
+
+func (d doerOf) DoCtx(ctx context.Context, args ...any) (any, error) {
+	if d.block != nil {
+		<-d.block
+	}
+	return d.rdb.Do(ctx, args...).Result()
+}
+
+// A client over a Doer: decisions, nil replies and server errors as over go-redis; the context
+// honoured; no primaries to address.
+func TestNewWithDoer(t *testing.T) {
+	ctx := context.Background()
+	_, rdb := newClient(t)
+	rl := NewWithDoer(doerOf{rdb: rdb})
+	limit := Token{Capacity: 1, Rate: 1, Period: time.Minute}
+	if d, err := rl.Limit(ctx, "d", limit); err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if d, err := rl.Limit(ctx, "d", limit); err != nil || d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if _, ok, err := rl.Peek(ctx, "none"); ok || err != nil {
+		t.Fatalf("peek of no key: %v %v", ok, err)
+	}
+	rdb.Set(ctx, "s", "x", 0)
+	var se *ServerError
+	if _, err := rl.Limit(ctx, "s", limit); !errors.As(err, &se) || se.Code != "WRONGTYPE" {
+		t.Fatalf("WRONGTYPE: %v", err)
+	}
+	if _, err := rl.PolicyNames(ctx); err == nil {
+		t.Fatal("PolicyNames over a Doer answered")
+	}
+	block := make(chan struct{})
+	defer close(block)
+	slow := NewWithDoer(doerOf{rdb: rdb, block: block})
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := slow.Limit(tctx, "d2", limit); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a Doer past the context: %v", err)
+	}
+}

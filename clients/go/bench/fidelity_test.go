@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -274,4 +275,36 @@ func TestSwitchOnALiveRedis(t *testing.T) {
 			t.Fatalf("token after the switch: %v", errs)
 		}
 	})
+}
+
+// go-zero's own *redis.Redis is a store, as with go-zero's constructors: the commands go through
+// its DoCtx (its breaker, logging and metrics); a store of another type fails every call.
+func TestGoZeroOwnClient(t *testing.T) {
+	c := rdb(t)
+	if err := c.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	zrdb := zeroredis.New(serverAddr)
+	period := gozero.NewPeriodLimit(60, 2, zrdb, "own:")
+	for i, want := range []int{gozero.Allowed, gozero.HitQuota, gozero.OverQuota} {
+		if code, err := period.Take("k"); err != nil || code != want {
+			t.Fatalf("take %d: %d %v, want %d", i, code, err, want)
+		}
+	}
+	if typ, _ := c.Type(context.Background(), "own:rl:k").Result(); typ == "string" || typ == "none" {
+		t.Fatalf("own:rl:k is %q: the call did not reach the module", typ)
+	}
+	var errs []error
+	token := gozero.NewTokenLimiter(5, 2, zrdb, "own", gozero.OnError(func(err error) { errs = append(errs, err) }))
+	if !token.Allow() || !token.AllowN(time.Now(), 1) || token.Allow() || len(errs) != 0 {
+		t.Fatalf("token limiter over go-zero's client: errors %v", errs)
+	}
+	// Redis down behind go-zero's client: an error, not a panic.
+	down := gozero.NewPeriodLimit(60, 2, zeroredis.New("127.0.0.1:1"), "own:")
+	if _, err := down.Take("k"); err == nil {
+		t.Fatal("a dead go-zero client answered")
+	}
+	if _, err := gozero.NewPeriodLimit(60, 2, "not a store", "own:").Take("k"); !errors.Is(err, gozero.ErrStore) {
+		t.Fatalf("a string as the store: %v", err)
+	}
 }
