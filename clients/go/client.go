@@ -17,6 +17,7 @@ import (
 // Client sends the module's commands over a go-redis v9 client.
 type Client struct {
 	rdb    redis.UniversalClient
+	t      transport
 	prefix string
 	// noDeadline: the server's module predates DEADLINE (learnt from its first refusal of it).
 	noDeadline atomic.Bool
@@ -31,18 +32,37 @@ func WithPrefix(prefix string) ClientOption { return func(c *Client) { c.prefix 
 // New returns a client over rdb (a *redis.Client, *redis.ClusterClient, *redis.Ring, or a
 // failover client). rdb stays the caller's: New never closes it.
 func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	c := &Client{rdb: rdb}
+	c := &Client{rdb: rdb, t: newTransport(rdb)}
 	for _, o := range opts {
 		o(c)
 	}
 	return c
 }
 
-// Redis is the go-redis client the Client sends through.
+// NewWithDoer returns a client whose commands go through d, e.g. go-zero's own
+// *redis.Redis (its breaker, logging and metrics apply; its retries are its own). Such a
+// client has no [Client.Redis]: the calls that address every primary ([Client.EachPrimary]:
+// policies, RL.TOP) fail.
+func NewWithDoer(d Doer, opts ...ClientOption) *Client {
+	c := &Client{t: transport{doer: d}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Redis is the go-redis client the Client sends through (nil for [NewWithDoer]'s).
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
 // Prefix is the prefix prepended to every key.
 func (c *Client) Prefix() string { return c.prefix }
+
+// gather reads a call's options, with the longest WAIT the transport allows.
+func (c *Client) gather(opts []Option) callOptions {
+	o := gather(opts)
+	o.maxWait = c.t.maxWait()
+	return o
+}
 
 func (c *Client) key(key string) (string, error) {
 	if key == "" {
@@ -52,15 +72,27 @@ func (c *Client) key(key string) (string, error) {
 }
 
 // Do sends one command whose key is argument keyPos (0: none), and returns its reply with
-// server errors translated ([ServerError]); a nil reply is (nil, nil).
+// server errors translated ([ServerError]); a nil reply is (nil, nil). The command is sent
+// once (go-redis does not retry it) and the call returns when ctx ends, whatever the go-redis
+// client's ContextTimeoutEnabled.
 func (c *Client) Do(ctx context.Context, keyPos int, args ...any) (any, error) {
-	cmd := redis.NewCmd(ctx, args...)
-	if keyPos > 0 {
-		cmd.SetFirstKeyPos(int8(keyPos))
-	}
-	err := c.rdb.Process(ctx, cmd)
-	if err == nil {
-		err = cmd.Err()
+	return c.do(ctx, keyPos, 0, args)
+}
+
+// do is Do of a command carrying WAIT wait (0: none; -1: without limit).
+func (c *Client) do(ctx context.Context, keyPos int, wait time.Duration, args []any) (any, error) {
+	var reply any
+	var err error
+	if c.t.doer != nil {
+		reply, err = c.t.send(ctx, args)
+	} else {
+		cmd := redis.NewCmd(ctx, args...)
+		if keyPos > 0 {
+			cmd.SetFirstKeyPos(int8(keyPos))
+		}
+		if err = c.t.process(ctx, cmd, wait); err == nil {
+			reply, err = cmd.Result()
+		}
 	}
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -69,17 +101,17 @@ func (c *Client) Do(ctx context.Context, keyPos int, args ...any) (any, error) {
 		name, _ := args[0].(string)
 		return nil, translate(name, err)
 	}
-	return cmd.Val(), nil
+	return reply, nil
 }
 
 // decide sends a limiting command that may carry DEADLINE (the last two arguments when
 // deadline is true): when the server's module predates it, the command goes again without
 // it, and later calls send none.
-func (c *Client) decide(ctx context.Context, keyPos int, args []any, deadline bool) (Decision, error) {
-	reply, err := c.Do(ctx, keyPos, args...)
+func (c *Client) decide(ctx context.Context, keyPos int, args []any, deadline bool, wait time.Duration) (Decision, error) {
+	reply, err := c.do(ctx, keyPos, wait, args)
 	if err != nil && deadline && isUnknownDeadline(err) {
 		c.noDeadline.Store(true)
-		reply, err = c.Do(ctx, keyPos, args[:len(args)-2]...)
+		reply, err = c.do(ctx, keyPos, wait, args[:len(args)-2])
 	}
 	if err != nil {
 		return Decision{}, err
@@ -106,7 +138,7 @@ func (c *Client) Limit(ctx context.Context, key string, limit Limit, opts ...Opt
 	if err != nil {
 		return Decision{}, err
 	}
-	o := gather(opts)
+	o := c.gather(opts)
 	args := make([]any, 0, 16)
 	args = append(args, limit.Command(), k)
 	if args, err = limit.appendArgs(args); err != nil {
@@ -119,7 +151,7 @@ func (c *Client) Limit(ctx context.Context, key string, limit Limit, opts ...Opt
 	if args, err = o.callArgs(ctx, args, what{ban: true, wait: true, fresh: true}, deadline); err != nil {
 		return Decision{}, err
 	}
-	d, err := c.decide(ctx, 1, args, deadline)
+	d, err := c.decide(ctx, 1, args, deadline, o.sentWait)
 	if err == nil && !o.atMost && d.Allowed {
 		d.Taken = o.cost
 	}
@@ -148,7 +180,7 @@ func (c *Client) Throttle(ctx context.Context, key string, maxBurst, count_ int6
 	if err != nil {
 		return Decision{}, err
 	}
-	o := gather(opts)
+	o := c.gather(opts)
 	args := []any{"CL.THROTTLE", k, b, n, strconv.FormatInt(int64(period/time.Second), 10), q}
 	if args, err = o.callArgs(ctx, args, what{}, false); err != nil {
 		return Decision{}, err
@@ -237,7 +269,7 @@ func (c *Client) All(ctx context.Context, groups []Group, opts ...Option) (AllDe
 			args = append(args, "COST", n)
 		}
 	}
-	o := gather(opts)
+	o := c.gather(opts)
 	deadline := c.deadlines(ctx, &o)
 	args, err := o.callArgs(ctx, args, what{}, deadline)
 	if err != nil {
@@ -293,7 +325,7 @@ func (c *Client) settle(ctx context.Context, command, key string, n int64, opts 
 	if err != nil {
 		return Decision{}, false, err
 	}
-	o := gather(opts)
+	o := c.gather(opts)
 	args, err := o.callArgs(ctx, []any{command, k, cnt}, what{}, false)
 	if err != nil {
 		return Decision{}, false, err
@@ -385,7 +417,7 @@ func (c *Client) Acquire(ctx context.Context, key string, limit int64, lease tim
 	if err != nil {
 		return Lease{}, err
 	}
-	o := gather(opts)
+	o := c.gather(opts)
 	args := []any{"RL.ACQUIRE", k, l, ms}
 	if o.id != "" {
 		args = append(args, "ID", o.id)
@@ -393,7 +425,7 @@ func (c *Client) Acquire(ctx context.Context, key string, limit int64, lease tim
 	if args, err = o.callArgs(ctx, args, what{wait: true}, false); err != nil {
 		return Lease{}, err
 	}
-	reply, err := c.Do(ctx, 1, args...)
+	reply, err := c.do(ctx, 1, o.sentWait, args)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -433,7 +465,7 @@ func (c *Client) Hit(ctx context.Context, policy, key string, opts ...Option) (D
 	if err != nil {
 		return Decision{}, err
 	}
-	o := gather(opts)
+	o := c.gather(opts)
 	if o.atMost {
 		return Decision{}, errors.New("ratelimit: AtMost is not an option of RL.HIT")
 	}
@@ -446,7 +478,7 @@ func (c *Client) Hit(ctx context.Context, policy, key string, opts ...Option) (D
 	if args, err = o.callArgs(ctx, args, what{wait: true}, deadline); err != nil {
 		return Decision{}, err
 	}
-	d, err := c.decide(ctx, 2, args, deadline)
+	d, err := c.decide(ctx, 2, args, deadline, o.sentWait)
 	if err == nil && d.Allowed {
 		d.Taken = o.cost
 	}

@@ -26,6 +26,10 @@ type callOptions struct {
 	id      string
 	// deadline: an explicit DEADLINE (else the context's)
 	deadline time.Time
+	// maxWait: the longest WAIT the client's transport allows (0: any)
+	maxWait time.Duration
+	// sentWait: the WAIT callArgs sent (0: none, -1: without limit)
+	sentWait time.Duration
 }
 
 // Cost is the permits the call takes (default 1; 0 is a peek that takes nothing).
@@ -123,11 +127,18 @@ func (o *callOptions) callArgs(ctx context.Context, args []any, w what, deadline
 				wait = left
 			}
 		}
+		if o.maxWait > 0 && (wait == 0 || wait > o.maxWait) {
+			wait = o.maxWait
+		}
 		t, err := timeoutMs("Wait", wait)
 		if err != nil {
 			return nil, err
 		}
 		args = append(args, "WAIT", t)
+		o.sentWait = wait
+		if wait == 0 {
+			o.sentWait = -1
+		}
 	}
 	if o.dryRun {
 		args = append(args, "DRYRUN")

@@ -52,6 +52,8 @@ func (c *Client) EachPrimary(ctx context.Context, fn func(ctx context.Context, n
 		return nil
 	}
 	switch r := c.rdb.(type) {
+	case nil:
+		return errors.New("ratelimit: a client over a Doer (NewWithDoer) cannot address every primary; use a go-redis client")
 	case *redis.ClusterClient:
 		err := r.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return record(fn(ctx, node)) })
 		if err != nil {

@@ -13,9 +13,8 @@ func ExampleNewLimiter() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	_ = rdb.Del(ctx, "rate:project:123").Err()
-
 	limiter := redis_rate.NewLimiter(rdb)
+	_ = limiter.Reset(ctx, "project:123")
 	res, err := limiter.Allow(ctx, "project:123", redis_rate.PerSecond(10))
 	if err != nil {
 		panic(err)
