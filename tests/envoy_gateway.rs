@@ -374,30 +374,57 @@ fn grpc_mtls_requires_a_client_certificate_for_the_name() {
     assert_eq!(status(&envoy, "fay"), 500, "{}", other.process.log_text());
 }
 
+/// A TLS listener of the test's own in front of `upstream_port` (every server of the
+/// compatibility matrix, some built without TLS, is reached the same way): TLS with the
+/// certificate of `certs`, then plain TCP to the server. Returns its port.
+fn tls_terminator(runtime: &tokio::runtime::Runtime, certs: &Certs, upstream_port: u16) -> u16 {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_file_iter(&certs.cert).unwrap().map(Result::unwrap).collect();
+    let key = PrivateKeyDer::from_pem_file(&certs.key).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    runtime.spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(socket).await else { return };
+                let Ok(mut plain) =
+                    tokio::net::TcpStream::connect(("127.0.0.1", upstream_port)).await
+                else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            });
+        }
+    });
+    port
+}
+
 /// `REDIS_TLS` with `REDIS_TLS_CACERT`, and `REDIS_AUTH` (`password` or `user:password`):
-/// decisions made on a Redis that only speaks TLS and wants a password; a wrong password
+/// decisions made on a Redis reached only through TLS that wants a password; a wrong password
 /// answers an error (500 through `failure_mode_deny`), never a decision.
 #[test]
 fn redis_tls_and_auth() {
-    let dir = common::fresh_dir();
-    let certs = certs(&dir, "certs");
-    let tls_port = harness::free_port().to_string();
-    let redis = common::Server::start_with(&[
-        "--tls-port",
-        &tls_port,
-        "--tls-cert-file",
-        &path(&certs.cert),
-        "--tls-key-file",
-        &path(&certs.key),
-        "--tls-ca-cert-file",
-        &path(&certs.ca),
-        "--tls-auth-clients",
-        "no",
-    ]);
+    let redis = common::Server::start();
+    let certs = certs(&redis.dir, "certs");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let tls_port = tls_terminator(&runtime, &certs, redis.port).to_string();
     let mut con = redis.conn();
     common::run(&mut con, &["ACL", "SETUSER", "limiter", "on", ">s3cret", "~*", "+@all"]).unwrap();
     common::run(&mut con, &["CONFIG", "SET", "requirepass", "pw"]).unwrap();
     let config = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 2}\n";
+    // `localhost`: the name the certificate is for.
     let url = format!("localhost:{tls_port}");
     for (n, auth, expected) in [
         (0, "pw", vec![200, 200, 429]),
@@ -423,14 +450,23 @@ fn redis_tls_and_auth() {
             .collect();
         assert_eq!(got, expected, "REDIS_AUTH={auth}: {}", service.process.log_text());
     }
-    // Without TLS the same port refuses the service: nothing was decided in clear.
-    let mut auth = redis::Client::open(format!("redis+unix://{}", redis.sock.display()))
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    common::run(&mut auth, &["AUTH", "pw"]).unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS").arg("edge_user_u*").query(&mut auth).unwrap();
-    let mut keys = keys;
+    // Without REDIS_TLS the TLS port answers nothing the service can read: an error.
+    let at = redis.dir.join("clear");
+    std::fs::create_dir_all(&at).unwrap();
+    let service = harness::start_service_with(
+        &at,
+        config,
+        &[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", &url),
+            ("REDIS_AUTH", "pw"),
+            ("REDIS_TIMEOUT", "300ms"),
+        ],
+    );
+    let envoy = harness::start_envoy(&at, &service, true);
+    assert_eq!(harness::get(envoy.port, "/", &[("x-user", "u3")]).status, 500);
+    common::run(&mut con, &["AUTH", "pw"]).unwrap();
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("edge_user_u*").query(&mut con).unwrap();
     keys.sort();
     assert_eq!(keys, vec!["edge_user_u0_".to_string(), "edge_user_u1_".to_string()]);
 }

@@ -51,7 +51,7 @@ fn free_port() -> u16 {
     }
 }
 
-pub fn fresh_dir() -> PathBuf {
+fn fresh_dir() -> PathBuf {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let dir = std::env::temp_dir()
