@@ -158,9 +158,9 @@ func (c *Client) Limit(ctx context.Context, key string, limit Limit, opts ...Opt
 	return d, err
 }
 
-// Throttle is redis-cell's CL.THROTTLE: GCRA of count per period (whole seconds) with burst
-// tolerance maxBurst, taking quantity. Times in the reply are whole seconds.
-func (c *Client) Throttle(ctx context.Context, key string, maxBurst, count_ int64, period time.Duration, quantity int64, opts ...Option) (Decision, error) {
+// Throttle is redis-cell's CL.THROTTLE: GCRA of perPeriod requests per period (whole seconds,
+// redis-cell's count) with burst tolerance maxBurst, taking quantity. Times in the reply are whole seconds.
+func (c *Client) Throttle(ctx context.Context, key string, maxBurst, perPeriod int64, period time.Duration, quantity int64, opts ...Option) (Decision, error) {
 	k, err := c.key(key)
 	if err != nil {
 		return Decision{}, err
@@ -172,7 +172,7 @@ func (c *Client) Throttle(ctx context.Context, key string, maxBurst, count_ int6
 	if err != nil {
 		return Decision{}, err
 	}
-	n, err := count("count", count_, 1)
+	n, err := count("count", perPeriod, 1)
 	if err != nil {
 		return Decision{}, err
 	}

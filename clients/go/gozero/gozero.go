@@ -51,7 +51,7 @@ const (
 // ErrUnknownCode is an error that represents unknown status code.
 var ErrUnknownCode = errors.New("unknown status code")
 
-// ErrStore: the constructors were given a store that is neither go-zero's *redis.Redis nor a
+// ErrStore means the constructors were given a store that is neither go-zero's *redis.Redis nor a
 // go-redis v9 client; every call then fails with it.
 var ErrStore = errors.New("gozero: the store must be go-zero's *redis.Redis or a go-redis v9 redis.UniversalClient")
 
@@ -156,12 +156,12 @@ func (h *PeriodLimit) TakeCtx(ctx context.Context, key string) (int, error) {
 // TokenOption customizes a TokenLimiter.
 type TokenOption func(*TokenLimiter)
 
-// FailOpen: when Redis fails, admit (default: refuse).
+// FailOpen makes a TokenLimiter admit when Redis fails (default: refuse).
 func FailOpen() TokenOption { return func(l *TokenLimiter) { l.onFailure = failOpen } }
 
-// Rescue: when Redis fails, judge in this process with a local token bucket of the same rate
-// and burst until Redis answers PING again (go-zero's behaviour; not shared between
-// instances).
+// Rescue makes a TokenLimiter judge in this process when Redis fails, with a local token
+// bucket of the same rate and burst, until Redis answers PING again (go-zero's behaviour; not
+// shared between instances).
 func Rescue() TokenOption { return func(l *TokenLimiter) { l.onFailure = rescue } }
 
 // OnError is called with every error a TokenLimiter meets (Redis down, a deadline, …).

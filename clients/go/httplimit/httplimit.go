@@ -149,7 +149,7 @@ type Limiter struct {
 	errs   *errorLog
 }
 
-// ErrTimeout: no decision within Options.Timeout.
+// ErrTimeout means no decision came within Options.Timeout.
 var ErrTimeout = errors.New("httplimit: no decision from Redis within the timeout")
 
 // New checks the options and returns the middleware.

@@ -3,6 +3,7 @@ package redisrate_test
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/redis/go-redis/v9"
 
@@ -11,7 +12,7 @@ import (
 
 func ExampleNewLimiter() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	limiter := redis_rate.NewLimiter(rdb)
 	_ = limiter.Reset(ctx, "project:123")
