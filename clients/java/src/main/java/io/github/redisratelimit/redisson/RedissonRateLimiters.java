@@ -11,11 +11,14 @@ import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
 import io.github.redisratelimit.RateLimitClient;
+import io.lettuce.core.AbstractRedisClient;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisCredentials;
 import io.lettuce.core.RedisCredentialsProvider;
 import io.lettuce.core.RedisURI;
+import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.cluster.api.sync.RedisClusterCommands;
 import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.codec.StringCodec;
@@ -73,18 +76,20 @@ public final class RedissonRateLimiters {
         }
         if (config.isClusterConfig()) {
             RedisClusterClient lettuce = RedisClusterClient.create(uris);
-            RateLimitClient module = RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT);
             StatefulRedisClusterConnection<String, String> plain = lettuce.connect(StringCodec.UTF8);
-            return wrap(redisson, module, new PlainCommands(plain.sync()), () -> {
-                plain.close();
-                module.close();
-                lettuce.shutdown();
-            });
+            return wrap(redisson, RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT), plain.sync(), plain,
+                    lettuce);
         }
         RedisClient lettuce = RedisClient.create(uris.get(0));
-        RateLimitClient module = RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT);
         StatefulRedisConnection<String, String> plain = lettuce.connect(StringCodec.UTF8);
-        return wrap(redisson, module, new PlainCommands(plain.sync()), () -> {
+        return wrap(redisson, RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT), plain.sync(), plain,
+                lettuce);
+    }
+
+    private static RedissonClient wrap(RedissonClient redisson, RateLimitClient module,
+            RedisClusterCommands<String, String> commands, StatefulConnection<String, String> plain,
+            AbstractRedisClient lettuce) {
+        return wrap(redisson, module, new PlainCommands(commands), () -> {
             plain.close();
             module.close();
             lettuce.shutdown();
