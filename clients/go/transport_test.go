@@ -35,6 +35,9 @@ func pause(t *testing.T, admin *redis.Client, d time.Duration) {
 	t.Cleanup(func() { admin.Do(context.Background(), "CLIENT", "UNPAUSE") })
 }
 
+// wrapper is a redis.UniversalClient of a type the package does not know.
+type wrapper struct{ *redis.Client }
+
 // A 200 ms context under go-redis' defaults (ContextTimeoutEnabled false, ReadTimeout 3 s):
 // the call returns when the context ends, long before the read timeout (it took 3 s).
 func TestContextHonouredWhateverTheOptions(t *testing.T) {
@@ -46,6 +49,8 @@ func TestContextHonouredWhateverTheOptions(t *testing.T) {
 	clients := map[string]redis.UniversalClient{
 		"client": redis.NewClient(&redis.Options{Addr: addr}),
 		"ring":   redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}}),
+		// a type the package does not know: through its own Process
+		"wrapper": wrapper{redis.NewClient(&redis.Options{Addr: addr})},
 	}
 	for name, rdb := range clients {
 		t.Run(name, func(t *testing.T) {
