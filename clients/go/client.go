@@ -57,13 +57,6 @@ func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 // Prefix is the prefix prepended to every key.
 func (c *Client) Prefix() string { return c.prefix }
 
-// gather reads a call's options, with the longest WAIT the transport allows.
-func (c *Client) gather(opts []Option) callOptions {
-	o := gather(opts)
-	o.maxWait = c.t.maxWait()
-	return o
-}
-
 func (c *Client) key(key string) (string, error) {
 	if key == "" {
 		return "", errors.New("ratelimit: key must not be empty")
@@ -81,19 +74,7 @@ func (c *Client) Do(ctx context.Context, keyPos int, args ...any) (any, error) {
 
 // do is Do of a command carrying WAIT wait (0: none; -1: without limit).
 func (c *Client) do(ctx context.Context, keyPos int, wait time.Duration, args []any) (any, error) {
-	var reply any
-	var err error
-	if c.t.doer != nil {
-		reply, err = c.t.send(ctx, args)
-	} else {
-		cmd := redis.NewCmd(ctx, args...)
-		if keyPos > 0 {
-			cmd.SetFirstKeyPos(int8(keyPos))
-		}
-		if err = c.t.process(ctx, cmd, wait); err == nil {
-			reply, err = cmd.Result()
-		}
-	}
+	reply, err := c.t.process(ctx, args, keyPos, wait)
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
@@ -138,7 +119,7 @@ func (c *Client) Limit(ctx context.Context, key string, limit Limit, opts ...Opt
 	if err != nil {
 		return Decision{}, err
 	}
-	o := c.gather(opts)
+	o := gather(opts)
 	args := make([]any, 0, 16)
 	args = append(args, limit.Command(), k)
 	if args, err = limit.appendArgs(args); err != nil {
@@ -180,7 +161,7 @@ func (c *Client) Throttle(ctx context.Context, key string, maxBurst, perPeriod i
 	if err != nil {
 		return Decision{}, err
 	}
-	o := c.gather(opts)
+	o := gather(opts)
 	args := []any{"CL.THROTTLE", k, b, n, strconv.FormatInt(int64(period/time.Second), 10), q}
 	if args, err = o.callArgs(ctx, args, what{}, false); err != nil {
 		return Decision{}, err
@@ -269,7 +250,7 @@ func (c *Client) All(ctx context.Context, groups []Group, opts ...Option) (AllDe
 			args = append(args, "COST", n)
 		}
 	}
-	o := c.gather(opts)
+	o := gather(opts)
 	deadline := c.deadlines(ctx, &o)
 	args, err := o.callArgs(ctx, args, what{}, deadline)
 	if err != nil {
@@ -325,7 +306,7 @@ func (c *Client) settle(ctx context.Context, command, key string, n int64, opts 
 	if err != nil {
 		return Decision{}, false, err
 	}
-	o := c.gather(opts)
+	o := gather(opts)
 	args, err := o.callArgs(ctx, []any{command, k, cnt}, what{}, false)
 	if err != nil {
 		return Decision{}, false, err
@@ -417,7 +398,7 @@ func (c *Client) Acquire(ctx context.Context, key string, limit int64, lease tim
 	if err != nil {
 		return Lease{}, err
 	}
-	o := c.gather(opts)
+	o := gather(opts)
 	args := []any{"RL.ACQUIRE", k, l, ms}
 	if o.id != "" {
 		args = append(args, "ID", o.id)
@@ -465,7 +446,7 @@ func (c *Client) Hit(ctx context.Context, policy, key string, opts ...Option) (D
 	if err != nil {
 		return Decision{}, err
 	}
-	o := c.gather(opts)
+	o := gather(opts)
 	if o.atMost {
 		return Decision{}, errors.New("ratelimit: AtMost is not an option of RL.HIT")
 	}

@@ -34,8 +34,6 @@ type callOptions struct {
 	id      string
 	// deadline: an explicit DEADLINE (else the context's)
 	deadline time.Time
-	// maxWait: the longest WAIT the client's transport allows (0: any)
-	maxWait time.Duration
 	// sentWait: the WAIT callArgs sent (0: none, -1: without limit)
 	sentWait time.Duration
 }
@@ -138,9 +136,6 @@ func (o *callOptions) callArgs(ctx context.Context, args []any, w what, deadline
 			if wait == 0 || left < wait {
 				wait = left
 			}
-		}
-		if o.maxWait > 0 && (wait == 0 || wait > o.maxWait) {
-			wait = o.maxWait
 		}
 		t, err := timeoutMs("Wait", wait)
 		if err != nil {

@@ -35,6 +35,9 @@ func pause(t *testing.T, admin *redis.Client, d time.Duration) {
 	t.Cleanup(func() { admin.Do(context.Background(), "CLIENT", "UNPAUSE") })
 }
 
+// wrapper is a redis.UniversalClient of a type the package does not know.
+type wrapper struct{ *redis.Client }
+
 // A 200 ms context under go-redis' defaults (ContextTimeoutEnabled false, ReadTimeout 3 s):
 // the call returns when the context ends, long before the read timeout (it took 3 s).
 func TestContextHonouredWhateverTheOptions(t *testing.T) {
@@ -46,6 +49,8 @@ func TestContextHonouredWhateverTheOptions(t *testing.T) {
 	clients := map[string]redis.UniversalClient{
 		"client": redis.NewClient(&redis.Options{Addr: addr}),
 		"ring":   redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}}),
+		// a type the package does not know: through its own Process
+		"wrapper": wrapper{redis.NewClient(&redis.Options{Addr: addr})},
 	}
 	for name, rdb := range clients {
 		t.Run(name, func(t *testing.T) {
@@ -104,25 +109,58 @@ func TestWaitLongerThanReadTimeout(t *testing.T) {
 	}
 }
 
-// On a ring (no retry-free view), a WAIT ends before the read timeout: refused in time,
-// never timed out and resent.
-func TestWaitCappedOnRing(t *testing.T) {
+// On a ring and on a cluster, a keyed call goes through a view of its node: a WAIT longer than
+// the client's ReadTimeout is admitted, and the server ran it once (go-redis timed it out and
+// sent it again).
+func TestWaitLongerThanReadTimeoutOnRingAndCluster(t *testing.T) {
 	ctx := context.Background()
 	_, admin := newClient(t)
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}, ReadTimeout: 400 * time.Millisecond})
+	limit := Token{Capacity: 1, Rate: 1, Period: 800 * time.Millisecond}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": addr}, ReadTimeout: 300 * time.Millisecond})
 	defer ring.Close()
-	rl := New(ring)
-	limit := Token{Capacity: 1, Rate: 1, Period: 2 * time.Second}
-	if d, err := rl.Limit(ctx, "r", limit); err != nil || !d.Allowed {
-		t.Fatalf("first: %+v %v", d, err)
+	waitOnce(t, New(ring), limit, "ring", func() int { return calls(t, admin, "rl.token") })
+
+	if testing.Short() {
+		return
 	}
-	before := calls(t, admin, "rl.token")
-	d, err := rl.Limit(ctx, "r", limit, Wait(5*time.Second))
-	if err != nil || d.Allowed || d.RetryAfter <= 0 {
-		t.Fatalf("capped wait: %+v %v", d, err)
+	nodes := startCluster(t)
+	seeds := make([]string, len(nodes))
+	admins := make([]*redis.Client, len(nodes))
+	for i, n := range nodes {
+		seeds[i] = n.Addr
+		admins[i] = n.Client()
+		defer admins[i].Close()
 	}
-	if n := calls(t, admin, "rl.token") - before; n != 1 {
-		t.Fatalf("ran %d times, want 1", n)
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, ReadTimeout: 300 * time.Millisecond})
+	defer cluster.Close()
+	waitOnce(t, New(cluster), limit, "{c}w", func() int {
+		total := 0
+		for _, a := range admins {
+			total += calls(t, a, "rl.token")
+		}
+		return total
+	})
+	// Keys of other slots are routed to their own nodes.
+	if d, err := New(cluster).Limit(ctx, "{other}k", limit); err != nil || !d.Allowed {
+		t.Fatalf("another slot: %+v %v", d, err)
+	}
+}
+
+// waitOnce: key exhausted, then a Wait(3 s) beyond the client's 300 ms ReadTimeout is admitted,
+// and ran on the server once (ran counts the server's calls).
+func waitOnce(t *testing.T, rl *Client, limit Limit, key string, ran func() int) {
+	t.Helper()
+	ctx := context.Background()
+	if d, err := rl.Limit(ctx, key, limit); err != nil || !d.Allowed {
+		t.Fatalf("%s first: %+v %v", key, d, err)
+	}
+	before := ran()
+	d, err := rl.Limit(ctx, key, limit, Wait(3*time.Second))
+	if err != nil || !d.Allowed {
+		t.Fatalf("%s waiting call: %+v %v", key, d, err)
+	}
+	if n := ran() - before; n != 1 {
+		t.Fatalf("%s: the waiting call ran %d times on the server, want 1", key, n)
 	}
 }
 
