@@ -374,6 +374,56 @@ fn grpc_mtls_requires_a_client_certificate_for_the_name() {
     assert_eq!(status(&envoy, "fay"), 500, "{}", other.process.log_text());
 }
 
+/// `GRPC_SERVER_TLS_CERT`/`_KEY` renamed over by a renewed pair (from another CA): new
+/// connections are served with the new pair — an Envoy that trusts only the new CA is
+/// refused before (500 through `failure_mode_deny`) and served after; a pair that does not
+/// load is not taken (the last good one stays).
+#[test]
+fn a_renewed_grpc_certificate_is_served_without_a_restart() {
+    let redis = common::Server::start();
+    let (old, new) = (certs(&redis.dir, "old"), certs(&redis.dir, "new"));
+    let live = redis.dir.join("live");
+    std::fs::create_dir_all(&live).unwrap();
+    let (cert, key) = (live.join("tls.crt"), live.join("tls.key"));
+    std::fs::copy(&old.cert, &cert).unwrap();
+    std::fs::copy(&old.key, &key).unwrap();
+    let config = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 100}\n";
+    let service = harness::start_service_with(
+        &redis.dir,
+        config,
+        &[
+            ("REDIS_SOCKET_TYPE", "unix"),
+            ("REDIS_URL", &path(&redis.sock)),
+            ("GRPC_SERVER_USE_TLS", "true"),
+            ("GRPC_SERVER_TLS_CERT", &path(&cert)),
+            ("GRPC_SERVER_TLS_KEY", &path(&key)),
+        ],
+    );
+    let envoy_at = |name: &str, ca: &Path| {
+        let dir = redis.dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        harness::start_envoy_with(&dir, &service, true, &upstream_tls(ca, None))
+    };
+    let (trusts_old, trusts_new) = (envoy_at("envoy-old", &old.ca), envoy_at("envoy-new", &new.ca));
+    let status =
+        |envoy: &harness::Envoy| harness::get(envoy.port, "/", &[("x-user", "hal")]).status;
+    assert_eq!((status(&trusts_old), status(&trusts_new)), (200, 500));
+
+    // A half-written pair (the key does not match) is not taken.
+    std::fs::write(&cert, std::fs::read(&new.cert).unwrap()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(status(&trusts_new), 500, "{}", service.process.log_text());
+    assert!(service.process.log_text().contains("not reloaded"), "{}", service.process.log_text());
+
+    // The renewed pair, renamed over the old files as a secret mount swaps them.
+    for (from, to) in [(&new.key, &key), (&new.cert, &cert)] {
+        let tmp = live.join("incoming");
+        std::fs::copy(from, &tmp).unwrap();
+        std::fs::rename(&tmp, to).unwrap();
+    }
+    harness::wait_for("the renewed certificate to be served", || status(&trusts_new) == 200);
+}
+
 /// A TLS listener of the test's own in front of `upstream_port` (every server of the
 /// compatibility matrix, some built without TLS, is reached the same way): TLS with the
 /// certificate of `certs`, then plain TCP to the server. Returns its port.
