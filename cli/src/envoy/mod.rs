@@ -9,6 +9,9 @@
 mod backend;
 mod config;
 mod decide;
+mod json;
+mod local_cache;
+mod metadata;
 mod metrics;
 mod service;
 mod settings;
@@ -85,6 +88,13 @@ async fn bind(what: &str, addr: &str) -> Result<tokio::net::TcpListener, String>
         .map_err(|e| format!("{what}: cannot listen on {addr}: {e}"))
 }
 
+/// The gRPC connections: every accepted socket with `TCP_NODELAY`. Without it, each answer
+/// (HEADERS, DATA and trailers written separately) waited for the client's delayed ACK:
+/// ~44 ms per call to a Go gRPC client.
+fn grpc_incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
 async fn serve(settings: Settings) -> Result<(), String> {
     let settings = Arc::new(settings);
     let config_dir = settings.config_dir();
@@ -95,10 +105,16 @@ async fn serve(settings: Settings) -> Result<(), String> {
     )
     .map_err(|e| format!("error loading the initial config: {e}"))?;
     let backend = backend::Backend::new(&settings).map_err(|e| e.0)?;
+    let per_second = match &settings.per_second {
+        Some(s) => Some(backend::Backend::new(s).map_err(|e| format!("REDIS_PERSECOND: {}", e.0))?),
+        None => None,
+    };
     let options = decide::Options {
         cache_key_prefix: settings.cache_key_prefix.clone(),
         near_limit_ratio: settings.near_limit_ratio,
         global_shadow_mode: settings.global_shadow_mode,
+        refused_requests_count: settings.refused_requests_count,
+        dynamic_metadata: settings.response_dynamic_metadata,
         headers: settings.response_headers_enabled.then(|| {
             (
                 settings.header_limit.clone(),
@@ -110,8 +126,10 @@ async fn serve(settings: Settings) -> Result<(), String> {
     let state = Arc::new(service::State {
         config: RwLock::new(None),
         backend,
+        per_second,
         options,
         metrics: metrics::Metrics::new(),
+        local_cache: local_cache::LocalCache::new(settings.local_cache_size),
     });
     tracing::info!(dir = %config_dir.display(), files = initial.files.len(), "config loaded");
     state.set_config(initial);
@@ -157,14 +175,19 @@ async fn serve(settings: Settings) -> Result<(), String> {
 
     {
         let state = state.clone();
-        tokio::spawn(async move { state.backend.warm_up().await });
+        tokio::spawn(async move {
+            state.backend.warm_up().await;
+            if let Some(per_second) = &state.per_second {
+                per_second.warm_up().await;
+            }
+        });
     }
     let _ = spawn_reload(settings.clone(), state.clone(), set_health.clone());
 
     let http = Http { state: state.clone(), healthy: healthy.clone(), settings: settings.clone() };
     let router = axum::Router::new()
         .route("/healthcheck", get(healthcheck))
-        .route("/json", get(json))
+        .route("/json", get(json).post(json_request))
         .with_state(http.clone());
     let mut tasks = tokio::task::JoinSet::new();
     let mut rx = stop_rx.clone();
@@ -192,7 +215,7 @@ async fn serve(settings: Settings) -> Result<(), String> {
     let mut rx = stop_rx.clone();
     let grpc_state = state.clone();
     tasks.spawn(async move {
-        let incoming = tonic::transport::server::TcpIncoming::from(grpc_listener);
+        let incoming = grpc_incoming(grpc_listener);
         tonic::transport::Server::builder()
             .add_service(health_service)
             .add_service(RateLimitServiceServer::new(service::Service { state: grpc_state }))
@@ -269,7 +292,33 @@ async fn json(AxumState(http): AxumState<Http>) -> impl IntoResponse {
     ([(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string())
 }
 
+/// `POST /json`: one request in proto3 JSON, answered in proto3 JSON (envoyproxy's HTTP API).
+async fn json_request(
+    AxumState(http): AxumState<Http>,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    let bad = |message: String| {
+        tracing::warn!("POST /json: {message}");
+        (StatusCode::BAD_REQUEST, "Bad Request\n").into_response()
+    };
+    let request = match json::parse_request(&body) {
+        Ok(request) => request,
+        Err(e) => return bad(e),
+    };
+    let response = match http.state.answer(request).await {
+        Ok(response) => response,
+        Err(status) => return bad(status.message().to_string()),
+    };
+    let (code, body) = json::render_response(&response);
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (code, [(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string())
+        .into_response()
+}
+
 async fn prometheus(AxumState(http): AxumState<Http>) -> impl IntoResponse {
+    if let Some(cache) = &http.state.local_cache {
+        http.state.metrics.set_local_cache(&cache.stats());
+    }
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], http.state.metrics.render())
 }
 
@@ -339,4 +388,20 @@ fn spawn_reload(
         }
     });
     Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_stream::StreamExt;
+
+    #[tokio::test]
+    async fn accepted_grpc_sockets_have_tcp_nodelay() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut incoming = grpc_incoming(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let accepted = incoming.next().await.unwrap().unwrap();
+        assert!(accepted.nodelay().unwrap(), "an accepted gRPC socket without TCP_NODELAY");
+    }
 }

@@ -68,6 +68,37 @@ pub struct Settings {
     pub global_shadow_mode: bool,
     /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: unhealthy until a domain is loaded.
     pub healthy_with_config: bool,
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false` given explicitly: a refused request
+    /// still counts against its other descriptors (envoyproxy's counting). Unset (or `true`):
+    /// a refused request counts nothing — this service's default.
+    pub refused_requests_count: bool,
+    /// `LOCAL_CACHE_SIZE_IN_BYTES`: the memory for keys known over their limit (0: none).
+    pub local_cache_size: usize,
+    /// `RESPONSE_DYNAMIC_METADATA`: the request goes back as the response's dynamic metadata.
+    pub response_dynamic_metadata: bool,
+    /// `REDIS_PERSECOND=true`: the settings of the Redis for per-second limits
+    /// (`REDIS_PERSECOND_URL`, `_SOCKET_TYPE`, `_TYPE`, `_AUTH`, `_TLS`, `_POOL_SIZE`,
+    /// `_TIMEOUT` as their `REDIS_` counterparts).
+    pub per_second: Option<Box<Settings>>,
+}
+
+/// The `REDIS_PERSECOND_*` variables as the `REDIS_*` ones (unset ones take their own
+/// defaults: a unix socket at `/var/run/nutcracker/ratelimitpersecond.sock`).
+fn per_second_vars(vars: &HashMap<String, String>) -> HashMap<String, String> {
+    let mut out = vars.clone();
+    out.remove("REDIS_PERSECOND");
+    for suffix in
+        ["URL", "SOCKET_TYPE", "TYPE", "AUTH", "TLS", "POOL_SIZE", "TIMEOUT", "PIPELINE_WINDOW"]
+    {
+        let main = format!("REDIS_{suffix}");
+        match vars.get(&format!("REDIS_PERSECOND_{suffix}")) {
+            Some(value) => out.insert(main, value.clone()),
+            None => out.remove(&main),
+        };
+    }
+    out.entry("REDIS_URL".into())
+        .or_insert_with(|| "/var/run/nutcracker/ratelimitpersecond.sock".into());
+    out
 }
 
 /// A bad setting: the variable, its value and what it must be.
@@ -250,13 +281,14 @@ impl Settings {
                     .into(),
             ));
         }
-        if env.bool("REDIS_PERSECOND", false)? {
-            return Err(SettingError(
-                "REDIS_PERSECOND=true: not supported — every descriptor of a request is decided by \
-                 one module call on one Redis (unset it)"
-                    .into(),
-            ));
-        }
+        let per_second = if env.bool("REDIS_PERSECOND", false)? {
+            let second = Settings::from_map(&per_second_vars(vars)).map_err(|e| {
+                SettingError(format!("REDIS_PERSECOND=true: {e} (read from REDIS_PERSECOND_*)"))
+            })?;
+            Some(Box::new(second))
+        } else {
+            None
+        };
         if !env.string("GRPC_UDS", "").is_empty() {
             return Err(SettingError(
                 "GRPC_UDS: serving gRPC on a unix socket is not supported (use GRPC_HOST/GRPC_PORT)"
@@ -294,15 +326,12 @@ impl Settings {
             return Err(SettingError("REDIS_URL is empty".into()));
         }
         // Read (and so checked) for drop-in manifests; these knobs have no counterpart here.
-        for name in [
-            "EXPIRATION_JITTER_MAX_SECONDS",
-            "LOCAL_CACHE_SIZE_IN_BYTES",
-            "STATSD_PORT",
-            "DEBUG_PORT",
-        ] {
+        for name in ["EXPIRATION_JITTER_MAX_SECONDS", "STATSD_PORT", "DEBUG_PORT"] {
             env.int::<i64>(name, 0, "an integer")?;
         }
-        for name in ["USE_STATSD", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "DISABLE_STATS"] {
+        let refused_requests_count = env.raw("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT").is_some()
+            && !env.bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", true)?;
+        for name in ["USE_STATSD", "DISABLE_STATS"] {
             env.bool(name, false)?;
         }
         Ok(Settings {
@@ -336,6 +365,10 @@ impl Settings {
             prometheus_path: env.string("PROMETHEUS_PATH", "/metrics"),
             global_shadow_mode: env.bool("SHADOW_MODE", false)?,
             healthy_with_config: env.bool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false)?,
+            refused_requests_count,
+            per_second,
+            response_dynamic_metadata: env.bool("RESPONSE_DYNAMIC_METADATA", false)?,
+            local_cache_size: env.int("LOCAL_CACHE_SIZE_IN_BYTES", 0, "a size in bytes")?,
         })
     }
 
@@ -418,7 +451,6 @@ mod tests {
             ("LOG_FORMAT", "xml"),
             ("CONFIG_TYPE", "GRPC_XDS"),
             ("BACKEND_TYPE", "memcache"),
-            ("REDIS_PERSECOND", "true"),
             ("USE_PROMETHEUS", "maybe"),
             ("QUOTA_MODE", "true"),
             ("GRPC_UDS", "/tmp/rl.sock"),
@@ -429,6 +461,43 @@ mod tests {
         }
         let error = settings(&[("REDIS_TYPE", "CLUSTER")]).unwrap_err();
         assert!(error.0.contains("REDIS_SOCKET_TYPE=tcp"), "{error}");
+    }
+
+    #[test]
+    fn only_an_explicit_false_counts_refused_requests() {
+        let count = |pairs: &[(&str, &str)]| settings(pairs).unwrap().refused_requests_count;
+        assert!(!count(&[]));
+        assert!(!count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "")]));
+        assert!(!count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true")]));
+        assert!(count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false")]));
+        assert!(count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "0")]));
+        assert!(settings(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "no")]).is_err());
+    }
+
+    #[test]
+    fn per_second_redis_has_its_own_settings() {
+        let s = settings(&[
+            ("REDIS_SOCKET_TYPE", "tcp"),
+            ("REDIS_URL", "localhost:7813"),
+            ("REDIS_AUTH", "main"),
+            ("REDIS_PERSECOND", "true"),
+            ("REDIS_PERSECOND_SOCKET_TYPE", "tcp"),
+            ("REDIS_PERSECOND_URL", "localhost:7810"),
+        ])
+        .unwrap();
+        let second = s.per_second.expect("per-second settings");
+        assert_eq!(
+            (second.redis_url.as_str(), second.redis_socket_type),
+            ("localhost:7810", SocketType::Tcp)
+        );
+        assert_eq!(second.redis_auth, "", "REDIS_AUTH is the main Redis's only");
+        assert!(second.per_second.is_none());
+        let unix = settings(&[("REDIS_PERSECOND", "true")]).unwrap().per_second.unwrap();
+        assert_eq!(unix.redis_url, "/var/run/nutcracker/ratelimitpersecond.sock");
+        let error =
+            settings(&[("REDIS_PERSECOND", "true"), ("REDIS_PERSECOND_TYPE", "ring")]).unwrap_err();
+        assert!(error.0.starts_with("REDIS_PERSECOND") && error.0.contains("ring"), "{error}");
+        assert!(settings(&[("REDIS_PERSECOND", "false")]).unwrap().per_second.is_none());
     }
 
     #[test]
