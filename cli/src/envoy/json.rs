@@ -15,7 +15,8 @@ use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descri
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
-use envoy_types::pb::google::protobuf::UInt64Value;
+use envoy_types::pb::google::protobuf::value::Kind;
+use envoy_types::pb::google::protobuf::{Struct, UInt64Value, Value as ProtoValue};
 use serde_json::{json, Map, Value};
 
 use super::config::Unit;
@@ -177,6 +178,24 @@ fn headers(list: &[HeaderValue]) -> Value {
     Value::Array(list.iter().map(|h| json!({"key": h.key, "value": h.value})).collect())
 }
 
+/// A `google.protobuf.Struct` as the JSON object it stands for.
+fn structure(s: &Struct) -> Value {
+    let mut fields: Vec<(&String, &ProtoValue)> = s.fields.iter().collect();
+    fields.sort_by(|a, b| a.0.cmp(b.0));
+    Value::Object(fields.into_iter().map(|(k, v)| (k.clone(), value(v))).collect())
+}
+
+fn value(v: &ProtoValue) -> Value {
+    match &v.kind {
+        None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::NumberValue(n)) => json!(n),
+        Some(Kind::StringValue(s)) => json!(s),
+        Some(Kind::BoolValue(b)) => json!(b),
+        Some(Kind::StructValue(s)) => structure(s),
+        Some(Kind::ListValue(l)) => Value::Array(l.values.iter().map(value).collect()),
+    }
+}
+
 /// A response in proto3 JSON, and its HTTP status (200, 429, or 500 for UNKNOWN).
 pub fn render_response(response: &RateLimitResponse) -> (u16, Value) {
     let mut out = Map::new();
@@ -189,6 +208,9 @@ pub fn render_response(response: &RateLimitResponse) -> (u16, Value) {
     }
     if !response.request_headers_to_add.is_empty() {
         out.insert("requestHeadersToAdd".into(), headers(&response.request_headers_to_add));
+    }
+    if let Some(metadata) = &response.dynamic_metadata {
+        out.insert("dynamicMetadata".into(), structure(metadata));
     }
     let http = match Code::try_from(response.overall_code) {
         Ok(Code::Ok) => 200,

@@ -181,12 +181,29 @@ impl State {
                 }
             }
         }
+        // A fixed window in debt (a charge took it past its limit) refuses even a check of 0
+        // hits, as envoyproxy's counter over the limit does; the module's `COST 0` only peeks.
+        let mut in_debt = false;
+        for (check, answer) in checks.iter().zip(answers.iter_mut()) {
+            let [allowed, _, remaining, _, reset_ms] = answer.detail;
+            if check.cost == 0
+                && allowed == 1
+                && remaining == 0
+                && !check.shadow()
+                && matches!(check.rule.algorithm, Algorithm::Fixed)
+                && self.over_its_limit(check).await?
+            {
+                answer.detail[0] = 0;
+                answer.detail[3] = reset_ms;
+                in_debt = true;
+            }
+        }
         // Every quota-mode descriptor over its limit: the request is refused after all, and
         // every group gives back what it took.
         let quota_refused = refused_at.is_none() && decide::quota_refuses(plan, &answers);
         let give_back = if independent {
             None
-        } else if quota_refused {
+        } else if refused_at.is_none() && (quota_refused || in_debt) {
             Some(batches.len())
         } else {
             refused_at
@@ -207,25 +224,49 @@ impl State {
                 }
             }
         }
-        for (check, answer) in checks.iter().zip(&answers) {
+        for (check, answer) in checks.iter().zip(answers.iter_mut()) {
             let left = answer.detail[2];
             let crossing = answer.detail[0] == 0
                 && !check.shadow()
                 && left > 0
                 && u64::try_from(left).is_ok_and(|left| left < check.cost);
-            if crossing {
-                self.charge_crossing(check, left.unsigned_abs()).await;
+            if crossing && self.charge_crossing(check, left.unsigned_abs()).await {
+                answer.taken = true;
             }
         }
         Ok(answers)
+    }
+
+    /// Whether a fixed window's count is above its limit (`RL.INFO`'s `used` and `limit`).
+    async fn over_its_limit(&self, check: &Check) -> Result<bool, CallError> {
+        let target = self.target(check);
+        let args = ["RL.INFO".to_string(), check.key.clone()];
+        let info = self.redis(target).call(target.slot, &args).await?;
+        let fields: Vec<String> = match info {
+            redis::Value::Array(items) => items
+                .iter()
+                .map(|v| match v {
+                    redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    redis::Value::SimpleString(s) => s.clone(),
+                    redis::Value::Int(i) => i.to_string(),
+                    _ => String::new(),
+                })
+                .collect(),
+            _ => return Ok(false),
+        };
+        let field = |name: &str| -> Option<u64> {
+            let at = fields.chunks(2).position(|pair| pair[0] == name)?;
+            fields.get(at * 2 + 1)?.parse().ok()
+        };
+        Ok(matches!((field("used"), field("limit")), (Some(used), Some(limit)) if used > limit))
     }
 
     /// A key whose hits cross its limit (`left` permits, fewer than the hits) is counted in
     /// full, past the limit, as a debt (`RL.CHARGE`): envoyproxy counts such a request, and
     /// Envoy's charge after the response (`apply_on_stream_done`, the quota pattern) must make
     /// the next check refuse. A key with no state yet first takes what is left. The answer
-    /// already sent stands: a charge that fails is logged, not answered.
-    async fn charge_crossing(&self, check: &Check, left: u64) {
+    /// already sent stands: a charge that fails is logged, not answered. Whether it counted.
+    async fn charge_crossing(&self, check: &Check, left: u64) -> bool {
         let target = self.target(check);
         let (redis, slot) = (self.redis(target), target.slot);
         let charge = |count: u64| ["RL.CHARGE".to_string(), check.key.clone(), count.to_string()];
@@ -241,8 +282,12 @@ impl State {
             }
             other => other,
         };
-        if let Err(e) = result {
-            tracing::warn!(key = %check.key, error = ?e, "the hits that crossed the limit were not charged");
+        match result {
+            Ok(redis::Value::Nil) | Err(_) => {
+                tracing::warn!(key = %check.key, result = ?result, "the hits that crossed the limit were not charged");
+                false
+            }
+            Ok(_) => true,
         }
     }
 }
