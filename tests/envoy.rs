@@ -374,10 +374,13 @@ fn a_bad_setting_or_config_stops_the_service_at_start_naming_it() {
     let dir = tempdir();
     for (vars, expected) in [
         (vec![("REDIS_TIMEOUT", "10")], "REDIS_TIMEOUT=\"10\": not a duration"),
-        (vec![("REDIS_TYPE", "ring")], "REDIS_TYPE=\"ring\": use SINGLE or CLUSTER"),
+        (vec![("REDIS_TYPE", "ring")], "REDIS_TYPE=\"ring\": use SINGLE, CLUSTER or SENTINEL"),
         (vec![("GRPC_PORT", "http")], "GRPC_PORT=\"http\": not a port"),
         (vec![("USE_PROMETHEUS", "yes")], "USE_PROMETHEUS=\"yes\": not a boolean"),
-        (vec![("REDIS_TLS", "true")], "REDIS_TLS=true: TLS to Redis is not built in"),
+        (
+            vec![("REDIS_TLS", "true"), ("REDIS_TLS_CACERT", "/nonexistent/ca.pem")],
+            "REDIS_TLS_CACERT=\"/nonexistent/ca.pem\"",
+        ),
         (
             vec![("RUNTIME_ROOT", dir.to_str().unwrap()), ("RUNTIME_SUBDIRECTORY", "rl")],
             "unknown field `bogus`",

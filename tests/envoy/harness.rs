@@ -303,6 +303,17 @@ pub struct Envoy {
 }
 
 pub fn start_envoy(dir: &Path, service: &Service, failure_mode_deny: bool) -> Envoy {
+    start_envoy_with(dir, service, failure_mode_deny, "")
+}
+
+/// [`start_envoy`] with `ratelimit_transport` (YAML at the cluster's level, e.g. a TLS
+/// `transport_socket`) added to the rate-limit service's cluster.
+pub fn start_envoy_with(
+    dir: &Path,
+    service: &Service,
+    failure_mode_deny: bool,
+    ratelimit_transport: &str,
+) -> Envoy {
     let (port, admin_port) = (free_port(), free_port());
     let cluster = |name: &str, port: u16, grpc: bool| {
         let h2 = if grpc {
@@ -376,7 +387,7 @@ static_resources:
   clusters:{backend}{ratelimit}
 "#,
         backend = cluster("backend", service.http_port, false),
-        ratelimit = cluster("ratelimit", service.grpc_port, true),
+        ratelimit = cluster("ratelimit", service.grpc_port, true) + ratelimit_transport,
     );
     run_envoy(dir, &config, port, admin_port)
 }

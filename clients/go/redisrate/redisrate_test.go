@@ -50,8 +50,8 @@ func TestAllowAndAllowAtMost(t *testing.T) {
 	}
 	within(t, "ResetAfter", res.ResetAfter, 100*time.Millisecond, 10*time.Millisecond)
 	// The key is redis_rate's: rate:<key>.
-	if n, _ := rdb.Exists(ctx, "rate:id").Result(); n != 1 {
-		t.Fatal("rate:id missing")
+	if n, _ := rdb.Exists(ctx, "rate:rl:id").Result(); n != 1 {
+		t.Fatal("rate:rl:id missing")
 	}
 	res, _ = l.AllowAtMost(ctx, "id", limit, 2)
 	if res.Allowed != 2 || res.Remaining != 7 || res.RetryAfter != -1 {
