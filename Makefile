@@ -44,6 +44,7 @@ CLIENT_BENCH  :=
 -include clients/node/node.mk
 -include clients/python/python.mk
 -include clients/go/go.mk
+-include clients/java/java.mk
 -include deploy/deploy.mk
 
 ## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)
@@ -95,20 +96,20 @@ build-dist: deps
 ## dist: every release artifact in dist/, listed in dist/SHA256SUMS: the module tarball (stripped
 ## module, LICENSE, README, CHANGELOG, a redis.conf line, its own SHA256SUMS; tests/dist.rs
 ## unpacks one and loads its module into a fresh server), the npm package
-## redis-ratelimit-<version>.tgz (make node-dist), the Python wheel + sdist (make python-dist) and
-## the Go module's sources redis-ratelimit-go-<version>.tar.gz (make go-dist). All carry the same
-## version (checked here).
+## redis-ratelimit-<version>.tgz (make node-dist), the Python wheel + sdist (make python-dist),
+## the Go module's sources redis-ratelimit-go-<version>.tar.gz (make go-dist) and the Java jar
+## redis-ratelimit-<version>.jar (make java-dist). All carry the same version (checked here).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n1)
 dist: build-dist node-deps
 	bash scripts/dist.sh
-	$(MAKE) --no-print-directory node-dist python-dist go-dist
+	$(MAKE) --no-print-directory node-dist python-dist go-dist java-dist
 	cd dist && ls redis-ratelimit-$(VERSION)-linux-*.tar.gz redis-ratelimit-$(VERSION).tgz \
 	  redis_ratelimit-$(VERSION)-py3-none-any.whl redis_ratelimit-$(VERSION).tar.gz \
-	  redis-ratelimit-go-$(VERSION).tar.gz >/dev/null \
+	  redis-ratelimit-go-$(VERSION).tar.gz redis-ratelimit-$(VERSION).jar >/dev/null \
 	  || { echo "make dist: an artifact of version $(VERSION) is missing (package versions differ?)" >&2; exit 1; }
 	cd dist && sha256sum redis-ratelimit-$(VERSION)-linux-*.tar.gz redis-ratelimit-$(VERSION).tgz \
 	  redis_ratelimit-$(VERSION)-py3-none-any.whl redis_ratelimit-$(VERSION).tar.gz \
-	  redis-ratelimit-go-$(VERSION).tar.gz > SHA256SUMS
+	  redis-ratelimit-go-$(VERSION).tar.gz redis-ratelimit-$(VERSION).jar > SHA256SUMS
 	@cat dist/SHA256SUMS
 
 ## install: the module where the release's redis.conf line points:
