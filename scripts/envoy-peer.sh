@@ -23,11 +23,6 @@ export REDIS_LOADMODULE=${ENVOY_PEER_MODULE:-$ROOT/target/release/libredis_ratel
 for f in "${RL_EXTERNAL_CMD% envoy}" "$REDIS_LOADMODULE"; do
   [ -e "$f" ] || { echo "envoy-peer: $f is missing (build it first)" >&2; exit 1; }
 done
-# Tests whose settings the service does not serve yet (the "envoy-tls" work of issue 40: xDS
-# config, gRPC server TLS): allowed until it lands, then removed from this list.
-PENDING="TestXdsProviderBasicConfig/WithoutPerSecondRedis TestXdsProviderBasicConfig/WithPerSecondRedis
-TestXdsProviderBasicConfig/WithoutPerSecondRedisWithLocalCache TestXdsProviderBasicConfig/WithPerSecondRedisWithLocalCache
-TestXdsProviderBasicConfigReload/ReloadConfigWithXdsServer TestReloadGRPCServerCerts"
 HARNESS_LIMIT=TestBasicConfig_ExtraTags
 lock() { flock /tmp/envoy-kit.lock "$@"; }
 start=$(date +%s)
@@ -39,10 +34,10 @@ else
   bash "$KIT/fetch.sh" "$RL_WORK"
 fi
 echo "== envoy-peer: every setting passed (their counting)"
-ALLOW_FAIL="$HARNESS_LIMIT $PENDING" RL_EXTERNAL_ENV_ALL=1 \
+ALLOW_FAIL="$HARNESS_LIMIT" RL_EXTERNAL_ENV_ALL=1 \
   lock bash "$KIT/run-suite.sh" dropin "$RL_WORK/results/dropin-all"
 echo "== envoy-peer: our defaults (a refused request counts nothing)"
-ALLOW_FAIL="$(cat "$KIT/allow-never-counts.txt") $HARNESS_LIMIT $PENDING" \
+ALLOW_FAIL="$(cat "$KIT/allow-never-counts.txt") $HARNESS_LIMIT" \
   lock bash "$KIT/run-suite.sh" dropin "$RL_WORK/results/dropin-defaults"
 echo "== envoy-peer: their config cases"
 lock bash "$KIT/configcheck.sh" dropin "$RL_WORK/results/config-dropin"

@@ -173,7 +173,6 @@ pub struct Settings {
     pub response_dynamic_metadata: bool,
 }
 
-
 /// A bad setting: the variable, its value and what it must be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SettingError(pub String);
