@@ -568,6 +568,13 @@ fn wait_for_a_fresh_minute() {
     }
 }
 
+/// A Redis and the service on it, with [`API`] and these settings.
+fn api_service(extra: &[(&str, &str)]) -> (common::Server, harness::Service) {
+    let redis = common::Server::start();
+    let service = harness::start_service(&redis.dir, &redis.sock, API, extra);
+    (redis, service)
+}
+
 fn ask(service: &harness::Service, descriptors: &[(&str, &str, Option<u64>)]) -> (u16, String) {
     harness::post(service.http_port, "/json", &json_request(descriptors))
 }
@@ -576,8 +583,7 @@ fn ask(service: &harness::Service, descriptors: &[(&str, &str, Option<u64>)]) ->
 /// 200 then 429; a body that does not parse, or a request the service refuses, is a 400.
 #[test]
 fn post_json_answers_in_proto3_json_200_then_429() {
-    let redis = common::Server::start();
-    let service = harness::start_service(&redis.dir, &redis.sock, API, &[]);
+    let (_redis, service) = api_service(&[]);
     let user = [("user", "ann", None)];
     let (status, body) = ask(&service, &user);
     assert_eq!(status, 200, "{body}");
@@ -600,8 +606,7 @@ fn post_json_answers_in_proto3_json_200_then_429() {
 /// nothing. `hits_addend` above what is left: remaining 0, the reset at the window's end.
 #[test]
 fn per_descriptor_statuses_and_hits_above_what_is_left() {
-    let redis = common::Server::start();
-    let service = harness::start_service(&redis.dir, &redis.sock, API, &[]);
+    let (redis, service) = api_service(&[]);
     wait_for_a_fresh_minute();
     assert_eq!(ask(&service, &[("seat", "s1", Some(2))]).0, 200);
     let twice = [("seat", "s1", None), ("seat", "s1", None)];
@@ -642,8 +647,7 @@ fn per_descriptor_statuses_and_hits_above_what_is_left() {
 /// (a debt), so the next check refuses; before, it was refused and the next check passed.
 #[test]
 fn a_charge_after_the_response_counts_past_the_limit() {
-    let redis = common::Server::start();
-    let service = harness::start_service(&redis.dir, &redis.sock, API, &[]);
+    let (redis, service) = api_service(&[]);
     let check = [("user", "llm", Some(0))];
     assert_eq!(ask(&service, &check).0, 200);
     // The response used 6 tokens, then 7: 13 of 10.
@@ -704,13 +708,7 @@ fn per_second_limits_live_on_the_per_second_redis() {
 /// until its window ends, with envoyproxy's statistics.
 #[test]
 fn the_local_cache_refuses_known_keys_without_redis() {
-    let redis = common::Server::start();
-    let service = harness::start_service(
-        &redis.dir,
-        &redis.sock,
-        API,
-        &[("LOCAL_CACHE_SIZE_IN_BYTES", "1000")],
-    );
+    let (redis, service) = api_service(&[("LOCAL_CACHE_SIZE_IN_BYTES", "1000")]);
     let seat = [("seat", "c", Some(3))];
     wait_for_a_fresh_minute();
     assert_eq!(ask(&service, &seat).0, 200);
@@ -738,10 +736,9 @@ fn the_local_cache_refuses_known_keys_without_redis() {
 #[test]
 fn an_explicit_false_stop_cache_key_increment_counts_like_envoyproxy() {
     for (setting, left_after) in [(Some("false"), 10 - 4), (None, 10)] {
-        let redis = common::Server::start();
         let extra: Vec<(&str, &str)> =
             setting.map(|v| ("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", v)).into_iter().collect();
-        let service = harness::start_service(&redis.dir, &redis.sock, API, &extra);
+        let (redis, service) = api_service(&extra);
         wait_for_a_fresh_minute();
         assert_eq!(ask(&service, &[("seat", "full", Some(3))]).0, 200);
         let both = [("user", "v", None), ("seat", "full", None)];
@@ -760,13 +757,7 @@ fn an_explicit_false_stop_cache_key_increment_counts_like_envoyproxy() {
 /// `RESPONSE_DYNAMIC_METADATA=true`: the answer carries the request (envoyproxy's fields).
 #[test]
 fn response_dynamic_metadata_carries_the_request() {
-    let redis = common::Server::start();
-    let service = harness::start_service(
-        &redis.dir,
-        &redis.sock,
-        API,
-        &[("RESPONSE_DYNAMIC_METADATA", "true")],
-    );
+    let (redis, service) = api_service(&[("RESPONSE_DYNAMIC_METADATA", "true")]);
     let (status, body) = ask(&service, &[("user", "m", Some(2))]);
     assert_eq!(status, 200, "{body}");
     assert!(
