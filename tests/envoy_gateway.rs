@@ -138,8 +138,24 @@ fn upstream_tls(ca: &Path, client: Option<&Certs>) -> String {
 #[derive(Clone)]
 struct Ads {
     snapshot: watch::Receiver<(String, Vec<RateLimitConfig>)>,
+    /// Every change ends the streams open then (the server drops its clients).
+    drop_streams: watch::Receiver<u32>,
     seen: Arc<Mutex<Vec<DiscoveryRequest>>>,
     headers: Arc<Mutex<Vec<String>>>,
+}
+
+impl Ads {
+    /// How many streams subscribed (requests without a nonce).
+    fn subscriptions(&self) -> usize {
+        self.seen.lock().unwrap().iter().filter(|r| r.response_nonce.is_empty()).count()
+    }
+
+    /// Whether `version` was ACKed.
+    fn acked(&self, version: &str) -> bool {
+        self.seen.lock().unwrap().iter().any(|r| {
+            r.version_info == version && r.error_detail.is_none() && !r.response_nonce.is_empty()
+        })
+    }
 }
 
 #[tonic::async_trait]
@@ -157,6 +173,8 @@ impl AggregatedDiscoveryService for Ads {
         let mut inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(4);
         let (mut snapshot, seen) = (self.snapshot.clone(), self.seen.clone());
+        let mut drop_streams = self.drop_streams.clone();
+        drop_streams.mark_unchanged();
         tokio::spawn(async move {
             let Ok(Some(subscribe)) = inbound.message().await else { return };
             seen.lock().unwrap().push(subscribe);
@@ -181,6 +199,7 @@ impl AggregatedDiscoveryService for Ads {
                         };
                         if tx.send(Ok(response)).await.is_err() { return; }
                     }
+                    _ = drop_streams.changed() => return,
                     message = inbound.message() => match message {
                         Ok(Some(m)) => seen.lock().unwrap().push(m),
                         _ => return,
@@ -216,15 +235,25 @@ fn users_config(name: &str, domain: &str, per_hour: u32) -> RateLimitConfig {
     }
 }
 
+/// A running ADS server: its port, what it serves, and what it saw.
+struct AdsServer {
+    port: u16,
+    snapshot: watch::Sender<(String, Vec<RateLimitConfig>)>,
+    drop_streams: watch::Sender<u32>,
+    ads: Ads,
+}
+
 /// The ADS server over TLS (its certificate from `certs`, client certificates required),
-/// serving `initial`; returns its port, the snapshot sender and the server's view.
+/// serving `initial` as version 1.
 fn start_ads(
     runtime: &tokio::runtime::Runtime,
     certs: &Certs,
     initial: Vec<RateLimitConfig>,
-) -> (u16, watch::Sender<(String, Vec<RateLimitConfig>)>, Ads) {
-    let (tx, rx) = watch::channel(("1".to_string(), initial));
-    let ads = Ads { snapshot: rx, seen: Arc::default(), headers: Arc::default() };
+) -> AdsServer {
+    let (snapshot, rx) = watch::channel(("1".to_string(), initial));
+    let (drop_streams, drop_rx) = watch::channel(0);
+    let ads =
+        Ads { snapshot: rx, drop_streams: drop_rx, seen: Arc::default(), headers: Arc::default() };
     let read = |p: &Path| std::fs::read(p).unwrap();
     let tls = tonic::transport::ServerTlsConfig::new()
         .identity(tonic::transport::Identity::from_pem(read(&certs.cert), read(&certs.key)))
@@ -237,7 +266,7 @@ fn start_ads(
         .add_service(AggregatedDiscoveryServiceServer::new(ads.clone()));
     runtime
         .spawn(server.serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)));
-    (port, tx, ads)
+    AdsServer { port, snapshot, drop_streams, ads }
 }
 
 /// The settings Envoy Gateway gives the rate-limit deployment (its
@@ -263,6 +292,25 @@ fn envoy_gateway_env(certs: &Certs, xds_port: u16) -> Vec<(&'static str, String)
     ]
 }
 
+/// An ADS server serving domain `edge`, `user` at `per_hour` (version 1), and the service on
+/// `redis` with Envoy Gateway's settings and `extra` (which win).
+fn gateway_service(
+    redis: &common::Server,
+    runtime: &tokio::runtime::Runtime,
+    per_hour: u32,
+    extra: Vec<(&'static str, String)>,
+) -> (Certs, AdsServer, harness::Service) {
+    let certs = certs(&redis.dir, "certs");
+    let server = start_ads(runtime, &certs, vec![users_config("edge", "edge", per_hour)]);
+    let mut env = envoy_gateway_env(&certs, server.port);
+    env.push(("REDIS_SOCKET_TYPE", "unix".into()));
+    env.push(("REDIS_URL", path(&redis.sock)));
+    env.extend(extra);
+    let vars: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let service = harness::start_service_with(&redis.dir, "", &vars);
+    (certs, server, service)
+}
+
 /// docs/envoy.md's Envoy Gateway deployment, run: the config comes from an xDS server over
 /// TLS (the service presenting its client certificate), Envoy reaches the service over TLS,
 /// and every decision follows the config the server serves now: a new snapshot is ACKed and
@@ -270,16 +318,10 @@ fn envoy_gateway_env(certs: &Certs, xds_port: u16) -> Vec<(&'static str, String)
 #[test]
 fn envoy_gateway_xds_and_tls() {
     let redis = common::Server::start();
-    let certs = certs(&redis.dir, "certs");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (xds_port, snapshot, ads) =
-        start_ads(&runtime, &certs, vec![users_config("edge", "edge", 2)]);
-    let mut env = envoy_gateway_env(&certs, xds_port);
-    env.push(("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "x-eg-token:secret".into()));
-    env.push(("REDIS_SOCKET_TYPE", "unix".into()));
-    env.push(("REDIS_URL", path(&redis.sock)));
-    let vars: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let service = harness::start_service_with(&redis.dir, "", &vars);
+    let headers = ("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "x-eg-token:secret".to_string());
+    let (certs, server, service) = gateway_service(&redis, &runtime, 2, vec![headers]);
+    let (snapshot, ads) = (&server.snapshot, &server.ads);
     harness::wait_for("the first xDS config", || {
         service.metric("ratelimit_service_config_load_success") >= 1
     });
@@ -305,9 +347,7 @@ fn envoy_gateway_xds_and_tls() {
 
     // A new snapshot: ACKed, and it decides the next requests (bob gets 4).
     snapshot.send(("2".into(), vec![users_config("edge", "edge", 4)])).unwrap();
-    harness::wait_for("version 2 ACKed", || {
-        ads.seen.lock().unwrap().iter().any(|r| r.version_info == "2" && r.error_detail.is_none())
-    });
+    harness::wait_for("version 2 ACKed", || ads.acked("2"));
     assert_eq!(statuses(5, "bob"), vec![200, 200, 200, 200, 429], "{}", logs());
 
     // A snapshot the loader refuses (no domain): NACKed with the reason, version 2 stays.
@@ -320,6 +360,36 @@ fn envoy_gateway_xds_and_tls() {
     });
     assert!(service.metric("ratelimit_service_config_load_error") >= 1);
     assert_eq!(statuses(5, "carol"), vec![200, 200, 200, 200, 429], "{}", logs());
+}
+
+/// The xDS server drops the stream (a restart, a redeploy): the service subscribes again
+/// after `XDS_CLIENT_BACKOFF_INITIAL_INTERVAL`, keeping the config it had meanwhile, and
+/// takes what the server serves by then.
+#[test]
+fn a_dropped_xds_stream_is_opened_again() {
+    let redis = common::Server::start();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let extra = [
+        ("GRPC_SERVER_USE_TLS", "false"),
+        ("FORCE_START_WITHOUT_INITIAL_CONFIG", "false"),
+        ("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "300ms"),
+    ];
+    // Without FORCE_START_WITHOUT_INITIAL_CONFIG the service listens once it has a config.
+    let (_certs, server, service) =
+        gateway_service(&redis, &runtime, 1, extra.map(|(k, v)| (k, v.to_string())).to_vec());
+    assert_eq!(service.metric("ratelimit_service_config_load_success"), 1);
+    let envoy = harness::start_envoy(&redis.dir, &service, true);
+    let statuses = |n: usize, user: &str| -> Vec<u16> {
+        (0..n).map(|_| harness::get(envoy.port, "/", &[("x-user", user)]).status).collect()
+    };
+    assert_eq!(statuses(2, "ivy"), vec![200, 429], "{}", service.process.log_text());
+    harness::wait_for("version 1 ACKed", || server.ads.acked("1"));
+
+    server.drop_streams.send(1).unwrap();
+    server.snapshot.send(("2".into(), vec![users_config("edge", "edge", 3)])).unwrap();
+    harness::wait_for("a second subscription", || server.ads.subscriptions() == 2);
+    harness::wait_for("version 2 ACKed", || server.ads.acked("2"));
+    assert_eq!(statuses(4, "jo"), vec![200, 200, 200, 429], "{}", service.process.log_text());
 }
 
 /// mTLS on the gRPC port (`GRPC_CLIENT_TLS_CACERT`): Envoy without a client certificate is
@@ -341,21 +411,21 @@ fn grpc_mtls_requires_a_client_certificate_for_the_name() {
             ("GRPC_CLIENT_TLS_SAN", san.into()),
         ]
     };
-    let start = |dir: &Path, vars: &[(&'static str, String)]| {
-        std::fs::create_dir_all(dir).unwrap();
+    // The service requiring a client certificate for `san`, and an Envoy presenting one.
+    let start = |name: &str, san: &'static str| {
+        let dir = redis.dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let vars = tls_vars(san);
         let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        harness::start_service_with(dir, config, &vars)
+        let service = harness::start_service_with(&dir, config, &vars);
+        let tls = upstream_tls(&certs.ca, Some(&certs));
+        let envoy = harness::start_envoy_with(&dir, &service, true, &tls);
+        (service, envoy)
     };
-    let service = start(&redis.dir.join("a"), &tls_vars("envoy-ratelimit"));
-    let with_cert = harness::start_envoy_with(
-        &redis.dir.join("a"),
-        &service,
-        true,
-        &upstream_tls(&certs.ca, Some(&certs)),
-    );
     let status = |envoy: &harness::Envoy, user: &str| {
         harness::get(envoy.port, "/", &[("x-user", user)]).status
     };
+    let (service, with_cert) = start("a", "envoy-ratelimit");
     assert_eq!(status(&with_cert, "dan"), 200, "{}", service.process.log_text());
     assert_eq!(status(&with_cert, "dan"), 429);
     let dir = redis.dir.join("b");
@@ -364,14 +434,58 @@ fn grpc_mtls_requires_a_client_certificate_for_the_name() {
         harness::start_envoy_with(&dir, &service, true, &upstream_tls(&certs.ca, None));
     assert_eq!(status(&without_cert, "erin"), 500);
 
-    let other = start(&redis.dir.join("c"), &tls_vars("someone-else"));
-    let envoy = harness::start_envoy_with(
-        &redis.dir.join("c"),
-        &other,
-        true,
-        &upstream_tls(&certs.ca, Some(&certs)),
-    );
+    let (other, envoy) = start("c", "someone-else");
     assert_eq!(status(&envoy, "fay"), 500, "{}", other.process.log_text());
+}
+
+/// `GRPC_SERVER_TLS_CERT`/`_KEY` renamed over by a renewed pair (from another CA): new
+/// connections are served with the new pair — an Envoy that trusts only the new CA is
+/// refused before (500 through `failure_mode_deny`) and served after; a pair that does not
+/// load is not taken (the last good one stays).
+#[test]
+fn a_renewed_grpc_certificate_is_served_without_a_restart() {
+    let redis = common::Server::start();
+    let (old, new) = (certs(&redis.dir, "old"), certs(&redis.dir, "new"));
+    let live = redis.dir.join("live");
+    std::fs::create_dir_all(&live).unwrap();
+    let (cert, key) = (live.join("tls.crt"), live.join("tls.key"));
+    std::fs::copy(&old.cert, &cert).unwrap();
+    std::fs::copy(&old.key, &key).unwrap();
+    let config = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 100}\n";
+    let service = harness::start_service_with(
+        &redis.dir,
+        config,
+        &[
+            ("REDIS_SOCKET_TYPE", "unix"),
+            ("REDIS_URL", &path(&redis.sock)),
+            ("GRPC_SERVER_USE_TLS", "true"),
+            ("GRPC_SERVER_TLS_CERT", &path(&cert)),
+            ("GRPC_SERVER_TLS_KEY", &path(&key)),
+        ],
+    );
+    let envoy_at = |name: &str, ca: &Path| {
+        let dir = redis.dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        harness::start_envoy_with(&dir, &service, true, &upstream_tls(ca, None))
+    };
+    let (trusts_old, trusts_new) = (envoy_at("envoy-old", &old.ca), envoy_at("envoy-new", &new.ca));
+    let status =
+        |envoy: &harness::Envoy| harness::get(envoy.port, "/", &[("x-user", "hal")]).status;
+    assert_eq!((status(&trusts_old), status(&trusts_new)), (200, 500));
+
+    // A half-written pair (the key does not match) is not taken.
+    std::fs::write(&cert, std::fs::read(&new.cert).unwrap()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(status(&trusts_new), 500, "{}", service.process.log_text());
+    assert!(service.process.log_text().contains("not reloaded"), "{}", service.process.log_text());
+
+    // The renewed pair, renamed over the old files as a secret mount swaps them.
+    for (from, to) in [(&new.key, &key), (&new.cert, &cert)] {
+        let tmp = live.join("incoming");
+        std::fs::copy(from, &tmp).unwrap();
+        std::fs::rename(&tmp, to).unwrap();
+    }
+    harness::wait_for("the renewed certificate to be served", || status(&trusts_new) == 200);
 }
 
 /// A TLS listener of the test's own in front of `upstream_port` (every server of the
@@ -426,10 +540,13 @@ fn redis_tls_and_auth() {
     let config = "domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: hour, requests_per_unit: 2}\n";
     // `localhost`: the name the certificate is for.
     let url = format!("localhost:{tls_port}");
-    for (n, auth, expected) in [
-        (0, "pw", vec![200, 200, 429]),
-        (1, "limiter:s3cret", vec![200, 200, 429]),
-        (2, "limiter:wrong", vec![500]),
+    // The CA given (REDIS_TLS_CACERT), or trusted by the system (SSL_CERT_FILE stands for the
+    // system's store, as their CI adds the CA to it).
+    for (n, auth, ca_variable, expected) in [
+        (0, "pw", "REDIS_TLS_CACERT", vec![200, 200, 429]),
+        (1, "limiter:s3cret", "REDIS_TLS_CACERT", vec![200, 200, 429]),
+        (2, "limiter:wrong", "REDIS_TLS_CACERT", vec![500]),
+        (4, "pw", "SSL_CERT_FILE", vec![200, 200, 429]),
     ] {
         let at = redis.dir.join(format!("s{n}"));
         std::fs::create_dir_all(&at).unwrap();
@@ -437,7 +554,7 @@ fn redis_tls_and_auth() {
             ("REDIS_SOCKET_TYPE", "tcp"),
             ("REDIS_URL", url.as_str()),
             ("REDIS_TLS", "true"),
-            ("REDIS_TLS_CACERT", &path(&certs.ca)),
+            (ca_variable, &path(&certs.ca)),
             ("REDIS_AUTH", auth),
         ]
         .map(|(k, v)| (k, v.to_string()));
@@ -468,7 +585,7 @@ fn redis_tls_and_auth() {
     common::run(&mut con, &["AUTH", "pw"]).unwrap();
     let mut keys: Vec<String> = redis::cmd("KEYS").arg("edge_user_u*").query(&mut con).unwrap();
     keys.sort();
-    assert_eq!(keys, vec!["edge_user_u0_".to_string(), "edge_user_u1_".to_string()]);
+    assert_eq!(keys, ["edge_user_u0_", "edge_user_u1_", "edge_user_u4_"].map(String::from));
 }
 
 /// A `redis-server --sentinel` on a free port watching `master` as `mymaster`.

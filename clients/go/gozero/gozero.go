@@ -16,9 +16,9 @@
 //
 // What else differs (README "Go"): a PeriodLimit keeps <keyPrefix>rl:<key>, beside go-zero's
 // <keyPrefix><key> counter (which lives up to a period, a day for daily quotas), so that a
-// service switched on a live Redis meets no WRONGTYPE, each key starting fresh; a TokenLimiter keeps one key, {key}.bucket, instead of
-// {key}.tokens and {key}.ts (the names differ so that a rolling deploy never mixes the two
-// formats); when Redis fails, TokenLimiter refuses (go-zero silently falls back to an
+// service switched on a live Redis meets no WRONGTYPE, each key starting fresh; a
+// TokenLimiter keeps one key, {key}.bucket, instead of {key}.tokens and {key}.ts (the names
+// differ so that a rolling deploy never mixes the two formats); when Redis fails, TokenLimiter refuses (go-zero silently falls back to an
 // in-process limiter per instance: [Rescue] keeps that behaviour, [FailOpen] admits) and
 // reports the error to [OnError]; a quota of 0 is OverQuota without a call.
 package gozero
@@ -51,8 +51,8 @@ const (
 // ErrUnknownCode is an error that represents unknown status code.
 var ErrUnknownCode = errors.New("unknown status code")
 
-// ErrStore means the constructors were given a store that is neither go-zero's *redis.Redis nor a
-// go-redis v9 client; every call then fails with it.
+// ErrStore means the constructors were given a store that is neither go-zero's *redis.Redis
+// nor a go-redis v9 client; every call then fails with it.
 var ErrStore = errors.New("gozero: the store must be go-zero's *redis.Redis or a go-redis v9 redis.UniversalClient")
 
 // Store is what the constructors take: go-zero's own *redis.Redis (commands go through its

@@ -139,7 +139,7 @@ func (store *Store) Peek(ctx context.Context, key string, rate limiter.Rate) (li
 
 // Reset returns the limit for given identifier which is set to zero.
 func (store *Store) Reset(ctx context.Context, key string, rate limiter.Rate) (limiter.Context, error) {
-	if err := store.rl.Redis().Del(ctx, store.cacheKey(key)).Err(); err != nil {
+	if _, err := store.rl.Do(ctx, 1, "DEL", store.cacheKey(key)); err != nil {
 		return limiter.Context{}, err
 	}
 	return state(rate, 0, 0), nil

@@ -111,7 +111,8 @@ func (l Limiter) AllowAtMost(ctx context.Context, key string, limit Limit, n int
 
 // Reset gets a key and reset all limitations and previous usages
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	return l.rl.Redis().Del(ctx, redisPrefix+key).Err()
+	_, err := l.rl.Do(ctx, 1, "DEL", redisPrefix+key)
+	return err
 }
 
 // Result is the answer to one call.
