@@ -588,7 +588,15 @@ fn redis_tls_and_auth() {
     assert_eq!(keys, ["edge_user_u0_", "edge_user_u1_", "edge_user_u4_"].map(String::from));
 }
 
-/// A `redis-server --sentinel` on a free port watching `master` as `mymaster`.
+/// The Sentinels' own password (`REDIS_SENTINEL_AUTH`).
+const SENTINEL_PASSWORD: &str = "sentinel-pw";
+
+fn sentinel_url(port: u16) -> String {
+    format!("redis://:{SENTINEL_PASSWORD}@127.0.0.1:{port}")
+}
+
+/// A `redis-server --sentinel` on a free port watching `master` as `mymaster`, with a
+/// password of its own.
 struct SentinelProcess {
     child: std::process::Child,
     port: u16,
@@ -601,7 +609,8 @@ impl SentinelProcess {
         std::fs::write(
             &conf,
             format!(
-                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {} 1\n\
+                "port {port}\nbind 127.0.0.1\ndir {}\nrequirepass {SENTINEL_PASSWORD}\n\
+                 sentinel monitor mymaster 127.0.0.1 {} 1\n\
                  sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n",
                 path(dir),
                 master.port
@@ -618,7 +627,7 @@ impl SentinelProcess {
             .unwrap();
         let sentinel = SentinelProcess { child, port };
         harness::wait_for("Sentinel to know the master", || {
-            let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
+            let Ok(client) = redis::Client::open(sentinel_url(port)) else {
                 return false;
             };
             let Ok(mut con) = client.get_connection() else { return false };
@@ -639,7 +648,8 @@ impl Drop for SentinelProcess {
     }
 }
 
-/// `REDIS_TYPE=SENTINEL` (`REDIS_URL=mymaster,host:port`): decisions go to the master the
+/// `REDIS_TYPE=SENTINEL` (`REDIS_URL=mymaster,host:port`, `REDIS_SENTINEL_AUTH` for the
+/// Sentinel's password): decisions go to the master the
 /// Sentinel names; after a failover the service asks again and decides on the new master,
 /// where the counts the replica received carry on.
 #[test]
@@ -652,7 +662,12 @@ fn sentinel_names_the_master_and_failover_is_followed() {
     let service = harness::start_service_with(
         &master.dir,
         config,
-        &[("REDIS_TYPE", "SENTINEL"), ("REDIS_URL", &url), ("REDIS_SOCKET_TYPE", "unix")],
+        &[
+            ("REDIS_TYPE", "SENTINEL"),
+            ("REDIS_URL", &url),
+            ("REDIS_SOCKET_TYPE", "unix"),
+            ("REDIS_SENTINEL_AUTH", SENTINEL_PASSWORD),
+        ],
     );
     let envoy = harness::start_envoy(&master.dir, &service, true);
     let get = || harness::get(envoy.port, "/", &[("x-user", "gus")]).status;
@@ -664,10 +679,8 @@ fn sentinel_names_the_master_and_failover_is_followed() {
     );
     common::wait_in_sync(&master, &replica);
 
-    let mut sentinel_con = redis::Client::open(format!("redis://127.0.0.1:{}", sentinel.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut sentinel_con =
+        redis::Client::open(sentinel_url(sentinel.port)).unwrap().get_connection().unwrap();
     let _: () =
         redis::cmd("SENTINEL").arg("FAILOVER").arg("mymaster").query(&mut sentinel_con).unwrap();
     let replica_port = replica.port;
