@@ -2,7 +2,6 @@ package io.github.redisratelimit.web;
 
 import java.net.InetSocketAddress;
 import java.time.Duration;
-import java.util.Map;
 import java.util.Objects;
 import java.util.function.Function;
 
@@ -11,7 +10,6 @@ import org.springframework.web.server.ServerWebExchange;
 import org.springframework.web.server.WebFilter;
 import org.springframework.web.server.WebFilterChain;
 
-import io.github.redisratelimit.Decision;
 import io.github.redisratelimit.Limit;
 import io.github.redisratelimit.Options;
 import io.github.redisratelimit.RateLimitClient;
@@ -80,26 +78,15 @@ public final class RateLimitWebFilter implements WebFilter {
         if (tenant == null) {
             return chain.filter(exchange);
         }
-        long windowS = limit.kind() == Limit.Kind.PERIOD || limit.kind() == Limit.Kind.SLIDE
-                ? Math.max(1, limit.periodMs() / 1000) : 0;
         return client.reactive().limit(prefix + tenant, limit, Options.DEFAULT)
-                .map(d -> (Object) d)
-                .onErrorResume(e -> Mono.just(e))
-                .flatMap(r -> {
-                    if (!(r instanceof Decision d)) {
-                        if (failOpen) {
-                            return chain.filter(exchange);
-                        }
-                        exchange.getResponse().setStatusCode(HttpStatus.SERVICE_UNAVAILABLE);
-                        return exchange.getResponse().setComplete();
-                    }
-                    for (Map.Entry<String, String> h : d.headers(policyName, windowS).entrySet()) {
-                        exchange.getResponse().getHeaders().set(h.getKey(), h.getValue());
-                    }
-                    if (d.allowed()) {
+                .map(d -> HttpDecision.of(d, limit, policyName, failOpen))
+                .onErrorResume(e -> Mono.just(HttpDecision.of(null, limit, policyName, failOpen)))
+                .flatMap(h -> {
+                    h.headers().forEach(exchange.getResponse().getHeaders()::set);
+                    if (h.status() == 0) {
                         return chain.filter(exchange);
                     }
-                    exchange.getResponse().setStatusCode(HttpStatus.TOO_MANY_REQUESTS);
+                    exchange.getResponse().setStatusCode(HttpStatus.valueOf(h.status()));
                     return exchange.getResponse().setComplete();
                 });
     }
