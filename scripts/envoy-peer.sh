@@ -14,7 +14,7 @@
 # The kit uses the fixed ports 7800-7899: every run holds /tmp/envoy-kit.lock.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-KIT=${ENVOY_KIT:-$ROOT/../shared/peers/envoy-ratelimit}
+KIT=${ENVOY_KIT:-${PEERS:-$ROOT/../shared/peers}/envoy-ratelimit}
 [ -x "$KIT/run-suite.sh" ] || { echo "envoy-peer: no kit at $KIT (set ENVOY_KIT)" >&2; exit 1; }
 KIT=$(cd "$KIT" && pwd)
 export RL_WORK=${RL_WORK:-$ROOT/target/envoy-peer}

@@ -270,7 +270,7 @@ fn config_reload_keeps_the_last_good_config() {
     harness::wait_for("the refused reload", || {
         stack.service.metric("ratelimit_service_config_load_error") == 1
     });
-    assert!(stack.service.process.log_text().contains("unknown field `bogus`"));
+    assert!(stack.service.process.log_text().contains("config error, unknown key 'bogus'"));
     assert_eq!(stack.statuses(1, &[("x-user", "bob")]), vec![200]);
     assert_eq!(stack.statuses(1, &alice), vec![429]);
 }
@@ -383,7 +383,7 @@ fn a_bad_setting_or_config_stops_the_service_at_start_naming_it() {
         ),
         (
             vec![("RUNTIME_ROOT", dir.to_str().unwrap()), ("RUNTIME_SUBDIRECTORY", "rl")],
-            "unknown field `bogus`",
+            "config error, unknown key 'bogus'",
         ),
     ] {
         let out = std::process::Command::new(harness::service_bin())

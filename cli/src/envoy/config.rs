@@ -257,6 +257,7 @@ impl Config {
             let error = |message: String| ConfigError(format!("{name}: {message}"));
             let mut tree: serde_norway::Value = serde_norway::from_str(text)
                 .map_err(|e| error(format!("error loading config file: {e}")))?;
+            check_keys(&tree).map_err(|e| error(format!("config error, {e}")))?;
             for warning in drop_misplaced_keys(&mut tree, Level::Root, "") {
                 tracing::warn!("{name}: {warning}");
             }
@@ -356,6 +357,50 @@ const KNOWN_KEYS: &[&str] = &[
     "burst",
     "policy",
 ];
+
+/// envoyproxy's check of a file's keys, anywhere in it, with its words: every key a string
+/// (`key is not of type string: 0.25`) and a known one (`unknown key 'ratelimit'`), every list
+/// a list of maps (`yaml file contains list of type other than map: a`). `metadata` holds what
+/// its author likes.
+fn check_keys(value: &serde_norway::Value) -> Result<(), String> {
+    use serde_norway::Value;
+    let scalar = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => "<nil>".to_string(),
+        other => format!("{other:?}"),
+    };
+    match value {
+        Value::Mapping(map) => {
+            for (key, child) in map {
+                let Some(name) = key.as_str() else {
+                    return Err(format!("key is not of type string: {}", scalar(key)));
+                };
+                if !KNOWN_KEYS.contains(&name) {
+                    return Err(format!("unknown key '{name}'"));
+                }
+                if name != "metadata" {
+                    check_keys(child)?;
+                }
+            }
+            Ok(())
+        }
+        Value::Sequence(items) => {
+            for item in items {
+                if !item.is_mapping() {
+                    return Err(format!(
+                        "yaml file contains list of type other than map: {}",
+                        scalar(item)
+                    ));
+                }
+                check_keys(item)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
 
 /// A level of the file, by the keys that belong there.
 #[derive(Debug, Clone, Copy)]
@@ -684,7 +729,9 @@ descriptors:
     #[test]
     fn bad_files_are_refused_with_their_reason() {
         for (text, expected) in [
-            ("domain: d\nfoo: 1\n", "unknown field `foo`"),
+            ("domain: d\nfoo: 1\n", "config error, unknown key 'foo'"),
+            ("domain: d\ndescriptors:\n  - key: k\n    0.25: x\n", "config error, key is not of type string: 0.25"),
+            ("domain: d\ndescriptors:\n  - a\n", "config error, yaml file contains list of type other than map: a"),
             ("descriptors: []\n", "empty domain"),
             ("domain: d\ndescriptors:\n  - value: v\n", "empty key"),
             ("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", "invalid rate limit unit 'fortnight'"),
@@ -735,6 +782,6 @@ descriptors:
         );
         // An unknown key is still refused, wherever it is.
         let error = load("domain: d\ndescriptors:\n  - key: k\n    unti: minute\n").unwrap_err();
-        assert!(error.0.contains("unknown field `unti`"), "{error}");
+        assert!(error.0.contains("config error, unknown key 'unti'"), "{error}");
     }
 }
