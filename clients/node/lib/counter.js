@@ -84,6 +84,16 @@ class Counter {
     return { count: countOfProbe(r), resetAfterMs: Number(r[4]) };
   }
 
+  /**
+   * Adds `points` (≥ 1) to the count in force past any ceiling, keeping its window (RL.CHARGE).
+   * Resolves to the count after it, or null when there was no count.
+   */
+  async charge(key, points) {
+    const r = await this.transport.send(['RL.CHARGE', this.transport.serverKey(key), points]);
+    if (r === null || r === undefined) return null;
+    return { count: countOfProbe(r), resetAfterMs: Number(r[4]) };
+  }
+
   /** The count now and the time until it resets, or null: RL.PEEK (read-only). */
   async peek(key) {
     const r = await this.transport.send(['RL.PEEK', this.transport.serverKey(key)], { readonly: true });

@@ -467,6 +467,12 @@ export interface RateLimiterRedisModuleOptions {
   insuranceLimiter?: any;
   useRedisPackage?: boolean;
   rejectIfRedisNotReady?: boolean;
+  /**
+   * The module's counter lives at `<keyPrefix>:rl:<key>`, beside the stock string counter: when
+   * a window starts, what the stock RateLimiterRedis counted there is carried over once (GET).
+   * Default true; false once no stock key can be left.
+   */
+  migrateFromStock?: boolean;
   [option: string]: any;
 }
 
