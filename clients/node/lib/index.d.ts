@@ -531,8 +531,10 @@ export interface RedisModuleStoreOptions {
   sendCommand?: (...args: string[]) => Promise<unknown>;
   /** or a client (ioredis / node-redis, cluster included) */
   client?: any;
-  /** key prefix (default "rl:") */
+  /** key prefix (default "rl:"); the module's count for `key` is `<prefix>rl:<key>`, beside rate-limit-redis' `<prefix><key>` */
   prefix?: string;
+  /** carry rate-limit-redis' count at `<prefix><key>` over once when a window starts (default true) */
+  migrateFromStock?: boolean;
 }
 
 export interface ClientRateLimitInfo {

@@ -81,25 +81,6 @@ class RateLimiterRedisModule extends RateLimiterStoreAbstract {
     return head + MODULE_KEY_MARK + String(rlKey).slice(head.length);
   }
 
-  /**
-   * A window just started at the module's key: the count the stock RateLimiterRedis left at
-   * `rlKey` (a string count with a TTL), if any, is charged onto it once. Resolves to the
-   * count carried over (0 when there is none).
-   */
-  async _carryOverStock(rlKey) {
-    const t = Transport.of(this.client);
-    let count;
-    try {
-      count = Number.parseInt(await t.send(['GET', rlKey], { readonly: true }), 10);
-    } catch (err) {
-      if (/^WRONGTYPE/.test(String(err && err.message))) return 0; // not a stock counter
-      throw err;
-    }
-    if (!Number.isInteger(count) || count <= 0) return 0;
-    await this._counter.charge(this._moduleKey(rlKey), count);
-    return count;
-  }
-
   /** The counter's ceiling: above every threshold consumed points are compared with. */
   _ceiling() {
     return ceilingFor(Math.max(this.points, this.blockOnConsumed || 0, this.inMemoryBlockOnConsumed || 0));
@@ -174,7 +155,7 @@ class RateLimiterRedisModule extends RateLimiterStoreAbstract {
     if (!this._migrateFromStock) return added.then(counted);
     return added.then(async (r) => {
       if (r.count !== n || n === 0) return counted(r);
-      const carried = await this._carryOverStock(rlKey);
+      const carried = await counter.carryOver(rlKey, key);
       return counted({ ...r, count: r.count + carried });
     });
   }
