@@ -363,6 +363,12 @@ export class RateLimitTimeoutError extends Error {
   timeoutMs: number;
 }
 
+/** A call that may have counted lost its connection before the reply: it is not sent again (ioredis would re-send it). */
+export class CallMayHaveCountedError extends Error {
+  code: 'ECONNRESET';
+  command: string;
+}
+
 /** The Redis Cluster slot of a key (hash tags honoured). */
 export function keySlot(key: string | Buffer): number;
 
