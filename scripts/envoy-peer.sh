@@ -11,6 +11,8 @@
 #   3. run-suite.sh dropin with our defaults (a refused request counts nothing): only the
 #      kit's allow-never-counts.txt assertions may fail.
 #   4. configcheck.sh dropin: their config cases accepted and refused as theirs are.
+# Runs 2 and 3 also run their TLS and Sentinel tests (10 more): scripts/envoy-peer-extras.sh
+# brings up TLS Redis on 7831-7833 and Sentinels on 7841-7846 around each run.
 # The kit uses the fixed ports 7800-7899: every run holds /tmp/envoy-kit.lock.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,10 +37,10 @@ else
 fi
 echo "== envoy-peer: every setting passed (their counting)"
 ALLOW_FAIL="$HARNESS_LIMIT" RL_EXTERNAL_ENV_ALL=1 \
-  lock bash "$KIT/run-suite.sh" dropin "$RL_WORK/results/dropin-all"
+  lock bash "$ROOT/scripts/envoy-peer-extras.sh" run bash "$KIT/run-suite.sh" dropin "$RL_WORK/results/dropin-all"
 echo "== envoy-peer: our defaults (a refused request counts nothing)"
 ALLOW_FAIL="$(cat "$KIT/allow-never-counts.txt") $HARNESS_LIMIT" \
-  lock bash "$KIT/run-suite.sh" dropin "$RL_WORK/results/dropin-defaults"
+  lock bash "$ROOT/scripts/envoy-peer-extras.sh" run bash "$KIT/run-suite.sh" dropin "$RL_WORK/results/dropin-defaults"
 echo "== envoy-peer: their config cases"
 lock bash "$KIT/configcheck.sh" dropin "$RL_WORK/results/config-dropin"
 echo "== envoy-peer: ok in $(( $(date +%s) - start )) s"
