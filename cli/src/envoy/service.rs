@@ -5,7 +5,14 @@
 //! (up to 16 keys; more are split into calls of 16 as on a cluster). On Redis Cluster the keys
 //! are grouped by slot, one `RL.ALL` per slot, run in order: when a group refuses, what the
 //! earlier groups took is given back (`RL.REFUND`), and the remaining groups are judged with
-//! `DRYRUN` for their statuses, so a refused request keeps no permit anywhere.
+//! `DRYRUN` for their statuses, so a refused request keeps no permit anywhere. The same holds
+//! across the main Redis and `REDIS_PERSECOND`'s (per-second limits): one call per Redis.
+//!
+//! Around the calls: keys the local cache knows over their limit are answered without one
+//! (`LOCAL_CACHE_SIZE_IN_BYTES`); hits that cross a limit are charged past it as a debt
+//! (`RL.CHARGE`); a fixed window in debt refuses a 0-hit check; and with
+//! `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false` each key is decided on its own (their
+//! counting).
 
 use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
