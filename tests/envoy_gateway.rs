@@ -292,6 +292,25 @@ fn envoy_gateway_env(certs: &Certs, xds_port: u16) -> Vec<(&'static str, String)
     ]
 }
 
+/// An ADS server serving domain `edge`, `user` at `per_hour` (version 1), and the service on
+/// `redis` with Envoy Gateway's settings and `extra` (which win).
+fn gateway_service(
+    redis: &common::Server,
+    runtime: &tokio::runtime::Runtime,
+    per_hour: u32,
+    extra: Vec<(&'static str, String)>,
+) -> (Certs, AdsServer, harness::Service) {
+    let certs = certs(&redis.dir, "certs");
+    let server = start_ads(runtime, &certs, vec![users_config("edge", "edge", per_hour)]);
+    let mut env = envoy_gateway_env(&certs, server.port);
+    env.push(("REDIS_SOCKET_TYPE", "unix".into()));
+    env.push(("REDIS_URL", path(&redis.sock)));
+    env.extend(extra);
+    let vars: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let service = harness::start_service_with(&redis.dir, "", &vars);
+    (certs, server, service)
+}
+
 /// docs/envoy.md's Envoy Gateway deployment, run: the config comes from an xDS server over
 /// TLS (the service presenting its client certificate), Envoy reaches the service over TLS,
 /// and every decision follows the config the server serves now: a new snapshot is ACKed and
@@ -299,16 +318,10 @@ fn envoy_gateway_env(certs: &Certs, xds_port: u16) -> Vec<(&'static str, String)
 #[test]
 fn envoy_gateway_xds_and_tls() {
     let redis = common::Server::start();
-    let certs = certs(&redis.dir, "certs");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let server = start_ads(&runtime, &certs, vec![users_config("edge", "edge", 2)]);
+    let headers = ("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "x-eg-token:secret".to_string());
+    let (certs, server, service) = gateway_service(&redis, &runtime, 2, vec![headers]);
     let (snapshot, ads) = (&server.snapshot, &server.ads);
-    let mut env = envoy_gateway_env(&certs, server.port);
-    env.push(("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "x-eg-token:secret".into()));
-    env.push(("REDIS_SOCKET_TYPE", "unix".into()));
-    env.push(("REDIS_URL", path(&redis.sock)));
-    let vars: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let service = harness::start_service_with(&redis.dir, "", &vars);
     harness::wait_for("the first xDS config", || {
         service.metric("ratelimit_service_config_load_success") >= 1
     });
@@ -355,18 +368,15 @@ fn envoy_gateway_xds_and_tls() {
 #[test]
 fn a_dropped_xds_stream_is_opened_again() {
     let redis = common::Server::start();
-    let certs = certs(&redis.dir, "certs");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let server = start_ads(&runtime, &certs, vec![users_config("edge", "edge", 1)]);
-    let mut env = envoy_gateway_env(&certs, server.port);
-    env.retain(|(k, _)| *k != "GRPC_SERVER_USE_TLS");
-    env.push(("FORCE_START_WITHOUT_INITIAL_CONFIG", "false".into()));
-    env.push(("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "300ms".into()));
-    env.push(("REDIS_SOCKET_TYPE", "unix".into()));
-    env.push(("REDIS_URL", path(&redis.sock)));
-    let vars: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let extra = [
+        ("GRPC_SERVER_USE_TLS", "false"),
+        ("FORCE_START_WITHOUT_INITIAL_CONFIG", "false"),
+        ("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", "300ms"),
+    ];
     // Without FORCE_START_WITHOUT_INITIAL_CONFIG the service listens once it has a config.
-    let service = harness::start_service_with(&redis.dir, "", &vars);
+    let (_certs, server, service) =
+        gateway_service(&redis, &runtime, 1, extra.map(|(k, v)| (k, v.to_string())).to_vec());
     assert_eq!(service.metric("ratelimit_service_config_load_success"), 1);
     let envoy = harness::start_envoy(&redis.dir, &service, true);
     let statuses = |n: usize, user: &str| -> Vec<u16> {
@@ -401,21 +411,21 @@ fn grpc_mtls_requires_a_client_certificate_for_the_name() {
             ("GRPC_CLIENT_TLS_SAN", san.into()),
         ]
     };
-    let start = |dir: &Path, vars: &[(&'static str, String)]| {
-        std::fs::create_dir_all(dir).unwrap();
+    // The service requiring a client certificate for `san`, and an Envoy presenting one.
+    let start = |name: &str, san: &'static str| {
+        let dir = redis.dir.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let vars = tls_vars(san);
         let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        harness::start_service_with(dir, config, &vars)
+        let service = harness::start_service_with(&dir, config, &vars);
+        let tls = upstream_tls(&certs.ca, Some(&certs));
+        let envoy = harness::start_envoy_with(&dir, &service, true, &tls);
+        (service, envoy)
     };
-    let service = start(&redis.dir.join("a"), &tls_vars("envoy-ratelimit"));
-    let with_cert = harness::start_envoy_with(
-        &redis.dir.join("a"),
-        &service,
-        true,
-        &upstream_tls(&certs.ca, Some(&certs)),
-    );
     let status = |envoy: &harness::Envoy, user: &str| {
         harness::get(envoy.port, "/", &[("x-user", user)]).status
     };
+    let (service, with_cert) = start("a", "envoy-ratelimit");
     assert_eq!(status(&with_cert, "dan"), 200, "{}", service.process.log_text());
     assert_eq!(status(&with_cert, "dan"), 429);
     let dir = redis.dir.join("b");
@@ -424,13 +434,7 @@ fn grpc_mtls_requires_a_client_certificate_for_the_name() {
         harness::start_envoy_with(&dir, &service, true, &upstream_tls(&certs.ca, None));
     assert_eq!(status(&without_cert, "erin"), 500);
 
-    let other = start(&redis.dir.join("c"), &tls_vars("someone-else"));
-    let envoy = harness::start_envoy_with(
-        &redis.dir.join("c"),
-        &other,
-        true,
-        &upstream_tls(&certs.ca, Some(&certs)),
-    );
+    let (other, envoy) = start("c", "someone-else");
     assert_eq!(status(&envoy, "fay"), 500, "{}", other.process.log_text());
 }
 
@@ -584,7 +588,15 @@ fn redis_tls_and_auth() {
     assert_eq!(keys, ["edge_user_u0_", "edge_user_u1_", "edge_user_u4_"].map(String::from));
 }
 
-/// A `redis-server --sentinel` on a free port watching `master` as `mymaster`.
+/// The Sentinels' own password (`REDIS_SENTINEL_AUTH`).
+const SENTINEL_PASSWORD: &str = "sentinel-pw";
+
+fn sentinel_url(port: u16) -> String {
+    format!("redis://:{SENTINEL_PASSWORD}@127.0.0.1:{port}")
+}
+
+/// A `redis-server --sentinel` on a free port watching `master` as `mymaster`, with a
+/// password of its own.
 struct SentinelProcess {
     child: std::process::Child,
     port: u16,
@@ -597,7 +609,8 @@ impl SentinelProcess {
         std::fs::write(
             &conf,
             format!(
-                "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {} 1\n\
+                "port {port}\nbind 127.0.0.1\ndir {}\nrequirepass {SENTINEL_PASSWORD}\n\
+                 sentinel monitor mymaster 127.0.0.1 {} 1\n\
                  sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n",
                 path(dir),
                 master.port
@@ -614,7 +627,7 @@ impl SentinelProcess {
             .unwrap();
         let sentinel = SentinelProcess { child, port };
         harness::wait_for("Sentinel to know the master", || {
-            let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}")) else {
+            let Ok(client) = redis::Client::open(sentinel_url(port)) else {
                 return false;
             };
             let Ok(mut con) = client.get_connection() else { return false };
@@ -635,7 +648,8 @@ impl Drop for SentinelProcess {
     }
 }
 
-/// `REDIS_TYPE=SENTINEL` (`REDIS_URL=mymaster,host:port`): decisions go to the master the
+/// `REDIS_TYPE=SENTINEL` (`REDIS_URL=mymaster,host:port`, `REDIS_SENTINEL_AUTH` for the
+/// Sentinel's password): decisions go to the master the
 /// Sentinel names; after a failover the service asks again and decides on the new master,
 /// where the counts the replica received carry on.
 #[test]
@@ -648,7 +662,12 @@ fn sentinel_names_the_master_and_failover_is_followed() {
     let service = harness::start_service_with(
         &master.dir,
         config,
-        &[("REDIS_TYPE", "SENTINEL"), ("REDIS_URL", &url), ("REDIS_SOCKET_TYPE", "unix")],
+        &[
+            ("REDIS_TYPE", "SENTINEL"),
+            ("REDIS_URL", &url),
+            ("REDIS_SOCKET_TYPE", "unix"),
+            ("REDIS_SENTINEL_AUTH", SENTINEL_PASSWORD),
+        ],
     );
     let envoy = harness::start_envoy(&master.dir, &service, true);
     let get = || harness::get(envoy.port, "/", &[("x-user", "gus")]).status;
@@ -660,10 +679,8 @@ fn sentinel_names_the_master_and_failover_is_followed() {
     );
     common::wait_in_sync(&master, &replica);
 
-    let mut sentinel_con = redis::Client::open(format!("redis://127.0.0.1:{}", sentinel.port))
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut sentinel_con =
+        redis::Client::open(sentinel_url(sentinel.port)).unwrap().get_connection().unwrap();
     let _: () =
         redis::cmd("SENTINEL").arg("FAILOVER").arg("mymaster").query(&mut sentinel_con).unwrap();
     let replica_port = replica.port;

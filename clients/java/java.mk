@@ -8,6 +8,7 @@
 #   make java-peer-env  the export lines that point the kit (../shared/peers) at the drop-ins
 #   make java-jar       clients/java/target/redis-ratelimit-<version>.jar
 #   make java-dist      that jar into dist/ (make dist lists it in SHA256SUMS)
+#   make bench-java     the drop-ins against stock SCG and Redisson on one server: bench/CLIENTS.md "## Java"
 JAVA_PKG := clients/java
 MVN      ?= mvn
 MVN_Q    := $(MVN) -B -ntp -q -f $(JAVA_PKG)/pom.xml
@@ -15,8 +16,9 @@ JAVA_JAR  = $(JAVA_PKG)/target/redis-ratelimit-$(VERSION).jar
 
 CLIENT_TESTS  += java-test
 CLIENT_COMPAT += java-compat
+CLIENT_BENCH  += bench-java
 
-.PHONY: java-system java-deps java-test java-jar java-dist java-compat java-peer-env
+.PHONY: java-system java-deps java-test java-jar java-dist java-compat java-peer-env bench-java
 
 ## java-system: a JDK 17+ and Maven (Debian's, when missing)
 java-system: deps
@@ -50,3 +52,7 @@ java-compat: build java-deps java-jar
 ## REDISSON_WRAP for ../shared/peers/{spring-cloud-gateway,redisson}/run.sh
 java-peer-env: java-jar
 	@JAVA_JAR=$(CURDIR)/$(JAVA_JAR) bash $(JAVA_PKG)/compat/peer-env.sh
+
+bench-java: build java-deps
+	$(MVN_Q) test -Dtest=JavaBench -Dsurefire.failIfNoSpecifiedTests=false \
+	  -Dbench.out=$(CURDIR)/bench/CLIENTS.md -Drl.module=$(CURDIR)/$(MODULE)

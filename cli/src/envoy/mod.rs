@@ -9,6 +9,9 @@
 mod backend;
 mod config;
 mod decide;
+mod json;
+mod local_cache;
+mod metadata;
 mod metrics;
 mod redis_shape;
 mod service;
@@ -86,19 +89,25 @@ async fn bind(what: &str, addr: &str) -> Result<tokio::net::TcpListener, String>
         .map_err(|e| format!("{what}: cannot listen on {addr}: {e}"))
 }
 
+/// The gRPC connections: every accepted socket with `TCP_NODELAY`. Without it, each answer
+/// (HEADERS, DATA and trailers written separately) waited for the client's delayed ACK:
+/// ~44 ms per call to a Go gRPC client.
+fn grpc_incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
 async fn serve(settings: Settings) -> Result<(), String> {
     let settings = Arc::new(settings);
     let source = source::from_settings(&settings).map_err(|e| e.0)?;
     let backend = backend::Backend::new(&settings).map_err(|e| e.0)?;
-    if backend::Backend::per_second(&settings).map_err(|e| e.0)?.is_some() {
-        return Err("REDIS_PERSECOND=true: not supported yet — every descriptor of a request is \
-                    decided by one module call on one Redis (unset it)"
-            .into());
-    }
+    let per_second =
+        backend::Backend::per_second(&settings).map_err(|e| format!("REDIS_PERSECOND: {}", e.0))?;
     let options = decide::Options {
         cache_key_prefix: settings.cache_key_prefix.clone(),
         near_limit_ratio: settings.near_limit_ratio,
         global_shadow_mode: settings.global_shadow_mode,
+        refused_requests_count: settings.refused_requests_count,
+        dynamic_metadata: settings.response_dynamic_metadata,
         headers: settings.response_headers_enabled.then(|| {
             (
                 settings.header_limit.clone(),
@@ -110,8 +119,10 @@ async fn serve(settings: Settings) -> Result<(), String> {
     let state = Arc::new(service::State {
         config: RwLock::new(None),
         backend,
+        per_second,
         options,
         metrics: metrics::Metrics::new(),
+        local_cache: local_cache::LocalCache::new(settings.local_cache_size),
     });
 
     let healthy = Arc::new(AtomicBool::new(true));
@@ -156,13 +167,18 @@ async fn serve(settings: Settings) -> Result<(), String> {
 
     {
         let state = state.clone();
-        tokio::spawn(async move { state.backend.warm_up().await });
+        tokio::spawn(async move {
+            state.backend.warm_up().await;
+            if let Some(per_second) = &state.per_second {
+                per_second.warm_up().await;
+            }
+        });
     }
 
     let http = Http { state: state.clone(), healthy: healthy.clone(), settings: settings.clone() };
     let router = axum::Router::new()
         .route("/healthcheck", get(healthcheck))
-        .route("/json", get(json))
+        .route("/json", get(json).post(json_request))
         .with_state(http.clone());
     let mut tasks = tokio::task::JoinSet::new();
     let mut rx = stop_rx.clone();
@@ -204,7 +220,7 @@ async fn serve(settings: Settings) -> Result<(), String> {
                 router.serve_with_incoming_shutdown(incoming, shutdown).await
             }
             None => {
-                let incoming = tonic::transport::server::TcpIncoming::from(grpc_listener);
+                let incoming = grpc_incoming(grpc_listener);
                 router.serve_with_incoming_shutdown(incoming, shutdown).await
             }
         }
@@ -277,6 +293,48 @@ async fn json(AxumState(http): AxumState<Http>) -> impl IntoResponse {
     ([(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string())
 }
 
+/// `POST /json`: one request in proto3 JSON, answered in proto3 JSON (envoyproxy's HTTP API).
+async fn json_request(
+    AxumState(http): AxumState<Http>,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    let bad = |message: String| {
+        tracing::warn!("POST /json: {message}");
+        (StatusCode::BAD_REQUEST, "Bad Request\n").into_response()
+    };
+    let request = match json::parse_request(&body) {
+        Ok(request) => request,
+        Err(e) => return bad(e),
+    };
+    let response = match http.state.answer(request).await {
+        Ok(response) => response,
+        Err(status) => return bad(status.message().to_string()),
+    };
+    let (code, body) = json::render_response(&response);
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (code, [(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string())
+        .into_response()
+}
+
 async fn prometheus(AxumState(http): AxumState<Http>) -> impl IntoResponse {
+    if let Some(cache) = &http.state.local_cache {
+        http.state.metrics.set_local_cache(&cache.stats());
+    }
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], http.state.metrics.render())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_stream::StreamExt;
+
+    #[tokio::test]
+    async fn accepted_grpc_sockets_have_tcp_nodelay() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut incoming = grpc_incoming(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let accepted = incoming.next().await.unwrap().unwrap();
+        assert!(accepted.nodelay().unwrap(), "an accepted gRPC socket without TCP_NODELAY");
+    }
 }

@@ -163,6 +163,14 @@ pub struct Settings {
     pub global_shadow_mode: bool,
     /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: unhealthy until a domain is loaded.
     pub healthy_with_config: bool,
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false` given explicitly: a refused request
+    /// still counts against its other descriptors (envoyproxy's counting). Unset (or `true`):
+    /// a refused request counts nothing — this service's default.
+    pub refused_requests_count: bool,
+    /// `LOCAL_CACHE_SIZE_IN_BYTES`: the memory for keys known over their limit (0: none).
+    pub local_cache_size: usize,
+    /// `RESPONSE_DYNAMIC_METADATA`: the request goes back as the response's dynamic metadata.
+    pub response_dynamic_metadata: bool,
 }
 
 /// A bad setting: the variable, its value and what it must be.
@@ -492,15 +500,12 @@ impl Settings {
             )));
         }
         // Read (and so checked) for drop-in manifests; these knobs have no counterpart here.
-        for name in [
-            "EXPIRATION_JITTER_MAX_SECONDS",
-            "LOCAL_CACHE_SIZE_IN_BYTES",
-            "STATSD_PORT",
-            "DEBUG_PORT",
-        ] {
+        for name in ["EXPIRATION_JITTER_MAX_SECONDS", "STATSD_PORT", "DEBUG_PORT"] {
             env.int::<i64>(name, 0, "an integer")?;
         }
-        for name in ["USE_STATSD", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "DISABLE_STATS"] {
+        let refused_requests_count = env.raw("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT").is_some()
+            && !env.bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", true)?;
+        for name in ["USE_STATSD", "DISABLE_STATS"] {
             env.bool(name, false)?;
         }
         Ok(Settings {
@@ -541,6 +546,9 @@ impl Settings {
             prometheus_path: env.string("PROMETHEUS_PATH", "/metrics"),
             global_shadow_mode: env.bool("SHADOW_MODE", false)?,
             healthy_with_config: env.bool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false)?,
+            refused_requests_count,
+            response_dynamic_metadata: env.bool("RESPONSE_DYNAMIC_METADATA", false)?,
+            local_cache_size: env.int("LOCAL_CACHE_SIZE_IN_BYTES", 0, "a size in bytes")?,
         })
     }
 
@@ -703,6 +711,17 @@ mod tests {
         ])
         .unwrap_err();
         assert!(error.0.starts_with("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"), "{error}");
+    }
+
+    #[test]
+    fn only_an_explicit_false_counts_refused_requests() {
+        let count = |pairs: &[(&str, &str)]| settings(pairs).unwrap().refused_requests_count;
+        assert!(!count(&[]));
+        assert!(!count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "")]));
+        assert!(!count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true")]));
+        assert!(count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false")]));
+        assert!(count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "0")]));
+        assert!(settings(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "no")]).is_err());
     }
 
     #[test]

@@ -12,26 +12,10 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicInteger;
 
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-class ClientTest {
+class ClientTest extends ServerTest {
 
-    static RedisServer server;
-    static RateLimitClient rl;
-
-    @BeforeAll
-    static void start() {
-        server = RedisServer.start();
-        rl = RateLimitClient.create(server.uri());
-    }
-
-    @AfterAll
-    static void stop() {
-        rl.close();
-        server.close();
-    }
 
     static String key(String name) {
         return "java:" + name + ":" + System.nanoTime();
@@ -40,7 +24,7 @@ class ClientTest {
     @Test
     void tokenBucketAdmitsTheBurstThenRefusesWithTheExactWait() {
         String k = key("token");
-        Limit l = Limit.token(3, 1, Duration.ofSeconds(1));
+        Limit l = Limit.token(3, 1, Duration.ofMinutes(1));
         for (int i = 2; i >= 0; i--) {
             Decision d = rl.limit(k, l);
             assertThat(d.allowed()).isTrue();
@@ -49,7 +33,7 @@ class ClientTest {
         }
         Decision refused = rl.limit(k, l);
         assertThat(refused.allowed()).isFalse();
-        assertThat(refused.retryAfterMs()).isBetween(1L, 1000L);
+        assertThat(refused.retryAfterMs()).isBetween(1L, 60_000L);
         assertThat(refused.headers()).containsEntry("RateLimit-Policy", "\"default\";q=3")
                 .containsKey("Retry-After");
         assertThat(refused.rateLimitHeader()).startsWith("\"default\";r=0;t=");
@@ -107,7 +91,7 @@ class ClientTest {
     void allOrNothing() {
         String a = key("a");
         String b = key("b");
-        List<Part> parts = List.of(Part.of(a, Limit.token(10, 10, Duration.ofSeconds(1))),
+        List<Part> parts = List.of(Part.of(a, Limit.token(10, 10, Duration.ofMinutes(1))),
                 Part.of(b, Limit.period(1, Duration.ofMinutes(1))));
         assertThat(rl.all(parts, Options.DEFAULT).allowed()).isTrue();
         AllDecision refused = rl.all(parts, Options.DEFAULT);
@@ -164,12 +148,12 @@ class ClientTest {
     void waitOnTheServerAdmitsInArrivalOrderAndTheClientWaitsForIt() {
         String k = key("wait");
         Limit l = Limit.period(1, Duration.ofMillis(300));
-        assertThat(rl.limit(k, l).allowed()).isTrue();
         long t0 = System.nanoTime();
+        assertThat(rl.limit(k, l).allowed()).isTrue();
         Decision waited = rl.limit(k, l, Options.DEFAULT.waitFor(Duration.ofSeconds(5)));
         long tookMs = (System.nanoTime() - t0) / 1_000_000;
         assertThat(waited.allowed()).isTrue();
-        assertThat(tookMs).isGreaterThanOrEqualTo(250);
+        assertThat(tookMs).isGreaterThanOrEqualTo(300); // not before the window ends
         Decision timedOut = rl.limit(k, Limit.period(1, Duration.ofMinutes(1)),
                 Options.DEFAULT.waitFor(Duration.ofMillis(100)));
         assertThat(timedOut.allowed()).isFalse();
