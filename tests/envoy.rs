@@ -218,11 +218,16 @@ fn shadow_unlimited_replaces_wildcards_and_hits_addend() {
     assert_eq!(stack.statuses(1, &[("x-path", "/shared/a")]), vec![200]);
     assert_eq!(stack.statuses(2, &[("x-path", "/shared/b")]), vec![200, 429]);
     assert_eq!(ints(&mut con, &["RL.PEEK", "edge_path_/shared/*_"])[0], 0);
-    // hits_addend 4 (the request's, from Envoy's filter state): 10 per hour admits two requests (8); the third (12) is
-    // refused and takes nothing: 2 remain.
+    // hits_addend 4 (the request's, from Envoy's filter state): 10 per hour admits two
+    // requests (8); the third crosses the limit (2 left, 4 asked): refused, and counted in
+    // full past it, as envoyproxy counts it (a charge after the fact must count): 12 of 10.
     let bulk = [("x-bulk", "b"), ("x-cost", "4")];
     assert_eq!(stack.statuses(3, &bulk), vec![200, 200, 429], "{}", stack.logs());
-    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_bulk_b_"])[..3], [1, 10, 1]);
+    assert_eq!(ints(&mut con, &["RL.PEEK", "edge_bulk_b_"])[..3], [0, 10, 0]);
+    // Refused with nothing left: counts nothing more.
+    assert_eq!(stack.statuses(1, &bulk), vec![429]);
+    let used = common::stored_state(&mut con, "edge_bulk_b_");
+    assert!(used.iter().any(|(k, v)| k == "used" && v == "12"), "{used:?}");
 }
 
 #[test]
@@ -265,7 +270,7 @@ fn config_reload_keeps_the_last_good_config() {
     harness::wait_for("the refused reload", || {
         stack.service.metric("ratelimit_service_config_load_error") == 1
     });
-    assert!(stack.service.process.log_text().contains("unknown field `bogus`"));
+    assert!(stack.service.process.log_text().contains("config error, unknown key 'bogus'"));
     assert_eq!(stack.statuses(1, &[("x-user", "bob")]), vec![200]);
     assert_eq!(stack.statuses(1, &alice), vec![429]);
 }
@@ -369,13 +374,16 @@ fn a_bad_setting_or_config_stops_the_service_at_start_naming_it() {
     let dir = tempdir();
     for (vars, expected) in [
         (vec![("REDIS_TIMEOUT", "10")], "REDIS_TIMEOUT=\"10\": not a duration"),
-        (vec![("REDIS_TYPE", "ring")], "REDIS_TYPE=\"ring\": use SINGLE or CLUSTER"),
+        (vec![("REDIS_TYPE", "ring")], "REDIS_TYPE=\"ring\": use SINGLE, CLUSTER or SENTINEL"),
         (vec![("GRPC_PORT", "http")], "GRPC_PORT=\"http\": not a port"),
         (vec![("USE_PROMETHEUS", "yes")], "USE_PROMETHEUS=\"yes\": not a boolean"),
-        (vec![("REDIS_TLS", "true")], "REDIS_TLS=true: TLS to Redis is not built in"),
+        (
+            vec![("REDIS_TLS", "true"), ("REDIS_TLS_CACERT", "/nonexistent/ca.pem")],
+            "REDIS_TLS_CACERT=\"/nonexistent/ca.pem\"",
+        ),
         (
             vec![("RUNTIME_ROOT", dir.to_str().unwrap()), ("RUNTIME_SUBDIRECTORY", "rl")],
-            "unknown field `bogus`",
+            "config error, unknown key 'bogus'",
         ),
     ] {
         let out = std::process::Command::new(harness::service_bin())
@@ -526,4 +534,236 @@ static_resources:
     let clusters = || harness::get(admin, "/clusters", &[]).body;
     let healthy = format!("ratelimit::127.0.0.1:{grpc}::health_flags::healthy");
     harness::wait_for("Envoy's gRPC health check to pass", || clusters().contains(&healthy));
+}
+
+const API: &str = r#"
+domain: api
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 10}
+  - key: burst
+    rate_limit: {unit: second, requests_per_unit: 2}
+  - key: seat
+    rate_limit: {unit: minute, requests_per_unit: 3}
+"#;
+
+/// A `RateLimitRequest` in proto3 JSON: `(key, value, hits_addend)` per descriptor.
+fn json_request(descriptors: &[(&str, &str, Option<u64>)]) -> String {
+    let descriptors: Vec<String> = descriptors
+        .iter()
+        .map(|(k, v, hits)| {
+            let hits = hits.map_or(String::new(), |h| format!(r#", "hitsAddend": "{h}""#));
+            format!(r#"{{"entries": [{{"key": "{k}", "value": "{v}"}}]{hits}}}"#)
+        })
+        .collect();
+    format!(r#"{{"domain": "api", "descriptors": [{}]}}"#, descriptors.join(", "))
+}
+
+/// Waits, if need be, until a minute has at least 15 s left (tests whose minute windows must
+/// not end mid-test).
+fn wait_for_a_fresh_minute() {
+    let into = common::unix_ms().rem_euclid(60_000);
+    if into > 45_000 {
+        std::thread::sleep(std::time::Duration::from_millis((60_000 - into + 50) as u64));
+    }
+}
+
+/// A Redis and the service on it, with [`API`] and these settings.
+fn api_service(extra: &[(&str, &str)]) -> (common::Server, harness::Service) {
+    let redis = common::Server::start();
+    let service = harness::start_service(&redis.dir, &redis.sock, API, extra);
+    (redis, service)
+}
+
+fn ask(service: &harness::Service, descriptors: &[(&str, &str, Option<u64>)]) -> (u16, String) {
+    harness::post(service.http_port, "/json", &json_request(descriptors))
+}
+
+/// `POST /json`, envoyproxy's HTTP API: a request in proto3 JSON, the answer in proto3 JSON,
+/// 200 then 429; a body that does not parse, or a request the service refuses, is a 400.
+#[test]
+fn post_json_answers_in_proto3_json_200_then_429() {
+    let (_redis, service) = api_service(&[]);
+    let user = [("user", "ann", None)];
+    let (status, body) = ask(&service, &user);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with(r#"{"overallCode":"OK","statuses":[{"code":"OK","currentLimit":{"requestsPerUnit":10,"unit":"HOUR"},"durationUntilReset":""#), "{body}");
+    assert!(body.contains(r#""limitRemaining":9"#), "{body}");
+    let (status, body) = ask(&service, &[("user", "ann", Some(9))]);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = ask(&service, &user);
+    assert_eq!(status, 429, "{body}");
+    assert!(body.starts_with(r#"{"overallCode":"OVER_LIMIT""#), "{body}");
+    for bad in ["{", r#"{"domian": "api"}"#, r#"{"domain": "", "descriptors": []}"#] {
+        assert_eq!(harness::post(service.http_port, "/json", bad).0, 400, "{bad}");
+    }
+    // GET /json still shows the config in force.
+    assert!(harness::get(service.http_port, "/json", &[]).body.contains("\"domain\":\"api\""));
+}
+
+/// The same descriptor twice with one permit left: the first alone would pass and says so,
+/// the second is over (envoyproxy's [OK, OVER_LIMIT]); the request is refused and takes
+/// nothing. `hits_addend` above what is left: remaining 0, the reset at the window's end.
+#[test]
+fn per_descriptor_statuses_and_hits_above_what_is_left() {
+    let (redis, service) = api_service(&[]);
+    wait_for_a_fresh_minute();
+    assert_eq!(ask(&service, &[("seat", "s1", Some(2))]).0, 200);
+    let twice = [("seat", "s1", None), ("seat", "s1", None)];
+    let (status, body) = ask(&service, &twice);
+    assert_eq!(status, 429, "{body}");
+    assert!(
+        body.contains(r#""statuses":[{"code":"OK","currentLimit":{"requestsPerUnit":3,"unit":"MINUTE"},"durationUntilReset":"#),
+        "{body}"
+    );
+    assert!(body.contains(r#"},{"code":"OVER_LIMIT","currentLimit""#), "{body}");
+    assert!(!body.contains("limitRemaining"), "the key's hits crossed its limit: {body}");
+    // The key's 2 hits crossed its limit (1 left): counted in full, as theirs counts them.
+    let mut con = redis.conn();
+    assert_eq!(ints(&mut con, &["RL.PEEK", "api_seat_s1_"])[..3], [0, 3, 0]);
+    let used = common::stored_state(&mut con, "api_seat_s1_");
+    assert!(used.iter().any(|(k, v)| k == "used" && v == "4"), "{used:?}");
+    // 1 left, 5 asked: over, nothing left, reset at the minute's end (fixed windows are
+    // aligned to the clock, as theirs).
+    let before = common::unix_ms();
+    let (status, body) = ask(&service, &[("seat", "s2", Some(2)), ("user", "x", None)]);
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = ask(&service, &[("seat", "s2", Some(5))]);
+    let after = common::unix_ms();
+    assert_eq!(status, 429, "{body}");
+    assert!(!body.contains("limitRemaining"), "remaining 0 is left out: {body}");
+    let reset: i64 = body
+        .split(r#""durationUntilReset":""#)
+        .nth(1)
+        .and_then(|rest| rest.split('s').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{body}"));
+    let window_end = |ms: i64| 60 - (ms / 1000).rem_euclid(60);
+    assert!((window_end(after)..=window_end(before)).contains(&reset), "{reset} {body}");
+}
+
+/// The quota pattern Envoy documents: check with `hits_addend` 0, charge after the response
+/// (`apply_on_stream_done`). The charge that crosses the limit is counted in full, past it
+/// (a debt), so the next check refuses; before, it was refused and the next check passed.
+#[test]
+fn a_charge_after_the_response_counts_past_the_limit() {
+    let (redis, service) = api_service(&[]);
+    let check = [("user", "llm", Some(0))];
+    assert_eq!(ask(&service, &check).0, 200);
+    // The response used 6 tokens, then 7: 13 of 10.
+    assert_eq!(ask(&service, &[("user", "llm", Some(6))]).0, 200);
+    assert_eq!(ask(&service, &check).0, 200, "4 left");
+    let (status, body) = ask(&service, &[("user", "llm", Some(7))]);
+    assert_eq!(status, 429, "the charge crosses the limit: {body}");
+    let (status, body) = ask(&service, &check);
+    assert_eq!(status, 429, "the next check refuses: {body}");
+    let mut con = redis.conn();
+    let info = common::stored_state(&mut con, "api_user_llm_");
+    assert!(info.iter().any(|(k, v)| k == "used" && v == "13"), "{info:?}");
+    // A key with no state yet, charged more than its limit: what is left, then the rest.
+    let (status, _) = ask(&service, &[("user", "fresh", Some(25))]);
+    assert_eq!(status, 429);
+    let info = common::stored_state(&mut con, "api_user_fresh_");
+    assert!(info.iter().any(|(k, v)| k == "used" && v == "25"), "{info:?}");
+    // A request refused with nothing left counts nothing.
+    assert_eq!(ask(&service, &[("user", "fresh", Some(3))]).0, 429);
+    let info = common::stored_state(&mut con, "api_user_fresh_");
+    assert!(info.iter().any(|(k, v)| k == "used" && v == "25"), "{info:?}");
+}
+
+/// `REDIS_PERSECOND=true`: per-second limits live on their own Redis; a request refused by
+/// one Redis keeps nothing on the other.
+#[test]
+fn per_second_limits_live_on_the_per_second_redis() {
+    let main = common::Server::start();
+    let second = common::Server::start();
+    let second_sock = second.sock.display().to_string();
+    let service = harness::start_service(
+        &main.dir,
+        &main.sock,
+        API,
+        &[
+            ("REDIS_PERSECOND", "true"),
+            ("REDIS_PERSECOND_SOCKET_TYPE", "unix"),
+            ("REDIS_PERSECOND_URL", &second_sock),
+        ],
+    );
+    let both = [("user", "u", None), ("burst", "b", None)];
+    assert_eq!(ask(&service, &both).0, 200);
+    let exists = |server: &common::Server, key: &str| -> bool {
+        redis::cmd("EXISTS").arg(key).query::<i64>(&mut server.conn()).unwrap() == 1
+    };
+    assert!(exists(&main, "api_user_u_") && !exists(&main, "api_burst_b_"));
+    assert!(exists(&second, "api_burst_b_") && !exists(&second, "api_user_u_"));
+    // The per-second limit refuses (2 per second): the hour's permit is given back.
+    let statuses: Vec<u16> = (0..3).map(|_| ask(&service, &both).0).collect();
+    let mut con = main.conn();
+    let left = ints(&mut con, &["RL.PEEK", "api_user_u_"])[2];
+    let admitted = 1 + statuses.iter().filter(|&&s| s == 200).count() as i64;
+    assert!(statuses.contains(&429), "{statuses:?}");
+    assert_eq!(left, 10 - admitted - 1, "PEEK answers as one more request: {statuses:?}");
+}
+
+/// `LOCAL_CACHE_SIZE_IN_BYTES`: a key known over its limit is refused without asking Redis
+/// until its window ends, with envoyproxy's statistics.
+#[test]
+fn the_local_cache_refuses_known_keys_without_redis() {
+    let (redis, service) = api_service(&[("LOCAL_CACHE_SIZE_IN_BYTES", "1000")]);
+    let seat = [("seat", "c", Some(3))];
+    wait_for_a_fresh_minute();
+    assert_eq!(ask(&service, &seat).0, 200);
+    let one = [("seat", "c", None)];
+    assert_eq!(ask(&service, &one).0, 429, "a miss: Redis refuses, the key is cached");
+    // Redis forgets the key; the cache still knows it is over until the minute ends.
+    let _: i64 = redis::cmd("DEL").arg("api_seat_c_").query(&mut redis.conn()).unwrap();
+    let (status, body) = ask(&service, &one);
+    let metrics = service.metrics();
+    assert_eq!(status, 429, "{body}");
+    assert!(!body.contains("limitRemaining"), "{body}");
+    assert_eq!(service.metric("ratelimit_localcache_hitCount"), 1, "{metrics}");
+    assert_eq!(service.metric("ratelimit_localcache_missCount"), 2, "{metrics}");
+    assert_eq!(
+        service.metric("ratelimit_service_rate_limit_api_seat_over_limit_with_local_cache"),
+        1,
+        "{metrics}"
+    );
+    let series = r#"ratelimit_service_rate_limit_over_limit{domain="api",key1="seat",key2=""}"#;
+    assert_eq!(service.metric(series), 2);
+}
+
+/// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false` given explicitly: a refused request still
+/// counts against its other descriptors (envoyproxy's counting); unset, it counts nothing.
+#[test]
+fn an_explicit_false_stop_cache_key_increment_counts_like_envoyproxy() {
+    for (setting, left_after) in [(Some("false"), 10 - 4), (None, 10)] {
+        let extra: Vec<(&str, &str)> =
+            setting.map(|v| ("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", v)).into_iter().collect();
+        let (redis, service) = api_service(&extra);
+        wait_for_a_fresh_minute();
+        assert_eq!(ask(&service, &[("seat", "full", Some(3))]).0, 200);
+        let both = [("user", "v", None), ("seat", "full", None)];
+        for _ in 0..4 {
+            let (status, body) = ask(&service, &both);
+            assert_eq!(status, 429, "{body}");
+        }
+        let mut con = redis.conn();
+        let peek = ints(&mut con, &["RL.PEEK", "api_user_v_"]);
+        // PEEK answers as one more request (what is left minus one); nil: never counted.
+        let left = peek.get(2).map_or(10, |remaining| remaining + 1);
+        assert_eq!(left, left_after, "{setting:?}: {peek:?}");
+    }
+}
+
+/// `RESPONSE_DYNAMIC_METADATA=true`: the answer carries the request (envoyproxy's fields).
+#[test]
+fn response_dynamic_metadata_carries_the_request() {
+    let (redis, service) = api_service(&[("RESPONSE_DYNAMIC_METADATA", "true")]);
+    let (status, body) = ask(&service, &[("user", "m", Some(2))]);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains(r#""dynamicMetadata":{"descriptors":[{"entries":["user=m"],"hitsAddend":2.0}],"domain":"api","quotaModeEnabled":false}"#),
+        "{body}"
+    );
+    let plain = harness::start_service(&redis.dir.join("plain"), &redis.sock, API, &[]);
+    assert!(!ask(&plain, &[("user", "m", None)]).1.contains("dynamicMetadata"));
 }

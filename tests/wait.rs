@@ -331,3 +331,107 @@ fn a_thousand_waiters_on_one_hot_key() {
     }
     s.assert_alive();
 }
+
+/// The first five integers of a limiting reply or an `RL.ACQUIRE` reply (which ends with the
+/// lease id, nil when refused).
+fn verdict_of(reply: &Value) -> Vec<i64> {
+    let Value::Array(items) = reply else {
+        panic!("not an array: {reply:?}");
+    };
+    items.iter().take(5).map(|v| redis::from_redis_value(v).expect("an integer")).collect()
+}
+
+/// Each `(set-up, waiting call)` pair, with `{k}` replaced by a key of its own, sent `runs`
+/// times at once, each run on its own connection as one write, so that both calls of a run
+/// usually run in the same ms: the waiting call is then refused with `retry_after_ms` = the
+/// wait its `WAIT` names (1 s), exactly. Returns every waiting call's verdict, by pair.
+fn set_up_and_wait(s: &Server, pairs: &[(&str, &str)], runs: usize) -> Vec<Vec<Vec<i64>>> {
+    let mut sent = Vec::new();
+    for (p, (set_up, waiting)) in pairs.iter().enumerate() {
+        for run in 0..runs {
+            let key = format!("b{p}:{run}");
+            let mut con = s.conn();
+            let mut pipe = redis::pipe();
+            for command in [set_up, waiting] {
+                let words: Vec<String> =
+                    command.split_whitespace().map(|w| w.replace("{k}", &key)).collect();
+                pipe.add_command(redis::cmd(&words[0]).arg(&words[1..]).clone());
+            }
+            con.send_packed_command(&pipe.get_packed_pipeline()).expect("send");
+            sent.push((p, con));
+        }
+    }
+    let mut verdicts = vec![Vec::new(); pairs.len()];
+    for (p, mut con) in sent {
+        let set_up: Value = con.recv_response().expect("the set-up's reply");
+        assert_eq!(verdict_of(&set_up)[0], 1, "{}: {set_up:?}", pairs[p].0);
+        let waited: Value = con.recv_response().expect("the waiting call's reply");
+        verdicts[p].push(verdict_of(&waited));
+    }
+    verdicts
+}
+
+/// Every call that takes `WAIT`, on a key whose room the set-up used up, and the
+/// `retry_after_ms` the call gets in the ms of the set-up.
+const AT_THE_INSTANT: [(&str, &str, u64); 8] = [
+    ("RL.TOKEN {k} 1 1 1s", "RL.TOKEN {k} 1 1 1s", 1000),
+    ("RL.PERIOD {k} 1 1s", "RL.PERIOD {k} 1 1s", 1000),
+    ("RL.SLIDE {k} 1 1s", "RL.SLIDE {k} 1 1s", 1000),
+    ("RL.SLIDE {k} 1 1s BUCKETS 4 ANCHOR", "RL.SLIDE {k} 1 1s BUCKETS 4 ANCHOR", 1250),
+    ("RL.LEAKY {k} 1 1 1s", "RL.LEAKY {k} 1 1 1s", 1000),
+    ("RL.LEAKY {k} 1 1 1s NODELAY", "RL.LEAKY {k} 1 1 1s NODELAY", 1000),
+    ("RL.ACQUIRE {k} 1 1s", "RL.ACQUIRE {k} 1 1s", 1000),
+    ("RL.HIT one {k}", "RL.HIT one {k}", 1000),
+];
+
+/// [`AT_THE_INSTANT`]'s pairs, the call waiting `retry_after_ms` less `short` ms.
+fn waiting_for(short: u64) -> Vec<(String, String)> {
+    AT_THE_INSTANT
+        .iter()
+        .map(|(set_up, call, retry)| {
+            (set_up.to_string(), format!("{call} WAIT {}ms", retry - short))
+        })
+        .collect()
+}
+
+/// Runs [`waiting_for`]`(short)` 20 times each, at once, on a fresh server with the policy
+/// `RL.HIT` uses; returns each waiting call and its verdicts.
+fn wait_at_the_boundary(short: u64) -> Vec<(String, Vec<Vec<i64>>)> {
+    let s = Server::start();
+    let mut c = s.conn();
+    let _: Value = run(&mut c, &["RL.POLICY", "SET", "one", "TOKEN", "1", "1", "1s"]).unwrap();
+    let owned = waiting_for(short);
+    let pairs: Vec<(&str, &str)> = owned.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let verdicts = set_up_and_wait(&s, &pairs, 20);
+    assert_eq!(info_field(&mut c, "ratelimit", "ratelimit_waiting"), "0");
+    s.assert_alive();
+    owned.into_iter().map(|(_, waiting)| waiting).zip(verdicts).collect()
+}
+
+/// Issue 39: `WAIT` of exactly the `retry_after_ms` the call would be refused with ends
+/// admitted, for every algorithm, `RL.ACQUIRE` and `RL.HIT`: the timeout instant is judged
+/// like any other, and the module timer (whole ms, often a ms late) does not turn it into a
+/// refusal with `retry_after_ms` 0. Twenty runs of each at once (a late timer is random).
+#[test]
+fn a_wait_of_exactly_retry_after_is_admitted() {
+    for (waiting, verdicts) in wait_at_the_boundary(0) {
+        for verdict in verdicts {
+            assert_eq!(verdict[0], 1, "{waiting}: {verdict:?}");
+        }
+    }
+}
+
+/// The other side of the instant: a wait one ms shorter than `retry_after_ms` ends refused
+/// with the `retry_after_ms` of its timeout instant, 1 — never 0, and never admitted however
+/// late the timer fires. A run whose two calls straddle a ms boundary waits exactly its
+/// `retry_after` and is admitted (with a debug build, many do); some runs must not.
+#[test]
+fn a_wait_one_ms_short_is_refused_with_retry_after_1() {
+    for (waiting, verdicts) in wait_at_the_boundary(1) {
+        let refused: Vec<&Vec<i64>> = verdicts.iter().filter(|v| v[0] == 0).collect();
+        for verdict in &refused {
+            assert_eq!(verdict[3], 1, "{waiting}: {verdict:?}");
+        }
+        assert!(!refused.is_empty(), "{waiting}: no run in one ms: {verdicts:?}");
+    }
+}

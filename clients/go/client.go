@@ -17,6 +17,7 @@ import (
 // Client sends the module's commands over a go-redis v9 client.
 type Client struct {
 	rdb    redis.UniversalClient
+	t      transport
 	prefix string
 	// noDeadline: the server's module predates DEADLINE (learnt from its first refusal of it).
 	noDeadline atomic.Bool
@@ -31,14 +32,26 @@ func WithPrefix(prefix string) ClientOption { return func(c *Client) { c.prefix 
 // New returns a client over rdb (a *redis.Client, *redis.ClusterClient, *redis.Ring, or a
 // failover client). rdb stays the caller's: New never closes it.
 func New(rdb redis.UniversalClient, opts ...ClientOption) *Client {
-	c := &Client{rdb: rdb}
+	c := &Client{rdb: rdb, t: newTransport(rdb)}
 	for _, o := range opts {
 		o(c)
 	}
 	return c
 }
 
-// Redis is the go-redis client the Client sends through.
+// NewWithDoer returns a client whose commands go through d, e.g. go-zero's own
+// *redis.Redis (its breaker, logging and metrics apply; its retries are its own). Such a
+// client has no [Client.Redis]: the calls that address every primary ([Client.EachPrimary]:
+// policies, RL.TOP) fail.
+func NewWithDoer(d Doer, opts ...ClientOption) *Client {
+	c := &Client{t: transport{doer: d}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Redis is the go-redis client the Client sends through (nil for [NewWithDoer]'s).
 func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 
 // Prefix is the prefix prepended to every key.
@@ -52,16 +65,16 @@ func (c *Client) key(key string) (string, error) {
 }
 
 // Do sends one command whose key is argument keyPos (0: none), and returns its reply with
-// server errors translated ([ServerError]); a nil reply is (nil, nil).
+// server errors translated ([ServerError]); a nil reply is (nil, nil). The command is sent
+// once (go-redis does not retry it) and the call returns when ctx ends, whatever the go-redis
+// client's ContextTimeoutEnabled.
 func (c *Client) Do(ctx context.Context, keyPos int, args ...any) (any, error) {
-	cmd := redis.NewCmd(ctx, args...)
-	if keyPos > 0 {
-		cmd.SetFirstKeyPos(int8(keyPos))
-	}
-	err := c.rdb.Process(ctx, cmd)
-	if err == nil {
-		err = cmd.Err()
-	}
+	return c.do(ctx, keyPos, 0, args)
+}
+
+// do is Do of a command carrying WAIT wait (0: none; -1: without limit).
+func (c *Client) do(ctx context.Context, keyPos int, wait time.Duration, args []any) (any, error) {
+	reply, err := c.t.process(ctx, args, keyPos, wait)
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
@@ -69,17 +82,17 @@ func (c *Client) Do(ctx context.Context, keyPos int, args ...any) (any, error) {
 		name, _ := args[0].(string)
 		return nil, translate(name, err)
 	}
-	return cmd.Val(), nil
+	return reply, nil
 }
 
 // decide sends a limiting command that may carry DEADLINE (the last two arguments when
 // deadline is true): when the server's module predates it, the command goes again without
 // it, and later calls send none.
-func (c *Client) decide(ctx context.Context, keyPos int, args []any, deadline bool) (Decision, error) {
-	reply, err := c.Do(ctx, keyPos, args...)
+func (c *Client) decide(ctx context.Context, keyPos int, args []any, deadline bool, wait time.Duration) (Decision, error) {
+	reply, err := c.do(ctx, keyPos, wait, args)
 	if err != nil && deadline && isUnknownDeadline(err) {
 		c.noDeadline.Store(true)
-		reply, err = c.Do(ctx, keyPos, args[:len(args)-2]...)
+		reply, err = c.do(ctx, keyPos, wait, args[:len(args)-2])
 	}
 	if err != nil {
 		return Decision{}, err
@@ -119,16 +132,16 @@ func (c *Client) Limit(ctx context.Context, key string, limit Limit, opts ...Opt
 	if args, err = o.callArgs(ctx, args, what{ban: true, wait: true, fresh: true}, deadline); err != nil {
 		return Decision{}, err
 	}
-	d, err := c.decide(ctx, 1, args, deadline)
+	d, err := c.decide(ctx, 1, args, deadline, o.sentWait)
 	if err == nil && !o.atMost && d.Allowed {
 		d.Taken = o.cost
 	}
 	return d, err
 }
 
-// Throttle is redis-cell's CL.THROTTLE: GCRA of count per period (whole seconds) with burst
-// tolerance maxBurst, taking quantity. Times in the reply are whole seconds.
-func (c *Client) Throttle(ctx context.Context, key string, maxBurst, count_ int64, period time.Duration, quantity int64, opts ...Option) (Decision, error) {
+// Throttle is redis-cell's CL.THROTTLE: GCRA of perPeriod requests per period (whole seconds,
+// redis-cell's count) with burst tolerance maxBurst, taking quantity. Times in the reply are whole seconds.
+func (c *Client) Throttle(ctx context.Context, key string, maxBurst, perPeriod int64, period time.Duration, quantity int64, opts ...Option) (Decision, error) {
 	k, err := c.key(key)
 	if err != nil {
 		return Decision{}, err
@@ -140,7 +153,7 @@ func (c *Client) Throttle(ctx context.Context, key string, maxBurst, count_ int6
 	if err != nil {
 		return Decision{}, err
 	}
-	n, err := count("count", count_, 1)
+	n, err := count("count", perPeriod, 1)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -393,7 +406,7 @@ func (c *Client) Acquire(ctx context.Context, key string, limit int64, lease tim
 	if args, err = o.callArgs(ctx, args, what{wait: true}, false); err != nil {
 		return Lease{}, err
 	}
-	reply, err := c.Do(ctx, 1, args...)
+	reply, err := c.do(ctx, 1, o.sentWait, args)
 	if err != nil {
 		return Lease{}, err
 	}
@@ -446,7 +459,7 @@ func (c *Client) Hit(ctx context.Context, policy, key string, opts ...Option) (D
 	if args, err = o.callArgs(ctx, args, what{wait: true}, deadline); err != nil {
 		return Decision{}, err
 	}
-	d, err := c.decide(ctx, 2, args, deadline)
+	d, err := c.decide(ctx, 2, args, deadline, o.sentWait)
 	if err == nil && d.Allowed {
 		d.Taken = o.cost
 	}

@@ -1,12 +1,13 @@
 // Package ratelimit is the Go client of the redis-ratelimit module: native, atomic,
 // integer-exact rate limiting in Redis and Valkey, one module command per decision, no Lua.
 //
-// Install with
+// The package name is ratelimit (its path ends in /go): import it as
 //
-//	go get github.com/redis-ratelimit/redis-ratelimit/clients/go
+//	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
 //
-// and load the module into the server (`loadmodule /path/to/libredis_ratelimit.so`). The
-// client works over any go-redis v9 client ([redis.UniversalClient]: a single node, a
+// Install it from the release's redis-ratelimit-go-<version>.tar.gz with a replace directive
+// (README "Install"), and load the module into the server (`loadmodule
+// /path/to/libredis_ratelimit.so`). The client works over any go-redis v9 client ([redis.UniversalClient]: a single node, a
 // cluster, a ring or a sentinel-backed failover client); the caller owns it.
 //
 //	rl := ratelimit.New(rdb)

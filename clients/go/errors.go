@@ -10,12 +10,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrModuleNotLoaded: the server does not know the module's commands.
+// ErrModuleNotLoaded means the server does not know the module's commands.
 var ErrModuleNotLoaded = errors.New("redis-ratelimit: the module is not loaded on the server " +
 	"(loadmodule /path/to/libredis_ratelimit.so in redis.conf, or MODULE LOAD; build it with " +
 	"`make build`: target/release/libredis_ratelimit.so)")
 
-// ErrDeadline: the call reached the server after the deadline its context carried, and
+// ErrDeadline means the call reached the server after the deadline its context carried, and
 // nothing was counted. errors.Is(err, context.DeadlineExceeded) holds for it too.
 var ErrDeadline = errors.New("redis-ratelimit: the caller's deadline passed before the server judged the call; nothing was counted")
 

@@ -7,6 +7,8 @@
 #   make go-compat    redis_rate v10's rate_test.go and ulule/limiter v3's store_test.go through
 #                     the drop-ins (clients/go/compat/run.sh), then the package's own tests, on
 #                     every compat server
+#   make go-dist      the module as a release artifact, dist/redis-ratelimit-go-<version>.tar.gz
+#                     (clients/go/dist.sh; README "Install"; part of make dist)
 #   make bench-go     server time per decision and decisions/s against the host libraries' Lua:
 #                     bench/CLIENTS.md "## Go"
 GO_PKG         := clients/go
@@ -22,7 +24,7 @@ CLIENT_DEPS   += go-deps
 CLIENT_COMPAT += go-compat
 CLIENT_BENCH  += bench-go
 
-.PHONY: go-deps go-test go-compat bench-go
+.PHONY: go-deps go-test go-compat go-dist bench-go
 
 ## go-deps: the module's dependencies (Go module proxy) and staticcheck in target/go-bin
 go-deps:
@@ -51,3 +53,7 @@ go-compat: build go-deps
 
 bench-go: build go-deps
 	cd $(GO_PKG)/bench && RL_MODULE=$(CURDIR)/$(MODULE) $(GO) run . --write $(CURDIR)/bench/CLIENTS.md
+
+## go-dist: the Go module's sources as dist/redis-ratelimit-go-<version>.tar.gz (DIST_DIR= elsewhere)
+go-dist:
+	bash $(GO_PKG)/dist.sh

@@ -10,8 +10,16 @@ import (
 	"time"
 )
 
-// Option sets one option of a limiting call.
-type Option func(*callOptions)
+// Option sets one option of a limiting call: [Cost], [AtMost], [Ban], [BanClear], [Wait],
+// [DryRun], [At], [Fresh], [Deadline], [LeaseID]. A nil Option is ignored.
+type Option interface {
+	apply(o *callOptions)
+}
+
+// optionFunc is an [Option] that is a function.
+type optionFunc func(*callOptions)
+
+func (f optionFunc) apply(o *callOptions) { f(o) }
 
 type callOptions struct {
 	cost    int64
@@ -26,46 +34,52 @@ type callOptions struct {
 	id      string
 	// deadline: an explicit DEADLINE (else the context's)
 	deadline time.Time
+	// sentWait: the WAIT callArgs sent (0: none, -1: without limit)
+	sentWait time.Duration
 }
 
 // Cost is the permits the call takes (default 1; 0 is a peek that takes nothing).
-func Cost(n int64) Option { return func(o *callOptions) { o.cost, o.atMost = n, false } }
+func Cost(n int64) Option { return optionFunc(func(o *callOptions) { o.cost, o.atMost = n, false }) }
 
 // AtMost takes what is left, up to n permits, atomically (the module's ATMOST n):
 // Decision.Taken says how many were taken; admitted when at least one permit was left.
-func AtMost(n int64) Option { return func(o *callOptions) { o.cost, o.atMost = n, true } }
+func AtMost(n int64) Option { return optionFunc(func(o *callOptions) { o.cost, o.atMost = n, true }) }
 
 // Ban locks the key out for d once the algorithm refuses a request (BAN d).
-func Ban(d time.Duration) Option { return func(o *callOptions) { o.ban = d } }
+func Ban(d time.Duration) Option { return optionFunc(func(o *callOptions) { o.ban = d }) }
 
 // BanClear is [Ban] whose start also clears the limiter (BAN d CLEAR): fresh when it ends.
-func BanClear(d time.Duration) Option { return func(o *callOptions) { o.ban, o.clear = d, true } }
+func BanClear(d time.Duration) Option {
+	return optionFunc(func(o *callOptions) { o.ban, o.clear = d, true })
+}
 
 // Wait waits on the server until the request is admitted, in arrival order, at most d (0:
 // without limit). The wait is also bounded by the context's deadline.
-func Wait(d time.Duration) Option { return func(o *callOptions) { o.wait, o.waiting = d, true } }
+func Wait(d time.Duration) Option {
+	return optionFunc(func(o *callOptions) { o.wait, o.waiting = d, true })
+}
 
 // DryRun answers as the call would and changes nothing.
-func DryRun() Option { return func(o *callOptions) { o.dryRun = true } }
+func DryRun() Option { return optionFunc(func(o *callOptions) { o.dryRun = true }) }
 
 // At judges the call at t instead of the server's clock (tests, replays).
-func At(t time.Time) Option { return func(o *callOptions) { o.at = t } }
+func At(t time.Time) Option { return optionFunc(func(o *callOptions) { o.at = t }) }
 
 // Fresh judges the call against a fresh limiter; admitted, it replaces what the key holds.
-func Fresh() Option { return func(o *callOptions) { o.fresh = true } }
+func Fresh() Option { return optionFunc(func(o *callOptions) { o.fresh = true }) }
 
 // Deadline sends DEADLINE t instead of the context's deadline: the server counts nothing when
 // its clock is past t as it judges the call ([ErrDeadline]).
-func Deadline(t time.Time) Option { return func(o *callOptions) { o.deadline = t } }
+func Deadline(t time.Time) Option { return optionFunc(func(o *callOptions) { o.deadline = t }) }
 
 // LeaseID names the lease [Client.Acquire] takes (else the server assigns one).
-func LeaseID(id string) Option { return func(o *callOptions) { o.id = id } }
+func LeaseID(id string) Option { return optionFunc(func(o *callOptions) { o.id = id }) }
 
 func gather(opts []Option) callOptions {
 	o := callOptions{cost: 1}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(&o)
+			opt.apply(&o)
 		}
 	}
 	return o
@@ -128,6 +142,10 @@ func (o *callOptions) callArgs(ctx context.Context, args []any, w what, deadline
 			return nil, err
 		}
 		args = append(args, "WAIT", t)
+		o.sentWait = wait
+		if wait == 0 {
+			o.sentWait = -1
+		}
 	}
 	if o.dryRun {
 		args = append(args, "DRYRUN")

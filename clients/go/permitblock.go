@@ -21,11 +21,11 @@ import (
 // DefaultBlockLifetime is a block's longest life unless BlockLifetime says otherwise.
 const DefaultBlockLifetime = time.Second
 
-// DefaultRefundGuard: a fixed window's unused permits are refunded only this long before the
-// window's end, else dropped.
+// DefaultRefundGuard is the default refund guard: a fixed window's unused permits are refunded
+// only this long before the window's end, else dropped.
 const DefaultRefundGuard = 100 * time.Millisecond
 
-// ErrClosed: the PermitBlock was closed.
+// ErrClosed means the PermitBlock was closed.
 var ErrClosed = errors.New("ratelimit: PermitBlock is closed")
 
 // BlockOption configures a PermitBlock.
@@ -38,7 +38,8 @@ func BlockLifetime(d time.Duration) BlockOption { return func(p *PermitBlock) { 
 // left (default 0: only when empty).
 func RefillBelow(n int64) BlockOption { return func(p *PermitBlock) { p.refillBelow = n } }
 
-// RefundGuard: see DefaultRefundGuard.
+// RefundGuard sets how long before a fixed window ends its unused permits are still
+// refunded (see DefaultRefundGuard).
 func RefundGuard(d time.Duration) BlockOption { return func(p *PermitBlock) { p.refundGuard = d } }
 
 // PermitStats are a PermitBlock's counters: Calls (grant requests sent), Refunds (RL.REFUND

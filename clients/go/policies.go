@@ -25,15 +25,15 @@ type policyOptions struct {
 	forKey string
 }
 
-// PolicyBan: a refused key is locked out for d (BAN d; with clear, BAN d CLEAR).
+// PolicyBan locks a refused key out for d (BAN d; with clear, BAN d CLEAR).
 func PolicyBan(d time.Duration, clear bool) PolicyOption {
 	return func(o *policyOptions) { o.ban, o.clear = d, clear }
 }
 
-// PolicyShadow: the policy answers would-be refusals admitted and counts them (SHADOW).
+// PolicyShadow makes the policy answer would-be refusals admitted and counts them (SHADOW).
 func PolicyShadow() PolicyOption { return func(o *policyOptions) { o.shadow = true } }
 
-// PolicyFor: the definition is key's override of the policy (FOR key).
+// PolicyFor makes the definition key's override of the policy (FOR key).
 func PolicyFor(key string) PolicyOption { return func(o *policyOptions) { o.forKey = key } }
 
 // EachPrimary runs fn once per primary node: every master of a cluster, every shard of a
@@ -52,6 +52,8 @@ func (c *Client) EachPrimary(ctx context.Context, fn func(ctx context.Context, n
 		return nil
 	}
 	switch r := c.rdb.(type) {
+	case nil:
+		return errors.New("ratelimit: a client over a Doer (NewWithDoer) cannot address every primary; use a go-redis client")
 	case *redis.ClusterClient:
 		err := r.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return record(fn(ctx, node)) })
 		if err != nil {

@@ -82,6 +82,27 @@ pub fn get(port: u16, path: &str, headers: &[(&str, &str)]) -> Answer {
 }
 
 /// A child process stopped (SIGTERM, then SIGKILL) by its PID on drop, its output in `log`.
+/// `POST path` with a JSON body: the status and the body.
+pub fn post(port: u16, path: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read");
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {text:?}"));
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+    (status, body)
+}
+
 pub struct Process {
     pub child: Option<Child>,
     pub log: PathBuf,
@@ -282,6 +303,17 @@ pub struct Envoy {
 }
 
 pub fn start_envoy(dir: &Path, service: &Service, failure_mode_deny: bool) -> Envoy {
+    start_envoy_with(dir, service, failure_mode_deny, "")
+}
+
+/// [`start_envoy`] with `ratelimit_transport` (YAML at the cluster's level, e.g. a TLS
+/// `transport_socket`) added to the rate-limit service's cluster.
+pub fn start_envoy_with(
+    dir: &Path,
+    service: &Service,
+    failure_mode_deny: bool,
+    ratelimit_transport: &str,
+) -> Envoy {
     let (port, admin_port) = (free_port(), free_port());
     let cluster = |name: &str, port: u16, grpc: bool| {
         let h2 = if grpc {
@@ -355,7 +387,7 @@ static_resources:
   clusters:{backend}{ratelimit}
 "#,
         backend = cluster("backend", service.http_port, false),
-        ratelimit = cluster("ratelimit", service.grpc_port, true),
+        ratelimit = cluster("ratelimit", service.grpc_port, true) + ratelimit_transport,
     );
     run_envoy(dir, &config, port, admin_port)
 }

@@ -65,6 +65,11 @@ impl Unit {
         }
     }
 
+    /// The protocol's enum name (`MINUTE`).
+    pub fn name(self) -> String {
+        format!("{self:?}").to_ascii_uppercase()
+    }
+
     pub fn seconds(self) -> u64 {
         match self {
             Unit::Second => 1,
@@ -250,7 +255,13 @@ impl Config {
         let mut config = Config::default();
         for (name, text) in files {
             let error = |message: String| ConfigError(format!("{name}: {message}"));
-            let root: YamlRoot = serde_norway::from_str(text)
+            let mut tree: serde_norway::Value = serde_norway::from_str(text)
+                .map_err(|e| error(format!("error loading config file: {e}")))?;
+            check_keys(&tree).map_err(|e| error(format!("config error, {e}")))?;
+            for warning in drop_misplaced_keys(&mut tree, Level::Root, "") {
+                tracing::warn!("{name}: {warning}");
+            }
+            let root: YamlRoot = serde_norway::from_value(tree)
                 .map_err(|e| error(format!("error loading config file: {e}")))?;
             let json: serde_json::Value = serde_norway::from_str(text).unwrap_or_default();
             let domain = root.domain.filter(|d| !d.is_empty());
@@ -321,6 +332,157 @@ impl Config {
         }
         found.map(|rule| Resolved { rule, key_values })
     }
+}
+
+/// Keys envoyproxy/ratelimit accepts anywhere in a file (its `validKeys`: it checks names, not
+/// places, and ignores a known key where its struct has no field), plus this service's own.
+const KNOWN_KEYS: &[&str] = &[
+    "domain",
+    "key",
+    "value",
+    "descriptors",
+    "rate_limit",
+    "unit",
+    "requests_per_unit",
+    "unlimited",
+    "shadow_mode",
+    "quota_mode",
+    "name",
+    "replaces",
+    "detailed_metric",
+    "value_to_metric",
+    "share_threshold",
+    "metadata",
+    "algorithm",
+    "burst",
+    "policy",
+];
+
+/// envoyproxy's check of a file's keys, anywhere in it, with its words: every key a string
+/// (`key is not of type string: 0.25`) and a known one (`unknown key 'ratelimit'`), every list
+/// a list of maps (`yaml file contains list of type other than map: a`). `metadata` holds what
+/// its author likes.
+fn check_keys(value: &serde_norway::Value) -> Result<(), String> {
+    use serde_norway::Value;
+    let scalar = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => "<nil>".to_string(),
+        other => format!("{other:?}"),
+    };
+    match value {
+        Value::Mapping(map) => {
+            for (key, child) in map {
+                let Some(name) = key.as_str() else {
+                    return Err(format!("key is not of type string: {}", scalar(key)));
+                };
+                if !KNOWN_KEYS.contains(&name) {
+                    return Err(format!("unknown key '{name}'"));
+                }
+                if name != "metadata" {
+                    check_keys(child)?;
+                }
+            }
+            Ok(())
+        }
+        Value::Sequence(items) => {
+            for item in items {
+                if !item.is_mapping() {
+                    return Err(format!(
+                        "yaml file contains list of type other than map: {}",
+                        scalar(item)
+                    ));
+                }
+                check_keys(item)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A level of the file, by the keys that belong there.
+#[derive(Debug, Clone, Copy)]
+enum Level {
+    Root,
+    Descriptor,
+    RateLimit,
+    Replaces,
+}
+
+impl Level {
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            Level::Root => &["domain", "descriptors"],
+            Level::Descriptor => &[
+                "key",
+                "value",
+                "rate_limit",
+                "descriptors",
+                "shadow_mode",
+                "detailed_metric",
+                "share_threshold",
+                "value_to_metric",
+                "quota_mode",
+                "metadata",
+            ],
+            Level::RateLimit => &[
+                "requests_per_unit",
+                "unit",
+                "unlimited",
+                "name",
+                "replaces",
+                "algorithm",
+                "burst",
+                "policy",
+            ],
+            Level::Replaces => &["name"],
+        }
+    }
+}
+
+/// Removes the known keys that sit where they mean nothing (`unit:` on a descriptor,
+/// `shadow_mode:` inside `rate_limit`, a top-level `name:`), as envoyproxy ignores them, and
+/// says which: one warning each. Unknown keys stay, to be refused by name.
+fn drop_misplaced_keys(value: &mut serde_norway::Value, level: Level, at: &str) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let serde_norway::Value::Mapping(map) = value else { return warnings };
+    let misplaced: Vec<serde_norway::Value> = map
+        .keys()
+        .filter(|k| {
+            k.as_str().is_some_and(|k| KNOWN_KEYS.contains(&k) && !level.keys().contains(&k))
+        })
+        .cloned()
+        .collect();
+    for key in misplaced {
+        let name = key.as_str().unwrap_or_default();
+        let place = if at.is_empty() { "the top level".to_string() } else { format!("'{at}'") };
+        warnings.push(format!("'{name}' means nothing at {place}: ignored"));
+        map.remove(&key);
+    }
+    let join = |what: &str| if at.is_empty() { what.to_string() } else { format!("{at}.{what}") };
+    for (key, child) in map.iter_mut() {
+        let inner = match key.as_str() {
+            Some("descriptors") => Level::Descriptor,
+            Some("rate_limit") => Level::RateLimit,
+            Some("replaces") => Level::Replaces,
+            _ => continue,
+        };
+        let items = match child {
+            serde_norway::Value::Sequence(items) => items.iter_mut().collect(),
+            other => vec![other],
+        };
+        for item in items {
+            // A descriptor is named by its key (`descriptors` nest: `a.b`).
+            let path = match inner {
+                Level::Descriptor => join(item.get("key").and_then(|k| k.as_str()).unwrap_or("?")),
+                _ => join(key.as_str().unwrap_or("?")),
+            };
+            warnings.extend(drop_misplaced_keys(item, inner, &path));
+        }
+    }
+    warnings
 }
 
 fn collect_files(
@@ -567,7 +729,9 @@ descriptors:
     #[test]
     fn bad_files_are_refused_with_their_reason() {
         for (text, expected) in [
-            ("domain: d\nfoo: 1\n", "unknown field `foo`"),
+            ("domain: d\nfoo: 1\n", "config error, unknown key 'foo'"),
+            ("domain: d\ndescriptors:\n  - key: k\n    0.25: x\n", "config error, key is not of type string: 0.25"),
+            ("domain: d\ndescriptors:\n  - a\n", "config error, yaml file contains list of type other than map: a"),
             ("descriptors: []\n", "empty domain"),
             ("domain: d\ndescriptors:\n  - value: v\n", "empty key"),
             ("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", "invalid rate limit unit 'fortnight'"),
@@ -592,5 +756,32 @@ descriptors:
         ];
         assert!(Config::load(&twice, false).unwrap_err().0.contains("duplicate domain 'd'"));
         assert!(Config::load(&twice, true).is_ok());
+    }
+
+    /// envoyproxy/ratelimit serves files with known keys in the wrong place (it ignores them):
+    /// so does this service, warning about each.
+    #[test]
+    fn known_keys_in_the_wrong_place_are_ignored_with_a_warning() {
+        let text = "name: top\ndomain: d\ndescriptors:\n  - key: k\n    unit: minute\n    rate_limit: {unit: second, requests_per_unit: 2, shadow_mode: true, replaces: [{name: x, unit: hour}]}\n";
+        let c = load(text).unwrap();
+        let rule = c.lookup("d", &[("k", "v")]).unwrap().rule;
+        assert_eq!(
+            (rule.requests_per_unit, rule.unit, rule.shadow),
+            (2, Some(Unit::Second), false)
+        );
+        let mut tree: serde_norway::Value = serde_norway::from_str(text).unwrap();
+        let warnings = drop_misplaced_keys(&mut tree, Level::Root, "");
+        assert_eq!(
+            warnings,
+            vec![
+                "'name' means nothing at the top level: ignored",
+                "'unit' means nothing at 'k': ignored",
+                "'shadow_mode' means nothing at 'k.rate_limit': ignored",
+                "'unit' means nothing at 'k.rate_limit.replaces': ignored",
+            ]
+        );
+        // An unknown key is still refused, wherever it is.
+        let error = load("domain: d\ndescriptors:\n  - key: k\n    unti: minute\n").unwrap_err();
+        assert!(error.0.contains("config error, unknown key 'unti'"), "{error}");
     }
 }

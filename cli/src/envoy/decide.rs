@@ -14,6 +14,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 
 use super::config::{Algorithm, Config, Rule, Unit};
+use super::metadata::Quota;
 
 /// Most keys one `RL.ALL` call judges (the module's bound).
 pub const MAX_KEYS_PER_CALL: usize = 16;
@@ -26,6 +27,11 @@ pub struct Options {
     pub global_shadow_mode: bool,
     /// `(limit, remaining, reset)` header names when `LIMIT_RESPONSE_HEADERS_ENABLED`.
     pub headers: Option<(String, String, String)>,
+    /// Each key decided on its own: a refused request still counts against the descriptors
+    /// that admit it (envoyproxy's counting, `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false`).
+    pub refused_requests_count: bool,
+    /// `RESPONSE_DYNAMIC_METADATA`: the answer carries the request as dynamic metadata.
+    pub dynamic_metadata: bool,
 }
 
 /// One key judged by the module: a limited descriptor (or several descriptors of the request
@@ -38,6 +44,8 @@ pub struct Check {
     pub cost: u64,
     /// The descriptors (indices in the request) this key decides.
     pub descriptors: Vec<usize>,
+    /// Each descriptor's own hits (`descriptors[i]` takes `hits[i]`; they sum to `cost`).
+    pub hits: Vec<u64>,
 }
 
 impl Check {
@@ -226,12 +234,19 @@ pub fn plan(
                 let check = &mut checks[at];
                 check.cost = check.cost.saturating_add(cost);
                 check.descriptors.push(index);
+                check.hits.push(cost);
                 slots.push(Slot::Checked(at));
             }
             None => {
                 by_key.insert(key.clone(), checks.len());
                 slots.push(Slot::Checked(checks.len()));
-                checks.push(Check { key, rule: rule.clone(), cost, descriptors: vec![index] });
+                checks.push(Check {
+                    key,
+                    rule: rule.clone(),
+                    cost,
+                    descriptors: vec![index],
+                    hits: vec![cost],
+                });
             }
         }
     }
@@ -277,11 +292,13 @@ pub fn all_command(checks: &[&Check]) -> Vec<String> {
 }
 
 /// One key's answer: `[allowed, limit, remaining, retry_after_ms, reset_after_ms]` as its
-/// single command would answer, and whether the request's permits were taken from it.
+/// single command would answer, whether the request's permits were taken from it, and
+/// whether the answer came from the local cache (a key known over its limit: no call).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyAnswer {
     pub detail: [i64; 5],
     pub taken: bool,
+    pub local: bool,
 }
 
 /// Parses an `RL.ALL` reply: `(allowed, details)`.
@@ -320,6 +337,8 @@ pub struct Stats {
     pub near_limit: u64,
     pub within_limit: u64,
     pub shadow_mode: u64,
+    /// Of `over_limit`, the hits refused by the local cache (`LOCAL_CACHE_SIZE_IN_BYTES`).
+    pub over_limit_with_local_cache: u64,
 }
 
 /// The decision of a request.
@@ -330,6 +349,8 @@ pub struct Outcome {
     pub stats: Vec<(String, String, Stats)>,
     /// The overall refusal was answered OK because of `SHADOW_MODE`.
     pub global_shadow: bool,
+    /// Quota mode in this request, for the dynamic metadata.
+    pub quota: Quota,
 }
 
 fn ceil_secs(ms: i64) -> i64 {
@@ -362,7 +383,9 @@ pub fn outcome(plan: &Plan, answers: &[KeyAnswer], options: &Options, now_ms: i6
     let (mut quota_total, mut quota_failed) = (0usize, 0usize);
     // (remaining, status index) of the descriptor with the fewest remaining, for the headers.
     let mut minimum: Option<(u32, usize)> = None;
+    let mut quota = Quota::default();
     for slot in &plan.slots {
+        let index = statuses.len();
         let status = match slot {
             Slot::Free => DescriptorStatus { code: Code::Ok as i32, ..Default::default() },
             Slot::Unlimited => DescriptorStatus {
@@ -378,6 +401,7 @@ pub fn outcome(plan: &Plan, answers: &[KeyAnswer], options: &Options, now_ms: i6
                 } else if rule.quota {
                     quota_total += 1;
                     quota_failed += 1;
+                    quota.violations.push(index);
                     Code::OverLimit
                 } else {
                     refused = true;
@@ -396,67 +420,81 @@ pub fn outcome(plan: &Plan, answers: &[KeyAnswer], options: &Options, now_ms: i6
             }
             Slot::Checked(at) => {
                 let check = &plan.checks[*at];
-                let answer = answers
-                    .get(*at)
-                    .copied()
-                    .unwrap_or(KeyAnswer { detail: [1, 0, 0, 0, 0], taken: false });
+                let answer = answers.get(*at).copied().unwrap_or(KeyAnswer {
+                    detail: [1, 0, 0, 0, 0],
+                    taken: false,
+                    local: false,
+                });
                 let [own_allowed, limit, remaining, retry_ms, reset_ms] = answer.detail;
                 let rule = &check.rule;
                 let own_allowed = own_allowed == 1;
-                // Share the key's hits among its descriptors: each is counted with its own.
-                let cost = check.cost;
-                let mut s = Stats { total_hits: cost, ..Stats::default() };
-                let first = check.descriptors.first() == Some(&statuses.len());
+                // This descriptor's place among the key's descriptors (the same descriptor
+                // named twice: their hits add up, in request order).
+                let pos = check.descriptors.iter().position(|&d| d == statuses.len()).unwrap_or(0);
+                let first = pos == 0;
+                let hits_here = check.hits.get(pos).copied().unwrap_or(check.cost);
+                let through: u64 = check.hits.iter().take(pos + 1).sum();
+                // Permits the key held before this request (an admitted answer is after it).
+                let before = if own_allowed {
+                    remaining.saturating_add(check.cost.min(i64::MAX as u64) as i64)
+                } else {
+                    remaining
+                };
+                let fits = |n: u64| before > 0 && i64::try_from(n).is_ok_and(|n| n <= before);
+                // A descriptor that alone (with the ones before it) would pass says so; the
+                // key's last descriptor carries the key's refusal.
+                let passes = own_allowed || (pos + 1 < check.descriptors.len() && fits(through));
                 if rule.quota && !rule.shadow && first {
                     quota_total += 1;
+                    if !own_allowed {
+                        quota_failed += 1;
+                    }
                 }
-                let code = if own_allowed {
-                    s.within_limit = cost;
-                    let used = limit.saturating_sub(remaining).max(0) as u64;
+                let mut s = Stats { total_hits: hits_here, ..Stats::default() };
+                let code = if passes {
+                    s.within_limit = hits_here;
+                    let left_after = before.saturating_sub(through.min(i64::MAX as u64) as i64);
+                    let used = limit.saturating_sub(left_after).max(0) as u64;
                     let near = (limit.max(0) as f64 * options.near_limit_ratio).floor() as u64;
                     if used > near {
-                        s.near_limit = cost.min(used - near);
+                        s.near_limit = hits_here.min(used - near);
                     }
                     Code::Ok
                 } else {
-                    s.over_limit = cost;
+                    s.over_limit = hits_here;
+                    if answer.local {
+                        s.over_limit_with_local_cache = hits_here;
+                    }
                     if rule.shadow {
-                        s.shadow_mode = cost;
+                        s.shadow_mode = hits_here;
                         Code::Ok
                     } else if rule.quota {
-                        if first {
-                            quota_failed += 1;
-                        }
+                        quota.violations.push(index);
                         Code::OverLimit
                     } else {
                         refused = true;
                         Code::OverLimit
                     }
                 };
-                // Not taken (the request was refused elsewhere): the key still holds the
-                // request's permits.
-                let remaining = if own_allowed && !answer.taken {
-                    remaining.saturating_add(cost as i64).min(limit)
+                // Over the limit: nothing left (envoyproxy's answer, whatever the hits). Taken:
+                // what is left after this descriptor. Not taken: the request took nothing.
+                let remaining = if !passes {
+                    0
+                } else if answer.taken {
+                    before.saturating_sub(through.min(i64::MAX as u64) as i64)
                 } else {
-                    remaining
+                    before.min(limit)
                 };
-                let reset = if !own_allowed {
-                    if retry_ms < 0 {
-                        rule.unit.map_or(0, |u| u.seconds() as i64)
-                    } else {
-                        ceil_secs(retry_ms)
-                    }
-                } else {
-                    match (&rule.algorithm, rule.unit) {
-                        (Algorithm::Fixed, Some(unit)) => window_reset(unit, now_ms),
-                        _ => ceil_secs(reset_ms),
-                    }
+                let reset = match (&rule.algorithm, rule.unit) {
+                    // A fixed window resets when it ends, refused or not.
+                    (Algorithm::Fixed, Some(unit)) => window_reset(unit, now_ms),
+                    _ if !passes && retry_ms < 0 => rule.unit.map_or(0, |u| u.seconds() as i64),
+                    _ if !passes => ceil_secs(retry_ms),
+                    _ => ceil_secs(reset_ms),
                 };
-                if first {
-                    stats.push((plan.domain.clone(), rule.stats_key.clone(), s));
-                }
+                stats.push((plan.domain.clone(), rule.stats_key.clone(), s));
                 DescriptorStatus {
-                    code: if own_allowed { Code::Ok as i32 } else { code as i32 },
+                    code: if passes { Code::Ok as i32 } else { code as i32 },
                     current_limit: Some(current_limit(rule, limit)),
                     limit_remaining: u32::try_from(remaining.max(0)).unwrap_or(u32::MAX),
                     duration_until_reset: Some(prost_types_duration(reset)),
@@ -503,7 +541,12 @@ pub fn outcome(plan: &Plan, answers: &[KeyAnswer], options: &Options, now_ms: i6
         ];
     }
     response.statuses = statuses;
-    Outcome { response, stats, global_shadow }
+    quota.enabled = plan.slots.iter().any(|slot| match slot {
+        Slot::Zero(rule, _) => rule.quota,
+        Slot::Checked(at) => plan.checks.get(*at).is_some_and(|c| c.rule.quota),
+        _ => false,
+    });
+    Outcome { response, stats, global_shadow, quota }
 }
 
 fn prost_types_duration(seconds: i64) -> envoy_types::pb::google::protobuf::Duration {
@@ -542,6 +585,8 @@ descriptors:
             near_limit_ratio: 0.8,
             global_shadow_mode: false,
             headers: None,
+            refused_requests_count: false,
+            dynamic_metadata: false,
         }
     }
 
@@ -603,15 +648,71 @@ descriptors:
         assert_eq!((p.checks[0].cost, p.checks[0].descriptors.clone()), (3, vec![1, 2]));
         let o = outcome(
             &p,
-            &[KeyAnswer { detail: [1, 100, 97, 0, 60_000], taken: true }],
+            &[KeyAnswer { detail: [1, 100, 97, 0, 60_000], taken: true, local: false }],
             &options(),
             0,
         );
         assert_eq!(o.response.overall_code, Code::Ok as i32);
         assert_eq!(o.response.statuses.len(), 3);
         assert_eq!(o.response.statuses[0].current_limit, None);
+        // Each descriptor says what it left: 100 - 1, then 100 - 3.
+        assert_eq!(o.response.statuses[1].limit_remaining, 99);
         assert_eq!(o.response.statuses[2].limit_remaining, 97);
-        assert_eq!(o.stats.len(), 1);
+        // Counted per descriptor, with its own hits (theirs).
+        let hits: Vec<u64> = o.stats.iter().map(|(_, _, s)| s.total_hits).collect();
+        assert_eq!(hits, vec![1, 2]);
+    }
+
+    /// The same descriptor twice with one permit left: the first alone would pass and says
+    /// so, the second is over (envoyproxy's [OK, OVER_LIMIT]); the request is refused whole and
+    /// takes nothing.
+    #[test]
+    fn the_same_descriptor_twice_answers_per_descriptor() {
+        let c = config();
+        let r =
+            request(vec![descriptor(&[("ip", "a")], None), descriptor(&[("ip", "a")], None)], 0);
+        let p = plan(&r, Some(&c), &options()).unwrap();
+        assert_eq!(p.checks[0].hits, vec![1, 1]);
+        // RL.ALL refused the key's COST 2 with 1 left (state unchanged).
+        let refused =
+            [KeyAnswer { detail: [0, 10, 1, 30_000, 30_000], taken: false, local: false }];
+        let o = outcome(&p, &refused, &options(), 90_000);
+        let codes: Vec<i32> = o.response.statuses.iter().map(|s| s.code).collect();
+        assert_eq!(codes, vec![Code::Ok as i32, Code::OverLimit as i32]);
+        assert_eq!(o.response.overall_code, Code::OverLimit as i32);
+        let remaining: Vec<u32> = o.response.statuses.iter().map(|s| s.limit_remaining).collect();
+        assert_eq!(remaining, vec![1, 0], "the first took nothing: 1 is still left");
+        let over: Vec<u64> = o.stats.iter().map(|(_, _, s)| s.over_limit).collect();
+        assert_eq!(over, vec![0, 1]);
+        // None left: both over.
+        let empty = [KeyAnswer { detail: [0, 10, 0, 30_000, 30_000], taken: false, local: false }];
+        let o = outcome(&p, &empty, &options(), 90_000);
+        assert!(o.response.statuses.iter().all(|s| s.code == Code::OverLimit as i32));
+    }
+
+    /// `hits_addend` above what is left of a fixed window: remaining 0 and the reset at the
+    /// window's end (envoyproxy's answer), not the permits left nor a whole unit.
+    #[test]
+    fn hits_above_what_is_left_answer_zero_and_the_windows_end() {
+        let c = config();
+        let r = request(vec![descriptor(&[("ip", "a")], Some(5))], 0);
+        let p = plan(&r, Some(&c), &options()).unwrap();
+        // 1 of 10 left in the minute; 25 s into it (now = 85 s): the window ends in 35 s.
+        let refused =
+            [KeyAnswer { detail: [0, 10, 1, 35_000, 35_000], taken: false, local: false }];
+        let status = &outcome(&p, &refused, &options(), 85_000).response.statuses[0];
+        assert_eq!(status.code, Code::OverLimit as i32);
+        assert_eq!(status.limit_remaining, 0);
+        assert_eq!(status.duration_until_reset.unwrap().seconds, 35);
+        // More hits than the limit itself: the module answers "never" (-1); still the end of
+        // the window, to the second, at its last instant.
+        let r = request(vec![descriptor(&[("ip", "a")], Some(50))], 0);
+        let p = plan(&r, Some(&c), &options()).unwrap();
+        let never = [KeyAnswer { detail: [0, 10, 10, -1, 0], taken: false, local: false }];
+        let status = &outcome(&p, &never, &options(), 119_999).response.statuses[0];
+        assert_eq!((status.limit_remaining, status.duration_until_reset.unwrap().seconds), (0, 1));
+        let status = &outcome(&p, &never, &options(), 120_000).response.statuses[0];
+        assert_eq!(status.duration_until_reset.unwrap().seconds, 60);
     }
 
     #[test]
@@ -630,8 +731,8 @@ descriptors:
         let p = plan(&r, Some(&c), &opts).unwrap();
         assert_eq!(p.checks.len(), 2);
         let answers = [
-            KeyAnswer { detail: [1, 10, 4, 0, 30_000], taken: false },
-            KeyAnswer { detail: [0, 3, 0, 1_000, 3_600_000], taken: false },
+            KeyAnswer { detail: [1, 10, 4, 0, 30_000], taken: false, local: false },
+            KeyAnswer { detail: [0, 3, 0, 1_000, 3_600_000], taken: false, local: false },
         ];
         let o = outcome(&p, &answers, &opts, 90_000);
         assert_eq!(o.response.overall_code, Code::OverLimit as i32);
@@ -664,14 +765,15 @@ descriptors:
         assert!(p.checks.iter().all(Check::shadow));
         assert!(all_command(&p.checks.iter().collect::<Vec<_>>()).join(" ").ends_with("SHADOW"));
         let one_over = [
-            KeyAnswer { detail: [0, 1, 0, 1000, 1000], taken: false },
-            KeyAnswer { detail: [1, 5, 3, 0, 1000], taken: true },
+            KeyAnswer { detail: [0, 1, 0, 1000, 1000], taken: false, local: false },
+            KeyAnswer { detail: [1, 5, 3, 0, 1000], taken: true, local: false },
         ];
         assert!(!quota_refuses(&p, &one_over));
         let o = outcome(&p, &one_over, &options(), 0);
         assert_eq!(o.response.overall_code, Code::Ok as i32);
         assert_eq!(o.response.statuses[0].code, Code::OverLimit as i32);
-        let both_over = [one_over[0], KeyAnswer { detail: [0, 5, 0, 1000, 1000], taken: false }];
+        let both_over =
+            [one_over[0], KeyAnswer { detail: [0, 5, 0, 1000, 1000], taken: false, local: false }];
         assert!(quota_refuses(&p, &both_over));
         assert_eq!(
             outcome(&p, &both_over, &options(), 0).response.overall_code,

@@ -1,11 +1,18 @@
 //! Prometheus metrics with envoyproxy/ratelimit's stat names as labelled counters
 //! (`ratelimit_service_rate_limit_{total_hits,over_limit,near_limit,within_limit,shadow_mode}`
 //! with `domain`, `key1`, `key2` — the labels of their Prometheus mapping), plus the service's
-//! own counters (config loads, Redis errors, global shadow mode).
+//! own counters (config loads, Redis errors, global shadow mode). With a local cache, its
+//! gauges (`ratelimit_localcache_hitCount`, …) and each descriptor's
+//! `…_over_limit_with_local_cache` under its flat name (their Prometheus mapping leaves that
+//! stat unmapped: `ratelimit_service_rate_limit_<domain>_<key>_over_limit_with_local_cache`).
 
-use prometheus::{Encoder, IntCounter, IntCounterVec, Opts, Registry, TextEncoder};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use prometheus::{Encoder, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
 
 use super::decide::Stats;
+use super::local_cache::CacheStats;
 
 /// Every metric the service exports.
 pub struct Metrics {
@@ -20,6 +27,15 @@ pub struct Metrics {
     pub redis_error: IntCounter,
     pub service_error: IntCounter,
     pub global_shadow_mode: IntCounter,
+    /// `…_over_limit_with_local_cache` per stats key, made on first use.
+    local_over_limit: Mutex<HashMap<String, IntCounter>>,
+    /// The local cache's gauges, made on first use.
+    local_cache: Mutex<Vec<IntGauge>>,
+}
+
+/// A stats key as a metric name's part: what Prometheus does not allow becomes `_`.
+fn metric_part(text: &str) -> String {
+    text.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect()
 }
 
 fn counter_vec(registry: &Registry, name: &str, help: &str) -> IntCounterVec {
@@ -90,7 +106,56 @@ impl Metrics {
                 "ratelimit_service_global_shadow_mode",
                 "Refusals answered OK because of SHADOW_MODE.",
             ),
+            local_over_limit: Mutex::new(HashMap::new()),
+            local_cache: Mutex::new(Vec::new()),
             registry,
+        }
+    }
+
+    /// The local cache's counters, as envoyproxy's `ratelimit.localcache.*` gauges.
+    pub fn set_local_cache(&self, stats: &CacheStats) {
+        let mut gauges = self.local_cache.lock().unwrap_or_else(|p| p.into_inner());
+        let values = [
+            ("hitCount", stats.hit_count),
+            ("missCount", stats.miss_count),
+            ("lookupCount", stats.lookup_count),
+            ("entryCount", stats.entry_count),
+            ("expiredCount", stats.expired_count),
+            ("evacuateCount", stats.evacuate_count),
+            ("overwriteCount", stats.overwrite_count),
+            ("averageAccessTime", 0),
+        ];
+        if gauges.is_empty() {
+            for (name, _) in values {
+                let name = format!("ratelimit_localcache_{name}");
+                let help = "The local cache of keys over their limit (LOCAL_CACHE_SIZE_IN_BYTES).";
+                let Ok(gauge) = IntGauge::new(name, help) else { return };
+                if self.registry.register(Box::new(gauge.clone())).is_err() {
+                    return;
+                }
+                gauges.push(gauge);
+            }
+        }
+        for (gauge, (_, value)) in gauges.iter().zip(values) {
+            gauge.set(i64::try_from(value).unwrap_or(i64::MAX));
+        }
+    }
+
+    fn count_local_over_limit(&self, stats_key: &str, n: u64) {
+        let mut counters = self.local_over_limit.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(counter) = counters.get(stats_key) {
+            counter.inc_by(n);
+            return;
+        }
+        let name = format!(
+            "ratelimit_service_rate_limit_{}_over_limit_with_local_cache",
+            metric_part(stats_key)
+        );
+        let help = "Hits refused by the local cache (a key known over its limit).";
+        let Ok(counter) = IntCounter::new(name, help) else { return };
+        if self.registry.register(Box::new(counter.clone())).is_ok() {
+            counter.inc_by(n);
+            counters.insert(stats_key.to_string(), counter);
         }
     }
 
@@ -110,6 +175,9 @@ impl Metrics {
         ] {
             // Touch every series (a zero shows the descriptor was seen).
             vec.with_label_values(&labels).inc_by(n);
+        }
+        if stats.over_limit_with_local_cache > 0 {
+            self.count_local_over_limit(stats_key, stats.over_limit_with_local_cache);
         }
     }
 

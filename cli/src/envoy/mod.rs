@@ -9,12 +9,17 @@
 mod backend;
 mod config;
 mod decide;
+mod json;
+mod local_cache;
+mod metadata;
 mod metrics;
+mod redis_shape;
 mod service;
 mod settings;
+mod source;
+mod tls;
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -27,7 +32,6 @@ use axum::routing::get;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer;
 use tokio::sync::watch;
 
-use config::Config;
 use settings::{LogFormat, Settings};
 
 /// Arguments of `redis-ratelimit envoy` (its settings come from envoyproxy/ratelimit's
@@ -85,20 +89,25 @@ async fn bind(what: &str, addr: &str) -> Result<tokio::net::TcpListener, String>
         .map_err(|e| format!("{what}: cannot listen on {addr}: {e}"))
 }
 
+/// The gRPC connections: every accepted socket with `TCP_NODELAY`. Without it, each answer
+/// (HEADERS, DATA and trailers written separately) waited for the client's delayed ACK:
+/// ~44 ms per call to a Go gRPC client.
+fn grpc_incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
 async fn serve(settings: Settings) -> Result<(), String> {
     let settings = Arc::new(settings);
-    let config_dir = settings.config_dir();
-    let initial = Config::load_dir(
-        &config_dir,
-        settings.runtime_ignore_dot_files,
-        settings.merge_domain_config,
-    )
-    .map_err(|e| format!("error loading the initial config: {e}"))?;
+    let source = source::from_settings(&settings).map_err(|e| e.0)?;
     let backend = backend::Backend::new(&settings).map_err(|e| e.0)?;
+    let per_second =
+        backend::Backend::per_second(&settings).map_err(|e| format!("REDIS_PERSECOND: {}", e.0))?;
     let options = decide::Options {
         cache_key_prefix: settings.cache_key_prefix.clone(),
         near_limit_ratio: settings.near_limit_ratio,
         global_shadow_mode: settings.global_shadow_mode,
+        refused_requests_count: settings.refused_requests_count,
+        dynamic_metadata: settings.response_dynamic_metadata,
         headers: settings.response_headers_enabled.then(|| {
             (
                 settings.header_limit.clone(),
@@ -110,12 +119,11 @@ async fn serve(settings: Settings) -> Result<(), String> {
     let state = Arc::new(service::State {
         config: RwLock::new(None),
         backend,
+        per_second,
         options,
         metrics: metrics::Metrics::new(),
+        local_cache: local_cache::LocalCache::new(settings.local_cache_size),
     });
-    tracing::info!(dir = %config_dir.display(), files = initial.files.len(), "config loaded");
-    state.set_config(initial);
-    state.metrics.config_load_success.inc();
 
     let healthy = Arc::new(AtomicBool::new(true));
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
@@ -140,6 +148,8 @@ async fn serve(settings: Settings) -> Result<(), String> {
             });
         }
     };
+    let set_health: Arc<dyn Fn(bool) + Send + Sync> = Arc::new(set_health);
+    source.start(source::Updates::new(state.clone(), set_health.clone())).await?;
     set_health(true);
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -157,14 +167,18 @@ async fn serve(settings: Settings) -> Result<(), String> {
 
     {
         let state = state.clone();
-        tokio::spawn(async move { state.backend.warm_up().await });
+        tokio::spawn(async move {
+            state.backend.warm_up().await;
+            if let Some(per_second) = &state.per_second {
+                per_second.warm_up().await;
+            }
+        });
     }
-    let _ = spawn_reload(settings.clone(), state.clone(), set_health.clone());
 
     let http = Http { state: state.clone(), healthy: healthy.clone(), settings: settings.clone() };
     let router = axum::Router::new()
         .route("/healthcheck", get(healthcheck))
-        .route("/json", get(json))
+        .route("/json", get(json).post(json_request))
         .with_state(http.clone());
     let mut tasks = tokio::task::JoinSet::new();
     let mut rx = stop_rx.clone();
@@ -191,16 +205,26 @@ async fn serve(settings: Settings) -> Result<(), String> {
     }
     let mut rx = stop_rx.clone();
     let grpc_state = state.clone();
+    let grpc_tls =
+        settings.grpc_server_tls.as_ref().map(tls::acceptor).transpose().map_err(|e| e.0)?;
     tasks.spawn(async move {
-        let incoming = tonic::transport::server::TcpIncoming::from(grpc_listener);
-        tonic::transport::Server::builder()
+        let router = tonic::transport::Server::builder()
             .add_service(health_service)
-            .add_service(RateLimitServiceServer::new(service::Service { state: grpc_state }))
-            .serve_with_incoming_shutdown(incoming, async move {
-                let _ = rx.wait_for(|s| *s).await;
-            })
-            .await
-            .map_err(|e| format!("GRPC_PORT: {e}"))
+            .add_service(RateLimitServiceServer::new(service::Service { state: grpc_state }));
+        let shutdown = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        match grpc_tls {
+            Some(acceptor) => {
+                let incoming = tls::incoming(grpc_listener, acceptor);
+                router.serve_with_incoming_shutdown(incoming, shutdown).await
+            }
+            None => {
+                let incoming = grpc_incoming(grpc_listener);
+                router.serve_with_incoming_shutdown(incoming, shutdown).await
+            }
+        }
+        .map_err(|e| format!("GRPC_PORT: {e}"))
     });
     tracing::warn!(grpc = %grpc_addr, http = settings.port, "redis-ratelimit envoy serving");
 
@@ -269,74 +293,48 @@ async fn json(AxumState(http): AxumState<Http>) -> impl IntoResponse {
     ([(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string())
 }
 
+/// `POST /json`: one request in proto3 JSON, answered in proto3 JSON (envoyproxy's HTTP API).
+async fn json_request(
+    AxumState(http): AxumState<Http>,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    let bad = |message: String| {
+        tracing::warn!("POST /json: {message}");
+        (StatusCode::BAD_REQUEST, "Bad Request\n").into_response()
+    };
+    let request = match json::parse_request(&body) {
+        Ok(request) => request,
+        Err(e) => return bad(e),
+    };
+    let response = match http.state.answer(request).await {
+        Ok(response) => response,
+        Err(status) => return bad(status.message().to_string()),
+    };
+    let (code, body) = json::render_response(&response);
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (code, [(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string())
+        .into_response()
+}
+
 async fn prometheus(AxumState(http): AxumState<Http>) -> impl IntoResponse {
+    if let Some(cache) = &http.state.local_cache {
+        http.state.metrics.set_local_cache(&cache.stats());
+    }
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], http.state.metrics.render())
 }
 
-/// Watches the runtime directory; on a change, reloads every config file: a good set replaces
-/// the config in force, a bad one is logged and counted, and the last good config stays.
-fn spawn_reload(
-    settings: Arc<Settings>,
-    state: Arc<service::State>,
-    set_health: impl Fn(bool) + Send + 'static,
-) -> Option<()> {
-    use notify::Watcher;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let mut watcher =
-        match notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if event.is_ok() {
-                let _ = tx.send(());
-            }
-        }) {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::error!("config reload disabled: {e}");
-                return None;
-            }
-        };
-    let dir = settings.watch_dir();
-    if let Err(e) = watcher.watch(&dir, notify::RecursiveMode::Recursive) {
-        tracing::error!(dir = %dir.display(), "config reload disabled: cannot watch: {e}");
-        return None;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_stream::StreamExt;
+
+    #[tokio::test]
+    async fn accepted_grpc_sockets_have_tcp_nodelay() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut incoming = grpc_incoming(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let accepted = incoming.next().await.unwrap().unwrap();
+        assert!(accepted.nodelay().unwrap(), "an accepted gRPC socket without TCP_NODELAY");
     }
-    // RUNTIME_WATCH_ROOT: the root is often a symlink swapped to a new tree (`current ->
-    // v2`); the swap happens in the root's parent, watched too, and the root's watch is made
-    // again after each change so that it follows the link to the new tree.
-    let parent = settings
-        .runtime_watch_root
-        .then(|| dir.parent().map(Path::to_path_buf))
-        .flatten()
-        .filter(|p| watcher.watch(p, notify::RecursiveMode::NonRecursive).is_ok());
-    tokio::spawn(async move {
-        while rx.recv().await.is_some() {
-            // Let a burst of events (an editor's save, a symlink swap) settle.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            while rx.try_recv().is_ok() {}
-            if parent.is_some() {
-                let _ = watcher.unwatch(&dir);
-                if let Err(e) = watcher.watch(&dir, notify::RecursiveMode::Recursive) {
-                    tracing::error!(dir = %dir.display(), "cannot watch the runtime root again: {e}");
-                }
-            }
-            match Config::load_dir(
-                &settings.config_dir(),
-                settings.runtime_ignore_dot_files,
-                settings.merge_domain_config,
-            ) {
-                Ok(config) => {
-                    tracing::info!(files = config.files.len(), "config reloaded");
-                    state.set_config(config);
-                    state.metrics.config_load_success.inc();
-                    set_health(true);
-                }
-                Err(e) => {
-                    tracing::error!(
-                        "error loading new configuration, the last good one stays: {e}"
-                    );
-                    state.metrics.config_load_error.inc();
-                }
-            }
-        }
-    });
-    Some(())
 }

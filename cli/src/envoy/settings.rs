@@ -16,6 +16,39 @@ pub enum RedisType {
     Single,
     /// Redis Cluster (`CLUSTER`): `REDIS_URL` lists seed nodes, comma-separated.
     Cluster,
+    /// Redis Sentinel (`SENTINEL`): `REDIS_URL` is `master-name,host:port,host:port…`, the
+    /// master's name then the Sentinels that name its address.
+    Sentinel,
+}
+
+/// One Redis the service reaches: the main one (`REDIS_*`) or the per-second one
+/// (`REDIS_PERSECOND_*`), each with its own shape, address, credentials and pool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisTarget {
+    /// The variables' prefix (`REDIS` or `REDIS_PERSECOND`), to name them in errors.
+    pub prefix: &'static str,
+    pub socket_type: SocketType,
+    pub kind: RedisType,
+    pub url: String,
+    /// `_AUTH`: `password` or `username:password` for the Redis servers.
+    pub auth: String,
+    /// `_SENTINEL_AUTH`: the password of the Sentinels themselves (not of the master).
+    pub sentinel_auth: String,
+    /// `_TLS`: connect with TLS (the files are [`RedisTlsFiles`], shared by both targets).
+    pub tls: bool,
+    pub pool_size: usize,
+}
+
+/// `REDIS_TLS_CLIENT_CERT`/`_KEY` (a client certificate, sent when both are set),
+/// `REDIS_TLS_CACERT` (the CA Redis's certificate must chain to; the system's roots when
+/// empty) and `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION`. Shared by `REDIS_TLS` and
+/// `REDIS_PERSECOND_TLS`, as envoyproxy/ratelimit shares them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RedisTlsFiles {
+    pub client_cert: String,
+    pub client_key: String,
+    pub ca_cert: String,
+    pub skip_hostname_verification: bool,
 }
 
 /// `REDIS_SOCKET_TYPE`: `unix` (the default, `REDIS_URL` is a socket path) or `tcp`.
@@ -30,6 +63,64 @@ pub enum SocketType {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// `GRPC_SERVER_USE_TLS=true`: the gRPC port's certificate and key (PEM files), and for
+/// mutual TLS the CA client certificates must chain to and the name they must carry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GrpcServerTls {
+    /// `GRPC_SERVER_TLS_CERT`
+    pub cert: String,
+    /// `GRPC_SERVER_TLS_KEY`
+    pub key: String,
+    /// `GRPC_CLIENT_TLS_CACERT`: when set, clients must present a certificate it signed.
+    pub client_ca: String,
+    /// `GRPC_CLIENT_TLS_SAN`: when set (with the CA), the client certificate's name.
+    pub client_san: String,
+}
+
+/// Where the rate-limit config comes from: `CONFIG_TYPE`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigType {
+    /// `FILE` (the default): the YAML files under the runtime directory, reloaded on change.
+    File,
+    /// `GRPC_XDS_SOTW`: `RateLimitConfig` resources from an xDS server (state of the world,
+    /// aggregated stream), as Envoy Gateway serves them.
+    Xds(Box<XdsSettings>),
+}
+
+/// `CONFIG_GRPC_XDS_*` and `XDS_CLIENT_*`: the xDS server the config comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XdsSettings {
+    /// `CONFIG_GRPC_XDS_SERVER_URL`: `host:port`.
+    pub server_url: String,
+    /// `CONFIG_GRPC_XDS_NODE_ID`: the node the server keeps snapshots for.
+    pub node_id: String,
+    /// `CONFIG_GRPC_XDS_NODE_METADATA`: `key=value,key=value` (string fields of the node).
+    pub node_metadata: Vec<(String, String)>,
+    /// `CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS`: `name:value,name:value`, sent with the
+    /// stream (e.g. an authorization header).
+    pub headers: Vec<(String, String)>,
+    /// `CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL`: between connection attempts.
+    pub connect_retry: Duration,
+    /// `XDS_CLIENT_BACKOFF_INITIAL_INTERVAL` / `_MAX_INTERVAL`: after a broken stream.
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    /// `XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES` (0: gRPC's default, 4 MiB).
+    pub max_message_bytes: usize,
+    /// `CONFIG_GRPC_XDS_SERVER_USE_TLS=true`: TLS to the server.
+    pub tls: Option<XdsTls>,
+}
+
+/// TLS to the xDS server: `CONFIG_GRPC_XDS_CLIENT_TLS_CERT`/`_KEY` (a client certificate),
+/// `CONFIG_GRPC_XDS_SERVER_TLS_CACERT` (the server's CA; the system's roots when empty),
+/// `CONFIG_GRPC_XDS_SERVER_TLS_SAN` (the name to verify, instead of the URL's host).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct XdsTls {
+    pub client_cert: String,
+    pub client_key: String,
+    pub server_ca: String,
+    pub server_san: String,
 }
 
 /// Every setting the service uses.
@@ -47,12 +138,16 @@ pub struct Settings {
     pub runtime_watch_root: bool,
     pub runtime_ignore_dot_files: bool,
     pub merge_domain_config: bool,
-    pub redis_socket_type: SocketType,
-    pub redis_type: RedisType,
-    pub redis_url: String,
-    pub redis_auth: String,
-    pub redis_tls: bool,
-    pub redis_pool_size: usize,
+    /// The Redis every limit is decided on (`REDIS_*`).
+    pub redis: RedisTarget,
+    /// `REDIS_PERSECOND=true`: the Redis per-second limits are decided on.
+    pub redis_per_second: Option<RedisTarget>,
+    pub redis_tls_files: RedisTlsFiles,
+    /// `GRPC_SERVER_USE_TLS=true`: TLS (and mTLS) on the gRPC port.
+    pub grpc_server_tls: Option<GrpcServerTls>,
+    pub config_type: ConfigType,
+    /// `FORCE_START_WITHOUT_INITIAL_CONFIG`: serve before the first xDS config arrived.
+    pub force_start_without_initial_config: bool,
     /// `REDIS_TIMEOUT`: the most one module call may take (connect, send, answer).
     pub redis_timeout: Duration,
     pub cache_key_prefix: String,
@@ -68,6 +163,14 @@ pub struct Settings {
     pub global_shadow_mode: bool,
     /// `HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED`: unhealthy until a domain is loaded.
     pub healthy_with_config: bool,
+    /// `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false` given explicitly: a refused request
+    /// still counts against its other descriptors (envoyproxy's counting). Unset (or `true`):
+    /// a refused request counts nothing — this service's default.
+    pub refused_requests_count: bool,
+    /// `LOCAL_CACHE_SIZE_IN_BYTES`: the memory for keys known over their limit (0: none).
+    pub local_cache_size: usize,
+    /// `RESPONSE_DYNAMIC_METADATA`: the request goes back as the response's dynamic metadata.
+    pub response_dynamic_metadata: bool,
 }
 
 /// A bad setting: the variable, its value and what it must be.
@@ -125,6 +228,129 @@ impl Env<'_> {
             }),
         }
     }
+}
+
+impl Env<'_> {
+    /// One Redis target: `{prefix}_TYPE`, `_SOCKET_TYPE`, `_URL`, `_AUTH`, `_SENTINEL_AUTH`,
+    /// `_TLS`, `_POOL_SIZE`, with envoyproxy/ratelimit's defaults.
+    fn redis_target(
+        &self,
+        prefix: &'static str,
+        default_url: &str,
+    ) -> Result<RedisTarget, SettingError> {
+        let name = |suffix: &str| format!("{prefix}_{suffix}");
+        let raw_type = self.string(&name("TYPE"), "SINGLE");
+        let kind = match raw_type.to_ascii_uppercase().as_str() {
+            "SINGLE" => RedisType::Single,
+            "CLUSTER" => RedisType::Cluster,
+            "SENTINEL" => RedisType::Sentinel,
+            _ => {
+                return Err(SettingError(format!(
+                    "{}={raw_type:?}: use SINGLE, CLUSTER or SENTINEL",
+                    name("TYPE")
+                )))
+            }
+        };
+        let raw_socket = self.string(&name("SOCKET_TYPE"), "unix");
+        let socket_type = match raw_socket.to_ascii_lowercase().as_str() {
+            "unix" => SocketType::Unix,
+            "tcp" => SocketType::Tcp,
+            _ => {
+                return Err(SettingError(format!(
+                    "{}={raw_socket:?}: use unix or tcp",
+                    name("SOCKET_TYPE")
+                )))
+            }
+        };
+        let url = self.string(&name("URL"), default_url);
+        if url.trim().is_empty() {
+            return Err(SettingError(format!("{} is empty", name("URL"))));
+        }
+        if kind == RedisType::Sentinel
+            && url.split(',').filter(|p| !p.trim().is_empty()).count() < 2
+        {
+            return Err(SettingError(format!(
+                "{}={url:?}: REDIS_TYPE=SENTINEL needs the master's name then the Sentinels: \
+                 <redis master name>,<sentinel1>,...,<sentineln>",
+                name("URL")
+            )));
+        }
+        let pool_size: usize = self.int(&name("POOL_SIZE"), 10, "a positive integer")?;
+        if pool_size == 0 {
+            return Err(SettingError(format!("{}=0: must be at least 1", name("POOL_SIZE"))));
+        }
+        Ok(RedisTarget {
+            prefix,
+            socket_type,
+            kind,
+            url,
+            auth: self.string(&name("AUTH"), ""),
+            sentinel_auth: self.string(&name("SENTINEL_AUTH"), ""),
+            tls: self.bool(&name("TLS"), false)?,
+            pool_size,
+        })
+    }
+}
+
+impl Env<'_> {
+    /// `CONFIG_GRPC_XDS_*`, with envoyproxy/ratelimit's defaults.
+    fn xds(&self) -> Result<XdsSettings, SettingError> {
+        let tls = if self.bool("CONFIG_GRPC_XDS_SERVER_USE_TLS", false)? {
+            Some(XdsTls {
+                client_cert: self.string("CONFIG_GRPC_XDS_CLIENT_TLS_CERT", ""),
+                client_key: self.string("CONFIG_GRPC_XDS_CLIENT_TLS_KEY", ""),
+                server_ca: self.string("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", ""),
+                server_san: self.string("CONFIG_GRPC_XDS_SERVER_TLS_SAN", ""),
+            })
+        } else {
+            None
+        };
+        let server_url = self.string("CONFIG_GRPC_XDS_SERVER_URL", "localhost:18000");
+        if server_url.trim().is_empty() {
+            return Err(SettingError("CONFIG_GRPC_XDS_SERVER_URL is empty".into()));
+        }
+        Ok(XdsSettings {
+            server_url,
+            node_id: self.string("CONFIG_GRPC_XDS_NODE_ID", "default"),
+            node_metadata: pairs(&self.string("CONFIG_GRPC_XDS_NODE_METADATA", ""), '='),
+            headers: self.map("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS")?,
+            connect_retry: self.duration(
+                "CONFIG_GRPC_XDS_SERVER_CONNECT_RETRY_INTERVAL",
+                Duration::from_secs(3),
+            )?,
+            backoff_initial: self
+                .duration("XDS_CLIENT_BACKOFF_INITIAL_INTERVAL", Duration::from_secs(10))?,
+            backoff_max: self
+                .duration("XDS_CLIENT_BACKOFF_MAX_INTERVAL", Duration::from_secs(60))?,
+            max_message_bytes: self.int(
+                "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES",
+                0,
+                "a size in bytes",
+            )?,
+            tls,
+        })
+    }
+
+    /// An envconfig map: `key:value,key:value` (a pair without `:` is an error, as theirs).
+    fn map(&self, name: &str) -> Result<Vec<(String, String)>, SettingError> {
+        let text = self.string(name, "");
+        let mut out = Vec::new();
+        for pair in text.split(',').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once(':').ok_or_else(|| {
+                SettingError(format!("{name}={text:?}: use name:value,name:value"))
+            })?;
+            out.push((key.to_string(), value.to_string()));
+        }
+        Ok(out)
+    }
+}
+
+/// `key=value,key=value` pairs (entries without the separator are skipped, as theirs).
+fn pairs(text: &str, separator: char) -> Vec<(String, String)> {
+    text.split(',')
+        .filter_map(|entry| entry.split_once(separator))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// Go's `strconv.ParseBool`.
@@ -209,75 +435,59 @@ impl Settings {
             "json" => LogFormat::Json,
             other => return Err(SettingError(format!("LOG_FORMAT={other:?}: use text or json"))),
         };
-        let config_type = env.string("CONFIG_TYPE", "FILE");
-        if !config_type.eq_ignore_ascii_case("FILE") {
-            return Err(SettingError(format!(
-                "CONFIG_TYPE={config_type:?}: only FILE is supported (config files under RUNTIME_ROOT)"
-            )));
-        }
+        let raw_config_type = env.string("CONFIG_TYPE", "FILE");
+        let config_type = match raw_config_type.to_ascii_uppercase().as_str() {
+            "FILE" => ConfigType::File,
+            "GRPC_XDS_SOTW" => ConfigType::Xds(Box::new(env.xds()?)),
+            _ => {
+                return Err(SettingError(format!(
+                    "CONFIG_TYPE={raw_config_type:?}: use FILE or GRPC_XDS_SOTW"
+                )))
+            }
+        };
         let backend = env.string("BACKEND_TYPE", "redis");
         if !backend.eq_ignore_ascii_case("redis") {
             return Err(SettingError(format!(
                 "BACKEND_TYPE={backend:?}: only redis is supported (the module decides every limit)"
             )));
         }
-        let raw_type = env.string("REDIS_TYPE", "SINGLE");
-        let redis_type = match raw_type.to_ascii_uppercase().as_str() {
-            "SINGLE" => RedisType::Single,
-            "CLUSTER" => RedisType::Cluster,
-            "SENTINEL" => {
-                return Err(SettingError(format!(
-                    "REDIS_TYPE={raw_type:?}: Sentinel is not supported (use SINGLE or CLUSTER)"
-                )))
-            }
-            _ => {
-                return Err(SettingError(format!("REDIS_TYPE={raw_type:?}: use SINGLE or CLUSTER")))
-            }
+        let redis = env.redis_target("REDIS", "/var/run/nutcracker/ratelimit.sock")?;
+        let redis_per_second = if env.bool("REDIS_PERSECOND", false)? {
+            Some(
+                env.redis_target("REDIS_PERSECOND", "/var/run/nutcracker/ratelimitpersecond.sock")?,
+            )
+        } else {
+            None
         };
-        let redis_socket_type =
-            match env.string("REDIS_SOCKET_TYPE", "unix").to_ascii_lowercase().as_str() {
-                "unix" => SocketType::Unix,
-                "tcp" => SocketType::Tcp,
-                other => {
-                    return Err(SettingError(format!(
-                        "REDIS_SOCKET_TYPE={other:?}: use unix or tcp"
-                    )))
-                }
-            };
-        if redis_type == RedisType::Cluster && redis_socket_type == SocketType::Unix {
-            return Err(SettingError(
-                "REDIS_TYPE=CLUSTER needs REDIS_SOCKET_TYPE=tcp (cluster nodes are host:port)"
-                    .into(),
-            ));
-        }
-        if env.bool("REDIS_PERSECOND", false)? {
-            return Err(SettingError(
-                "REDIS_PERSECOND=true: not supported — every descriptor of a request is decided by \
-                 one module call on one Redis (unset it)"
-                    .into(),
-            ));
-        }
         if !env.string("GRPC_UDS", "").is_empty() {
             return Err(SettingError(
                 "GRPC_UDS: serving gRPC on a unix socket is not supported (use GRPC_HOST/GRPC_PORT)"
                     .into(),
             ));
         }
-        if env.bool("GRPC_SERVER_USE_TLS", false)? {
-            return Err(SettingError(
-                "GRPC_SERVER_USE_TLS=true: not supported (terminate TLS in front of the service)"
-                    .into(),
-            ));
-        }
+        let grpc_server_tls = if env.bool("GRPC_SERVER_USE_TLS", false)? {
+            let tls = GrpcServerTls {
+                cert: env.string("GRPC_SERVER_TLS_CERT", ""),
+                key: env.string("GRPC_SERVER_TLS_KEY", ""),
+                client_ca: env.string("GRPC_CLIENT_TLS_CACERT", ""),
+                client_san: env.string("GRPC_CLIENT_TLS_SAN", ""),
+            };
+            if tls.cert.is_empty() || tls.key.is_empty() {
+                return Err(SettingError(
+                    "GRPC_SERVER_USE_TLS=true needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY \
+                     (PEM files)"
+                        .into(),
+                ));
+            }
+            Some(tls)
+        } else {
+            None
+        };
         if env.bool("QUOTA_MODE", false)? {
             return Err(SettingError(
                 "QUOTA_MODE=true: not supported globally; set quota_mode: true on the descriptors"
                     .into(),
             ));
-        }
-        let redis_pool_size: usize = env.int("REDIS_POOL_SIZE", 10, "a positive integer")?;
-        if redis_pool_size == 0 {
-            return Err(SettingError("REDIS_POOL_SIZE=0: must be at least 1".into()));
         }
         let redis_timeout = env.duration("REDIS_TIMEOUT", Duration::from_secs(10))?;
         if redis_timeout.is_zero() {
@@ -289,20 +499,13 @@ impl Settings {
                 "NEAR_LIMIT_RATIO={near_limit_ratio}: must be between 0 and 1"
             )));
         }
-        let redis_url = env.string("REDIS_URL", "/var/run/nutcracker/ratelimit.sock");
-        if redis_url.trim().is_empty() {
-            return Err(SettingError("REDIS_URL is empty".into()));
-        }
         // Read (and so checked) for drop-in manifests; these knobs have no counterpart here.
-        for name in [
-            "EXPIRATION_JITTER_MAX_SECONDS",
-            "LOCAL_CACHE_SIZE_IN_BYTES",
-            "STATSD_PORT",
-            "DEBUG_PORT",
-        ] {
+        for name in ["EXPIRATION_JITTER_MAX_SECONDS", "STATSD_PORT", "DEBUG_PORT"] {
             env.int::<i64>(name, 0, "an integer")?;
         }
-        for name in ["USE_STATSD", "STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "DISABLE_STATS"] {
+        let refused_requests_count = env.raw("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT").is_some()
+            && !env.bool("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", true)?;
+        for name in ["USE_STATSD", "DISABLE_STATS"] {
             env.bool(name, false)?;
         }
         Ok(Settings {
@@ -318,12 +521,19 @@ impl Settings {
             runtime_watch_root: env.bool("RUNTIME_WATCH_ROOT", true)?,
             runtime_ignore_dot_files: env.bool("RUNTIME_IGNOREDOTFILES", false)?,
             merge_domain_config: env.bool("MERGE_DOMAIN_CONFIG", false)?,
-            redis_socket_type,
-            redis_type,
-            redis_url,
-            redis_auth: env.string("REDIS_AUTH", ""),
-            redis_tls: env.bool("REDIS_TLS", false)?,
-            redis_pool_size,
+            redis,
+            redis_per_second,
+            redis_tls_files: RedisTlsFiles {
+                client_cert: env.string("REDIS_TLS_CLIENT_CERT", ""),
+                client_key: env.string("REDIS_TLS_CLIENT_KEY", ""),
+                ca_cert: env.string("REDIS_TLS_CACERT", ""),
+                skip_hostname_verification: env
+                    .bool("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false)?,
+            },
+            grpc_server_tls,
+            config_type,
+            force_start_without_initial_config: env
+                .bool("FORCE_START_WITHOUT_INITIAL_CONFIG", false)?,
             redis_timeout,
             cache_key_prefix: env.string("CACHE_KEY_PREFIX", ""),
             near_limit_ratio,
@@ -336,6 +546,9 @@ impl Settings {
             prometheus_path: env.string("PROMETHEUS_PATH", "/metrics"),
             global_shadow_mode: env.bool("SHADOW_MODE", false)?,
             healthy_with_config: env.bool("HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", false)?,
+            refused_requests_count,
+            response_dynamic_metadata: env.bool("RESPONSE_DYNAMIC_METADATA", false)?,
+            local_cache_size: env.int("LOCAL_CACHE_SIZE_IN_BYTES", 0, "a size in bytes")?,
         })
     }
 
@@ -393,8 +606,21 @@ mod tests {
     fn defaults_are_envoyproxys() {
         let s = settings(&[]).unwrap();
         assert_eq!((s.port, s.grpc_port), (8080, 8081));
-        assert_eq!(s.redis_type, RedisType::Single);
-        assert_eq!(s.redis_socket_type, SocketType::Unix);
+        assert_eq!(s.redis.kind, RedisType::Single);
+        assert_eq!(s.redis.socket_type, SocketType::Unix);
+        assert_eq!(s.redis.url, "/var/run/nutcracker/ratelimit.sock");
+        assert_eq!((s.redis.pool_size, s.redis.tls), (10, false));
+        assert_eq!(s.redis_per_second, None);
+        let per_second =
+            settings(&[("REDIS_PERSECOND", "true"), ("REDIS_PERSECOND_SOCKET_TYPE", "tcp")])
+                .unwrap()
+                .redis_per_second
+                .unwrap();
+        assert_eq!(
+            (per_second.prefix, per_second.socket_type),
+            ("REDIS_PERSECOND", SocketType::Tcp)
+        );
+        assert_eq!(per_second.url, "/var/run/nutcracker/ratelimitpersecond.sock");
         assert_eq!(s.redis_timeout, Duration::from_secs(10));
         assert_eq!(s.config_dir(), PathBuf::from("/srv/runtime_data/current/config"));
         assert_eq!(s.header_limit, "RateLimit-Limit");
@@ -407,7 +633,6 @@ mod tests {
             ("PORT", "http"),
             ("GRPC_PORT", "70000"),
             ("REDIS_TYPE", "ring"),
-            ("REDIS_TYPE", "sentinel"),
             ("REDIS_SOCKET_TYPE", "udp"),
             ("REDIS_POOL_SIZE", "0"),
             ("REDIS_TIMEOUT", "10"),
@@ -418,7 +643,6 @@ mod tests {
             ("LOG_FORMAT", "xml"),
             ("CONFIG_TYPE", "GRPC_XDS"),
             ("BACKEND_TYPE", "memcache"),
-            ("REDIS_PERSECOND", "true"),
             ("USE_PROMETHEUS", "maybe"),
             ("QUOTA_MODE", "true"),
             ("GRPC_UDS", "/tmp/rl.sock"),
@@ -427,8 +651,77 @@ mod tests {
             let error = settings(&[(name, value)]).unwrap_err();
             assert!(error.0.starts_with(name), "{name}={value}: {error}");
         }
-        let error = settings(&[("REDIS_TYPE", "CLUSTER")]).unwrap_err();
-        assert!(error.0.contains("REDIS_SOCKET_TYPE=tcp"), "{error}");
+        for name in ["REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_POOL_SIZE"] {
+            let error = settings(&[("REDIS_PERSECOND", "true"), (name, "0")]).unwrap_err();
+            assert!(error.0.starts_with(name), "{error}");
+        }
+        // Sentinel needs the master's name and at least one Sentinel.
+        let error = settings(&[("REDIS_TYPE", "sentinel"), ("REDIS_URL", "mymaster")]).unwrap_err();
+        assert!(error.0.starts_with("REDIS_URL=") && error.0.contains("master name"), "{error}");
+    }
+
+    /// Their shapes: a cluster or Sentinel ignores REDIS_SOCKET_TYPE (theirs dials TCP), so
+    /// the default `unix` is no reason to refuse; the per-second target reads its own prefix.
+    #[test]
+    fn redis_shapes_and_the_per_second_target() {
+        let s = settings(&[("REDIS_TYPE", "CLUSTER"), ("REDIS_URL", "a:1,b:2")]).unwrap();
+        assert_eq!(s.redis.kind, RedisType::Cluster);
+        let s = settings(&[
+            ("REDIS_TYPE", "sentinel"),
+            ("REDIS_URL", "mymaster,localhost:26379"),
+            ("REDIS_AUTH", "user:pw"),
+            ("REDIS_SENTINEL_AUTH", "spw"),
+            ("REDIS_TLS", "true"),
+            ("REDIS_TLS_CACERT", "/ca.pem"),
+            ("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "true"),
+        ])
+        .unwrap();
+        assert_eq!(s.redis.kind, RedisType::Sentinel);
+        assert_eq!((s.redis.auth.as_str(), s.redis.sentinel_auth.as_str()), ("user:pw", "spw"));
+        assert!(s.redis.tls);
+        assert_eq!(s.redis_tls_files.ca_cert, "/ca.pem");
+        assert!(s.redis_tls_files.skip_hostname_verification);
+    }
+
+    #[test]
+    fn xds_settings() {
+        let s = settings(&[
+            ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+            ("CONFIG_GRPC_XDS_SERVER_URL", "envoy-gateway:18001"),
+            ("CONFIG_GRPC_XDS_NODE_ID", "envoy-ratelimit"),
+            ("CONFIG_GRPC_XDS_NODE_METADATA", "zone=a,bad,b=c=d"),
+            ("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "authorization:Bearer t,x-a:1"),
+            ("CONFIG_GRPC_XDS_SERVER_USE_TLS", "true"),
+            ("CONFIG_GRPC_XDS_SERVER_TLS_CACERT", "/certs/ca.crt"),
+        ])
+        .unwrap();
+        let ConfigType::Xds(xds) = s.config_type else { panic!("{:?}", s.config_type) };
+        assert_eq!(xds.server_url, "envoy-gateway:18001");
+        assert_eq!(xds.node_id, "envoy-ratelimit");
+        let owned = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+        };
+        assert_eq!(xds.node_metadata, owned(&[("zone", "a"), ("b", "c=d")]));
+        assert_eq!(xds.headers, owned(&[("authorization", "Bearer t"), ("x-a", "1")]));
+        assert_eq!(xds.tls.unwrap().server_ca, "/certs/ca.crt");
+        assert_eq!(xds.connect_retry, Duration::from_secs(3));
+        let error = settings(&[
+            ("CONFIG_TYPE", "GRPC_XDS_SOTW"),
+            ("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS", "x"),
+        ])
+        .unwrap_err();
+        assert!(error.0.starts_with("CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS"), "{error}");
+    }
+
+    #[test]
+    fn only_an_explicit_false_counts_refused_requests() {
+        let count = |pairs: &[(&str, &str)]| settings(pairs).unwrap().refused_requests_count;
+        assert!(!count(&[]));
+        assert!(!count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "")]));
+        assert!(!count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "true")]));
+        assert!(count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false")]));
+        assert!(count(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "0")]));
+        assert!(settings(&[("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "no")]).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -103,7 +104,7 @@ func TestRedisRateAllowAtMostTakesWholePermits(t *testing.T) {
 	if typ, _ := c.Type(ctx, "rate:frac-stock").Result(); typ != "string" {
 		t.Fatalf("stock key type %s", typ)
 	}
-	if typ, _ := c.Type(ctx, "rate:frac-ours").Result(); typ == "string" {
+	if typ, _ := c.Type(ctx, "rate:rl:frac-ours").Result(); typ == "string" {
 		t.Fatalf("drop-in key type %s", typ)
 	}
 }
@@ -165,7 +166,7 @@ func TestGoZeroPeriodLimitSameCodes(t *testing.T) {
 				t.Fatalf("align %v take %d: stock %d %v, ours %d %v", align, i, a, err1, b, err2)
 			}
 		}
-		_ = c.Del(context.Background(), "zstock:k", "zours:k").Err()
+		_ = c.Del(context.Background(), "zstock:k", "zours:rl:k").Err()
 	}
 }
 
@@ -194,5 +195,116 @@ func TestGoZeroTokenLimiterSecondBoundary(t *testing.T) {
 	// Ours: the burst, plus what 5/s refills while the calls run (nothing on an idle machine).
 	if most := 5 + int(5*time.Since(start).Seconds()); stockAdmitted != 10 || oursAdmitted > most || oursAdmitted < 5 {
 		t.Fatalf("within a ms of wall time: stock admitted %d (2 × the burst), ours %d", stockAdmitted, oursAdmitted)
+	}
+}
+
+// Switching a running service: the stock library has written its keys (its own types), then
+// the drop-in serves the same keys on the same Redis without one error; each key starts
+// fresh at the switch (the drop-ins keep their limiters beside the stock keys).
+func TestSwitchOnALiveRedis(t *testing.T) {
+	ctx := context.Background()
+	c := rdb(t)
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	zrdb := zeroredis.New(serverAddr)
+
+	t.Run("redis_rate", func(t *testing.T) {
+		stock := redis_rate_stock.NewLimiter(c)
+		for i := 0; i < 3; i++ {
+			if _, err := stock.Allow(ctx, "sw", redis_rate_stock.PerMinute(3)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ours := redisrate.NewLimiter(c)
+		res, err := ours.Allow(ctx, "sw", redisrate.PerMinute(3))
+		if err != nil || res.Allowed != 1 || res.Remaining != 2 {
+			t.Fatalf("after the switch: %+v %v (want a fresh key: allowed, 2 left)", res, err)
+		}
+		if err := ours.Reset(ctx, "sw"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("ulule", func(t *testing.T) {
+		stockStore, _ := ululeredis.NewStore(c)
+		rate := limiter.Rate{Limit: 3, Period: time.Minute}
+		stock := limiter.New(stockStore, rate)
+		for i := 0; i < 2; i++ {
+			if _, err := stock.Get(ctx, "sw"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		oursStore, err := limiterstore.NewStore(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ours := limiter.New(oursStore, rate)
+		for _, f := range []func() (limiter.Context, error){
+			func() (limiter.Context, error) { return ours.Peek(ctx, "sw") },
+			func() (limiter.Context, error) { return ours.Get(ctx, "sw") },
+			func() (limiter.Context, error) { return ours.Increment(ctx, "sw", 1) },
+			func() (limiter.Context, error) { return ours.Reset(ctx, "sw") },
+		} {
+			if _, err := f(); err != nil {
+				t.Fatalf("after the switch: %v", err)
+			}
+		}
+		if got, err := ours.Get(ctx, "sw"); err != nil || got.Remaining != 2 {
+			t.Fatalf("after the switch: %+v %v (want a fresh key: 2 left)", got, err)
+		}
+	})
+
+	t.Run("go-zero", func(t *testing.T) {
+		stockPeriod := zerolimit.NewPeriodLimit(86400, 3, zrdb, "sms:")
+		if _, err := stockPeriod.Take("sw"); err != nil {
+			t.Fatal(err)
+		}
+		stockToken := zerolimit.NewTokenLimiter(5, 5, zrdb, "swt")
+		if !stockToken.Allow() {
+			t.Fatal("stock token limiter refused")
+		}
+		ours := gozero.NewPeriodLimit(86400, 3, c, "sms:")
+		code, err := ours.Take("sw")
+		if err != nil || code != gozero.Allowed {
+			t.Fatalf("period after the switch: %d %v", code, err)
+		}
+		var errs []error
+		oursToken := gozero.NewTokenLimiter(5, 5, c, "swt", gozero.OnError(func(err error) { errs = append(errs, err) }))
+		if !oursToken.Allow() || len(errs) != 0 {
+			t.Fatalf("token after the switch: %v", errs)
+		}
+	})
+}
+
+// go-zero's own *redis.Redis is a store, as with go-zero's constructors: the commands go through
+// its DoCtx (its breaker, logging and metrics); a store of another type fails every call.
+func TestGoZeroOwnClient(t *testing.T) {
+	c := rdb(t)
+	if err := c.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	zrdb := zeroredis.New(serverAddr)
+	period := gozero.NewPeriodLimit(60, 2, zrdb, "own:")
+	for i, want := range []int{gozero.Allowed, gozero.HitQuota, gozero.OverQuota} {
+		if code, err := period.Take("k"); err != nil || code != want {
+			t.Fatalf("take %d: %d %v, want %d", i, code, err, want)
+		}
+	}
+	if typ, _ := c.Type(context.Background(), "own:rl:k").Result(); typ == "string" || typ == "none" {
+		t.Fatalf("own:rl:k is %q: the call did not reach the module", typ)
+	}
+	var errs []error
+	token := gozero.NewTokenLimiter(5, 2, zrdb, "own", gozero.OnError(func(err error) { errs = append(errs, err) }))
+	if !token.Allow() || !token.AllowN(time.Now(), 1) || token.Allow() || len(errs) != 0 {
+		t.Fatalf("token limiter over go-zero's client: errors %v", errs)
+	}
+	// Redis down behind go-zero's client: an error, not a panic.
+	down := gozero.NewPeriodLimit(60, 2, zeroredis.New("127.0.0.1:1"), "own:")
+	if _, err := down.Take("k"); err == nil {
+		t.Fatal("a dead go-zero client answered")
+	}
+	if _, err := gozero.NewPeriodLimit(60, 2, "not a store", "own:").Take("k"); !errors.Is(err, gozero.ErrStore) {
+		t.Fatalf("a string as the store: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package gozero_test
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/redis/go-redis/v9"
 
@@ -10,7 +11,7 @@ import (
 )
 
 func ExampleNewPeriodLimit() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	_ = rdb.Del(context.Background(), "sms:+15551234").Err()
 
@@ -30,7 +31,7 @@ func ExampleNewPeriodLimit() {
 }
 
 func ExampleNewTokenLimiter() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	_ = rdb.Del(context.Background(), "{api}.bucket").Err()
 

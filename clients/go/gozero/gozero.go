@@ -1,9 +1,10 @@
 // Package gozero is a drop-in for go-zero's core/limit (PeriodLimit and TokenLimiter) on the
-// redis-ratelimit module, over a go-redis v9 client: the same constructors' parameters (the
-// store is a redis.UniversalClient instead of go-zero's *redis.Redis), method sets and result
-// codes, one module command per call instead of a Lua script, judged on the server's clock.
+// redis-ratelimit module: the same constructors' parameters — the store is go-zero's own
+// *redis.Redis (its breaker, logging and metrics apply, as with go-zero's constructors) or a
+// go-redis v9 client — method sets and result codes, one module command per call instead of a
+// Lua script, judged on the server's clock.
 //
-//   - PeriodLimit is `RL.PERIOD <keyPrefix><key> <quota> <period>s` (with Align: `ALIGN
+//   - PeriodLimit is `RL.PERIOD <keyPrefix>rl:<key> <quota> <period>s` (with Align: `ALIGN
 //     <this process's UTC offset>`): a window starts at its first request (or at local
 //     calendar boundaries), and the codes are go-zero's: Allowed while permits are left after
 //     the request, HitQuota for the request that takes the last one, OverQuota after.
@@ -13,9 +14,11 @@
 //     the rate across a second boundary (go-zero #1451) and lets reordered requests from
 //     skewed clocks refill what was spent (#4072); here `now` is not used at all.
 //
-// What else differs (README "Go"): a TokenLimiter keeps one key, {key}.bucket, instead of
-// {key}.tokens and {key}.ts (the names differ so that a rolling deploy never mixes the two
-// formats); when Redis fails, TokenLimiter refuses (go-zero silently falls back to an
+// What else differs (README "Go"): a PeriodLimit keeps <keyPrefix>rl:<key>, beside go-zero's
+// <keyPrefix><key> counter (which lives up to a period, a day for daily quotas), so that a
+// service switched on a live Redis meets no WRONGTYPE, each key starting fresh; a
+// TokenLimiter keeps one key, {key}.bucket, instead of {key}.tokens and {key}.ts (the names
+// differ so that a rolling deploy never mixes the two formats); when Redis fails, TokenLimiter refuses (go-zero silently falls back to an
 // in-process limiter per instance: [Rescue] keeps that behaviour, [FailOpen] admits) and
 // reports the error to [OnError]; a quota of 0 is OverQuota without a call.
 package gozero
@@ -48,6 +51,28 @@ const (
 // ErrUnknownCode is an error that represents unknown status code.
 var ErrUnknownCode = errors.New("unknown status code")
 
+// ErrStore means the constructors were given a store that is neither go-zero's *redis.Redis
+// nor a go-redis v9 client; every call then fails with it.
+var ErrStore = errors.New("gozero: the store must be go-zero's *redis.Redis or a go-redis v9 redis.UniversalClient")
+
+// Store is what the constructors take: go-zero's own *redis.Redis (commands go through its
+// DoCtx, so its breaker, logging and metrics apply) or a go-redis v9 redis.UniversalClient
+// (commands sent once, within the caller's context). Anything else: every call fails with
+// [ErrStore].
+type Store = any
+
+// client is the module's client over store.
+func client(store Store) (*ratelimit.Client, error) {
+	switch s := store.(type) {
+	case redis.UniversalClient:
+		return ratelimit.New(s), nil
+	case ratelimit.Doer:
+		return ratelimit.NewWithDoer(s), nil
+	default:
+		return nil, fmt.Errorf("%w (got %T)", ErrStore, store)
+	}
+}
+
 type (
 	// PeriodOption defines the method to customize a PeriodLimit.
 	PeriodOption func(l *PeriodLimit)
@@ -57,18 +82,22 @@ type (
 		period    int
 		quota     int
 		rl        *ratelimit.Client
+		storeErr  error
 		keyPrefix string
 		align     bool
 	}
 )
 
 // NewPeriodLimit returns a PeriodLimit of quota requests per period seconds per key.
-func NewPeriodLimit(period, quota int, limitStore redis.UniversalClient, keyPrefix string,
+// limitStore is go-zero's *redis.Redis or a go-redis client ([Store]).
+func NewPeriodLimit(period, quota int, limitStore Store, keyPrefix string,
 	opts ...PeriodOption) *PeriodLimit {
+	rl, err := client(limitStore)
 	limiter := &PeriodLimit{
 		period:    period,
 		quota:     quota,
-		rl:        ratelimit.New(limitStore),
+		rl:        rl,
+		storeErr:  err,
 		keyPrefix: keyPrefix,
 	}
 	for _, opt := range opts {
@@ -76,6 +105,9 @@ func NewPeriodLimit(period, quota int, limitStore redis.UniversalClient, keyPref
 	}
 	return limiter
 }
+
+// periodNamespace sits between a PeriodLimit's keyPrefix and the key (see the package doc).
+const periodNamespace = "rl:"
 
 // Align returns a func to customize a PeriodLimit with alignment: windows start at the local
 // calendar boundaries of this process's time zone (ALIGN with its UTC offset). For example,
@@ -93,6 +125,9 @@ func (h *PeriodLimit) Take(key string) (int, error) {
 
 // TakeCtx requests a permit with context, it returns the permit state.
 func (h *PeriodLimit) TakeCtx(ctx context.Context, key string) (int, error) {
+	if h.storeErr != nil {
+		return Unknown, h.storeErr
+	}
 	if h.period <= 0 {
 		return Unknown, fmt.Errorf("gozero: period must be positive seconds (got %d)", h.period)
 	}
@@ -105,7 +140,7 @@ func (h *PeriodLimit) TakeCtx(ctx context.Context, key string) (int, error) {
 		window.Align = true
 		window.UTCOffset = (time.Duration(offset) * time.Second) % window.Period
 	}
-	d, err := h.rl.Limit(ctx, h.keyPrefix+key, window)
+	d, err := h.rl.Limit(ctx, h.keyPrefix+periodNamespace+key, window)
 	switch {
 	case err != nil:
 		return Unknown, err
@@ -121,12 +156,12 @@ func (h *PeriodLimit) TakeCtx(ctx context.Context, key string) (int, error) {
 // TokenOption customizes a TokenLimiter.
 type TokenOption func(*TokenLimiter)
 
-// FailOpen: when Redis fails, admit (default: refuse).
+// FailOpen makes a TokenLimiter admit when Redis fails (default: refuse).
 func FailOpen() TokenOption { return func(l *TokenLimiter) { l.onFailure = failOpen } }
 
-// Rescue: when Redis fails, judge in this process with a local token bucket of the same rate
-// and burst until Redis answers PING again (go-zero's behaviour; not shared between
-// instances).
+// Rescue makes a TokenLimiter judge in this process when Redis fails, with a local token
+// bucket of the same rate and burst, until Redis answers PING again (go-zero's behaviour; not
+// shared between instances).
 func Rescue() TokenOption { return func(l *TokenLimiter) { l.onFailure = rescue } }
 
 // OnError is called with every error a TokenLimiter meets (Redis down, a deadline, …).
@@ -146,6 +181,7 @@ type TokenLimiter struct {
 	rate      int
 	burst     int
 	rl        *ratelimit.Client
+	storeErr  error
 	key       string
 	onFailure int
 	onError   func(error)
@@ -157,13 +193,16 @@ type TokenLimiter struct {
 }
 
 // NewTokenLimiter returns a new TokenLimiter that allows events up to rate per second and
-// permits bursts of at most burst tokens.
-func NewTokenLimiter(rate, burst int, store redis.UniversalClient, key string, opts ...TokenOption) *TokenLimiter {
+// permits bursts of at most burst tokens; store is go-zero's *redis.Redis or a go-redis
+// client ([Store]).
+func NewTokenLimiter(rate, burst int, store Store, key string, opts ...TokenOption) *TokenLimiter {
+	rl, err := client(store)
 	lim := &TokenLimiter{
-		rate:  rate,
-		burst: burst,
-		rl:    ratelimit.New(store),
-		key:   "{" + key + "}.bucket",
+		rate:     rate,
+		burst:    burst,
+		rl:       rl,
+		storeErr: err,
+		key:      "{" + key + "}.bucket",
 	}
 	lim.redisAlive.Store(true)
 	if rate > 0 {
@@ -198,6 +237,12 @@ func (lim *TokenLimiter) AllowNCtx(ctx context.Context, now time.Time, n int) bo
 
 func (lim *TokenLimiter) reserveN(ctx context.Context, now time.Time, n int) bool {
 	if lim.rate <= 0 || lim.burst <= 0 || n < 0 {
+		return false
+	}
+	if lim.storeErr != nil {
+		if lim.onError != nil {
+			lim.onError(lim.storeErr)
+		}
 		return false
 	}
 	if !lim.redisAlive.Load() {
@@ -252,7 +297,7 @@ func (lim *TokenLimiter) waitForRedis() {
 	}()
 	for range ticker.C {
 		ctx, cancel := context.WithTimeout(context.Background(), pingInterval)
-		err := lim.rl.Redis().Ping(ctx).Err()
+		_, err := lim.rl.Do(ctx, 0, "PING")
 		cancel()
 		if err == nil {
 			lim.redisAlive.Store(true)

@@ -79,7 +79,7 @@ func TestPeriodLimit_TakeWithAlign(t *testing.T) {
 	testPeriodLimit(t, 60, gozero.Align())
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	fields, err := ratelimit.New(rdb).Info(context.Background(), "periodlimitfirst")
+	fields, err := ratelimit.New(rdb).Info(context.Background(), "periodlimitrl:first")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,9 @@
 //
 // Redis down or slow: each decision waits at most Options.Timeout (default 500 ms; the call
 // carries DEADLINE, so one that arrives late counts nothing), then the request is let
-// through with Options.FailOpen, else answered 503 (or by Options.Error).
+// through with Options.FailOpen, else answered 503 (or by Options.Error). Either way
+// Options.OnError is told, and the failure is logged (Options.Logger, at most one line per
+// Options.LogEvery, with the count of failures meanwhile).
 package httplimit
 
 import (
@@ -29,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -85,6 +88,50 @@ type Options struct {
 	Refused func(w http.ResponseWriter, r *http.Request, d ratelimit.Decision)
 	// Error answers a request whose decision failed, when not FailOpen (default: 503).
 	Error func(w http.ResponseWriter, r *http.Request, err error)
+	// OnError is told of every failed decision, with FailOpen or without, before the request
+	// is let through or answered (metrics, tracing); it must not write the response.
+	OnError func(r *http.Request, err error)
+	// Logger logs failed decisions, rate-limited: the first at once, then at most one line
+	// per LogEvery with how many failed meanwhile (default slog.Default()).
+	Logger *slog.Logger
+	// LogEvery is the least time between two log lines (default DefaultLogEvery; negative:
+	// never log).
+	LogEvery time.Duration
+}
+
+// DefaultLogEvery is the least time between two log lines about failed decisions.
+const DefaultLogEvery = 10 * time.Second
+
+// errorLog logs failed decisions, at most one line per every.
+type errorLog struct {
+	logger *slog.Logger
+	every  time.Duration
+
+	mu       sync.Mutex
+	last     time.Time
+	failures int64 // failed decisions not yet logged
+}
+
+func (e *errorLog) log(r *http.Request, err error, failOpen bool) {
+	if e.every < 0 {
+		return
+	}
+	e.mu.Lock()
+	e.failures++
+	now := time.Now()
+	if !e.last.IsZero() && now.Sub(e.last) < e.every {
+		e.mu.Unlock()
+		return
+	}
+	failures := e.failures
+	e.last, e.failures = now, 0
+	e.mu.Unlock()
+	action := "answered 503"
+	if failOpen {
+		action = "let through (FailOpen)"
+	}
+	e.logger.LogAttrs(r.Context(), slog.LevelError, "httplimit: rate limit decision failed; request "+action,
+		slog.String("error", err.Error()), slog.Int64("failures", failures), slog.String("path", r.URL.Path))
 }
 
 // Limiter is the middleware.
@@ -99,9 +146,10 @@ type Limiter struct {
 	timeout      time.Duration
 	// delays: the own limit is a leaky bucket in delay mode (admitted requests wait).
 	delays bool
+	errs   *errorLog
 }
 
-// ErrTimeout: no decision within Options.Timeout.
+// ErrTimeout means no decision came within Options.Timeout.
 var ErrTimeout = errors.New("httplimit: no decision from Redis within the timeout")
 
 // New checks the options and returns the middleware.
@@ -119,6 +167,13 @@ func New(o Options) (*Limiter, error) {
 	}
 	if l.timeout == 0 {
 		l.timeout = DefaultTimeout
+	}
+	l.errs = &errorLog{logger: o.Logger, every: o.LogEvery}
+	if l.errs.logger == nil {
+		l.errs.logger = slog.Default()
+	}
+	if l.errs.every == 0 {
+		l.errs.every = DefaultLogEvery
 	}
 	switch {
 	case o.IPv6Subnet == 0:
@@ -198,6 +253,10 @@ func (l *Limiter) Check(w http.ResponseWriter, r *http.Request) bool {
 	d, err := l.decide(r)
 	if err != nil {
 		count(l.policy, outcomeError)
+		if l.o.OnError != nil {
+			l.o.OnError(r, err)
+		}
+		l.errs.log(r, err, l.o.FailOpen)
 		if l.o.FailOpen {
 			return true
 		}
@@ -314,7 +373,7 @@ func (l *Limiter) decide(r *http.Request) (ratelimit.Decision, error) {
 	}()
 	select {
 	case res := <-done:
-		if res.err != nil && ctx.Err() != nil && r.Context().Err() == nil {
+		if res.err != nil && (ctx.Err() != nil || errors.Is(res.err, context.DeadlineExceeded)) && r.Context().Err() == nil {
 			return res.d, fmt.Errorf("%w (%v): %v", ErrTimeout, l.timeout, res.err)
 		}
 		return res.d, res.err

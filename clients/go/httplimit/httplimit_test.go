@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -307,5 +308,48 @@ func TestShadowPolicyNeverHolds(t *testing.T) {
 	}
 	if stats, _ := rl.PolicyStats(ctx, "shadow5"); stats["shadow_limited"] != 1 {
 		t.Fatalf("stats %v", stats)
+	}
+}
+
+// A failed decision is never silent: OnError is told in both modes, and the failure is logged,
+// rate-limited (one line per LogEvery with the failures counted meanwhile).
+func TestFailuresLoggedAndReported(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := ln.Addr().String()
+	ln.Close() // nothing listens there now: every decision fails at once
+	dead := redis.NewClient(&redis.Options{Addr: deadAddr, MaxRetries: -1})
+	defer dead.Close()
+	limit := ratelimit.Token{Capacity: 10, Rate: 1, Period: time.Second}
+	for _, failOpen := range []bool{false, true} {
+		var logged strings.Builder
+		var mu sync.Mutex
+		var told []error
+		l := mustNew(t, httplimit.Options{Redis: dead, Limit: limit, FailOpen: failOpen,
+			Logger:   slog.New(slog.NewTextHandler(&logged, nil)),
+			LogEvery: time.Hour,
+			OnError: func(r *http.Request, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				told = append(told, err)
+			}})
+		want := http.StatusServiceUnavailable
+		if failOpen {
+			want = http.StatusOK
+		}
+		for i := 0; i < 3; i++ {
+			if w := serve(l.Handler(ok), "127.0.0.1:1"); w.Code != want {
+				t.Fatalf("failOpen %v: %d, want %d", failOpen, w.Code, want)
+			}
+		}
+		if len(told) != 3 || told[0] == nil {
+			t.Fatalf("failOpen %v: OnError told %v, want 3 errors", failOpen, told)
+		}
+		lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+		if len(lines) != 1 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[0], "decision failed") {
+			t.Fatalf("failOpen %v: logged %q, want one line (the others within LogEvery)", failOpen, logged.String())
+		}
 	}
 }

@@ -3,6 +3,7 @@ package limiterstore_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,7 +14,7 @@ import (
 
 func ExampleNewStoreWithOptions() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	_ = rdb.Del(ctx, "example:203.0.113.7").Err()
 

@@ -15,8 +15,9 @@
 // limit is below 2^31, else 10^12): INCRBY and PEXPIRE atomically, without Lua. Peek is
 // RL.PEEK (read-only), Reset is DEL.
 //
-// What differs from the stock driver: the key holds a module value, not an integer string
-// (read it with RL.PEEK / RL.INFO, not GET); a count that would pass the ceiling is not
+// What differs from the stock driver: the key is <prefix>:rl:<key> (beside the stock
+// <prefix>:<key>: a running service switches without a WRONGTYPE, each key starting fresh)
+// and holds a module value, not an integer string (read it with RL.PEEK / RL.INFO, not GET); a count that would pass the ceiling is not
 // stored (the store then reports count + n, above every limit, so ulule decides the same);
 // a period of 0 or less stands for ten years (the stock driver: no expiry); MaxRetry is
 // ignored (as in the stock driver, where it is deprecated).
@@ -64,13 +65,26 @@ func NewStore(client Client) (limiter.Store, error) {
 }
 
 // NewStoreWithOptions returns an instance of the store with options (Prefix; MaxRetry is
-// kept and ignored).
+// kept and ignored). Like the stock driver (which loads its scripts here), it asks the server
+// once: a server it cannot reach, or one without the module ([ratelimit.ErrModuleNotLoaded]),
+// fails here rather than on every request.
 func NewStoreWithOptions(client Client, options limiter.StoreOptions) (limiter.Store, error) {
-	return &Store{Prefix: options.Prefix, MaxRetry: options.MaxRetry, rl: ratelimit.New(client)}, nil
+	store := &Store{Prefix: options.Prefix, MaxRetry: options.MaxRetry, rl: ratelimit.New(client)}
+	if _, _, err := store.rl.Peek(context.Background(), store.cacheKey("")); err != nil {
+		return nil, err
+	}
+	return store, nil
 }
 
+// namespace sits between the store's Prefix and the key: the drop-in's keys are
+// <prefix>:rl:<key>, beside the stock driver's <prefix>:<key> integer strings, never on them,
+// so a service switched on a live Redis meets no WRONGTYPE (ulule's default error handler
+// would answer 500s, and the stock keys live a whole period); each key starts fresh at the
+// switch.
+const namespace = "rl:"
+
 func (store *Store) cacheKey(key string) string {
-	return store.Prefix + ":" + key
+	return store.Prefix + ":" + namespace + key
 }
 
 func window(rate limiter.Rate) ratelimit.Period {
@@ -125,7 +139,7 @@ func (store *Store) Peek(ctx context.Context, key string, rate limiter.Rate) (li
 
 // Reset returns the limit for given identifier which is set to zero.
 func (store *Store) Reset(ctx context.Context, key string, rate limiter.Rate) (limiter.Context, error) {
-	if err := store.rl.Redis().Del(ctx, store.cacheKey(key)).Err(); err != nil {
+	if _, err := store.rl.Do(ctx, 1, "DEL", store.cacheKey(key)); err != nil {
 		return limiter.Context{}, err
 	}
 	return state(rate, 0, 0), nil

@@ -2,6 +2,7 @@ package limiterstore_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/ulule/limiter/v3"
 	"github.com/ulule/limiter/v3/drivers/store/tests"
 
+	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
 	"github.com/redis-ratelimit/redis-ratelimit/clients/go/internal/testserver"
 	"github.com/redis-ratelimit/redis-ratelimit/clients/go/limiterstore"
 )
@@ -60,7 +62,7 @@ func TestCountsAndWindow(t *testing.T) {
 	if reset := last.Reset - time.Now().Unix(); reset < 58 || reset > 61 {
 		t.Fatalf("reset in %d s", reset)
 	}
-	pttl, _ := rdb.PTTL(ctx, "count:k").Result()
+	pttl, _ := rdb.PTTL(ctx, "count:rl:k").Result()
 	if pttl <= 58*time.Second || pttl > time.Minute {
 		t.Fatalf("PTTL %v", pttl)
 	}
@@ -69,7 +71,7 @@ func TestCountsAndWindow(t *testing.T) {
 	if _, err := store.Increment(ctx, "k", 2, limiter.Rate{Limit: 3, Period: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if pttl, _ := rdb.PTTL(ctx, "count:k").Result(); pttl > time.Minute {
+	if pttl, _ := rdb.PTTL(ctx, "count:rl:k").Result(); pttl > time.Minute {
 		t.Fatalf("window moved: PTTL %v", pttl)
 	}
 	peek, _ := store.Peek(ctx, "k", rate)
@@ -83,3 +85,19 @@ func TestCountsAndWindow(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A server without the module: the constructor fails (the stock driver's script load fails
+// there too), instead of a store that errs on every request.
+func TestNewStoreWithoutTheModule(t *testing.T) {
+	s, err := testserver.StartWithoutModule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	rdb := s.Client()
+	defer rdb.Close()
+	store, err := limiterstore.NewStore(rdb)
+	if !errors.Is(err, ratelimit.ErrModuleNotLoaded) || store != nil {
+		t.Fatalf("NewStore: %v, %v; want ErrModuleNotLoaded", store, err)
+	}
+}

@@ -3,6 +3,7 @@ package redisrate_test
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/redis/go-redis/v9"
 
@@ -11,11 +12,10 @@ import (
 
 func ExampleNewLimiter() {
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
-	_ = rdb.Del(ctx, "rate:project:123").Err()
-
 	limiter := redis_rate.NewLimiter(rdb)
+	_ = limiter.Reset(ctx, "project:123")
 	res, err := limiter.Allow(ctx, "project:123", redis_rate.PerSecond(10))
 	if err != nil {
 		panic(err)

@@ -13,7 +13,9 @@
 // same Remaining (whole permits left), RetryAfter (-1 when allowed) and ResetAfter. AllowN
 // sends `COST n`, AllowAtMost `ATMOST n` (what is left, up to n, taken atomically).
 //
-// What differs from the stock library (README "Go"): times are exact and rounded up to whole
+// What differs from the stock library (README "Go"): the key is rate:rl:<key>, beside the
+// stock rate:<key> (a running service switches without a WRONGTYPE; each key starts fresh at
+// the switch, and the stock keys expire by themselves); times are exact and rounded up to whole
 // milliseconds (redis_rate's Lua computes in float seconds on the server clock); the key
 // holds a module value, not a float string; AllowAtMost takes whole permits only (the Lua
 // script also takes the fraction of a permit that has refilled); the key expires at the exact
@@ -32,7 +34,10 @@ import (
 	ratelimit "github.com/redis-ratelimit/redis-ratelimit/clients/go"
 )
 
-const redisPrefix = "rate:"
+// redisPrefix is where the drop-in keeps its limiters: beside redis_rate's own "rate:<key>"
+// strings, never on them, so a service switched on a live Redis meets no WRONGTYPE; each key
+// starts fresh at the switch (README "Go": "Switching a running service").
+const redisPrefix = "rate:rl:"
 
 // Limit is Rate events per Period with bursts of up to Burst.
 type Limit struct {
@@ -106,7 +111,8 @@ func (l Limiter) AllowAtMost(ctx context.Context, key string, limit Limit, n int
 
 // Reset gets a key and reset all limitations and previous usages
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	return l.rl.Redis().Del(ctx, redisPrefix+key).Err()
+	_, err := l.rl.Do(ctx, 1, "DEL", redisPrefix+key)
+	return err
 }
 
 // Result is the answer to one call.

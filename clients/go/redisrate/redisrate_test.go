@@ -2,6 +2,7 @@ package redisrate_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,8 +51,8 @@ func TestAllowAndAllowAtMost(t *testing.T) {
 	}
 	within(t, "ResetAfter", res.ResetAfter, 100*time.Millisecond, 10*time.Millisecond)
 	// The key is redis_rate's: rate:<key>.
-	if n, _ := rdb.Exists(ctx, "rate:id").Result(); n != 1 {
-		t.Fatal("rate:id missing")
+	if n, _ := rdb.Exists(ctx, "rate:rl:id").Result(); n != 1 {
+		t.Fatal("rate:rl:id missing")
 	}
 	res, _ = l.AllowAtMost(ctx, "id", limit, 2)
 	if res.Allowed != 2 || res.Remaining != 7 || res.RetryAfter != -1 {
@@ -138,5 +139,32 @@ func TestHotKeyNeverOverAdmits(t *testing.T) {
 	stats, _ := rdb.Info(ctx, "commandstats").Result()
 	if !strings.Contains(stats, "cmdstat_rl.token:calls=1000,") {
 		t.Fatalf("want 1000 RL.TOKEN calls: %s", stats)
+	}
+}
+
+// Every call, Reset too, returns when its context ends under go-redis' defaults
+// (ContextTimeoutEnabled false: it waited for the 3 s read timeout).
+func TestContextHonoured(t *testing.T) {
+	l, _ := newLimiter(t)
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	if err := admin.Do(context.Background(), "CLIENT", "PAUSE", 2500, "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Do(context.Background(), "CLIENT", "UNPAUSE")
+	for name, call := range map[string]func(ctx context.Context) error{
+		"Allow": func(ctx context.Context) error {
+			_, err := l.Allow(ctx, "ctx", redisrate.PerSecond(10))
+			return err
+		},
+		"Reset": func(ctx context.Context) error { return l.Reset(ctx, "ctx") },
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		start := time.Now()
+		err := call(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) >= 2500*time.Millisecond {
+			t.Fatalf("%s: %v after %v; want the context's deadline, before the pause ends", name, err, time.Since(start))
+		}
 	}
 }

@@ -1,8 +1,13 @@
 // Package rlprom is a Prometheus collector (client_golang) for the redis-ratelimit module,
 // with the metric names of the Node and Python packages (docs/observability.md):
 //
-//	reg.MustRegister(rlprom.NewCollector(ratelimit.New(rdb), rlprom.TopKeys(10)))
+//	c, err := rlprom.NewCollector(ratelimit.New(rdb), rlprom.TopKeys(10))
+//	if err != nil {
+//		return err
+//	}
+//	prometheus.MustRegister(c)
 //
+// (ExampleNewCollector runs it.)
 // At each scrape it reads the module's counters (INFO ratelimit: per command, per policy,
 // waiting clients, RL.TOP's totals) and, with TopKeys, RL.TOP — one pipelined round trip per
 // node (every primary of a cluster or ring) — plus the httplimit middleware's decisions

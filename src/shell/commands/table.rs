@@ -44,7 +44,7 @@ fn dispatch<const N: usize>(
                 }
             }
             let args = buffer.get(..argv.len()).unwrap_or(&[]);
-            handler(&Call { api, ctx, name, argv, args, from_client: true })
+            handler(&Call { api, ctx, name, argv, args, from_client: true, not_after_ms: None })
         }
     };
     match result {

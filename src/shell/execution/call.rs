@@ -79,6 +79,11 @@ pub struct Call<'a> {
     /// Made by a client's command (so its own arguments can be propagated verbatim), not by a
     /// timer judging a waiter.
     pub from_client: bool,
+    /// A waiter judged from a timer: the latest instant it is judged at, its `WAIT` deadline.
+    /// A module timer fires in the ms it was armed for or later (whole ms, after the event
+    /// loop's turn), so a waiter whose deadline has passed is judged at its deadline, the
+    /// instant its timeout names, never after. `None`: the server clock.
+    pub not_after_ms: Option<i64>,
 }
 
 impl Call<'_> {
@@ -111,6 +116,10 @@ impl Call<'_> {
     /// The server clock in unix ms, read once per call, clamped to the range `AT` accepts.
     pub fn clock_ms(&self) -> i64 {
         let now = self.api.now_ms();
+        let now = match self.not_after_ms {
+            Some(deadline) => now.min(deadline),
+            None => now,
+        };
         now.clamp(0, MAX_AT_MS)
     }
 

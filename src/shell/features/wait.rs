@@ -175,6 +175,10 @@ struct KeyWaits {
     queue: WaitQueue<Blocked>,
     /// The armed timer (carrying the key) and the instant it fires.
     timer: Option<(Timer<KeyId>, i64)>,
+    /// The head's ticket and the instant its last judgement's `retry_after` named. Every
+    /// change that may give room judges the head again, so until its deadline this is when
+    /// it can be admitted at the earliest (see [`serve_heads`]).
+    head_retry: Option<(u64, i64)>,
 }
 
 #[derive(Default)]
@@ -331,6 +335,10 @@ fn block(
         w.clients.insert(client_id, (id.clone(), ticket));
         let key = w.keys.entry(id.clone()).or_default();
         key.queue.push(Waiter { ticket, deadline_ms, data: blocked });
+        if let Some(at) = retry_at {
+            // Judged on a key without waiters: it is the head.
+            key.head_retry = Some((ticket, at));
+        }
         stats::waiting_changed(1);
         key.queue.wake_at(retry_at)
     });
@@ -409,68 +417,120 @@ fn serve(api: &'static Api, ctx: Ctx, id: &KeyId) {
         return;
     }
     let now = api.now_ms();
-    let timed_out =
-        with(|w| w.keys.get_mut(id).map(|k| k.queue.take_timed_out(now)).unwrap_or_default());
-    let may_write = served == Served::Here;
-    for waiter in timed_out {
-        time_out(api, ctx, waiter, may_write);
-    }
-    if !may_write {
+    if served != Served::Here {
+        // The key's slot is being exported: nothing that may write is judged; waiters whose
+        // timeout ran out are answered.
+        let timed_out =
+            with(|w| w.keys.get_mut(id).map(|k| k.queue.take_timed_out(now)).unwrap_or_default());
+        for waiter in timed_out {
+            time_out(api, ctx, waiter, false, None);
+        }
         hold(api, ctx, id, now);
         return;
     }
+    let Some((retry_at, now)) = serve_heads(api, ctx, id) else {
+        with(|w| {
+            if w.keys.get(id).is_some_and(|k| k.queue.is_empty() && k.timer.is_none()) {
+                w.keys.remove(id);
+            }
+        });
+        return;
+    };
+    // The head must wait until `retry_at`: the waiters behind it whose timeout ran out lost
+    // their turn.
+    let timed_out =
+        with(|w| w.keys.get_mut(id).map(|k| k.queue.take_timed_out(now)).unwrap_or_default());
+    for waiter in timed_out {
+        time_out(api, ctx, waiter, true, Some(retry_at));
+    }
+    let wake = with(|w| w.keys.get(id).and_then(|k| k.queue.wake_at(Some(retry_at))));
+    if let Some(at) = wake {
+        arm(api, ctx, id, at, now);
+    }
+}
+
+/// Judges heads, oldest first, each at the server clock but never after its deadline (its
+/// timeout instant is judged like any other: admitted if the algorithm admits it then):
+/// answers those admitted, those that can never be, and those refused at their deadline,
+/// until a head must wait. Returns the instant that head's `retry_after` names and the clock
+/// it was judged at; `None` when no waiter is left.
+///
+/// A timer fires in the ms it was armed for or later. When it fires after a head's deadline,
+/// the key may have expired in between (Redis deletes it when opened): judged at the deadline,
+/// it would look fresh. So a head whose last judgement named a retry instant after its
+/// deadline times out without being judged for admission (nothing gave room since: every
+/// change judges the head again).
+fn serve_heads(api: &'static Api, ctx: Ctx, id: &KeyId) -> Option<(i64, i64)> {
     loop {
         // Copy what judging the head needs: no borrow lives across Redis calls.
-        let head = with(|w| {
-            w.keys.get(id).and_then(|k| k.queue.head()).map(|h| {
+        let (ticket, pending, name, origin, args, deadline, known_retry) = with(|w| {
+            let key = w.keys.get(id)?;
+            key.queue.head().map(|h| {
                 let b = &h.data;
-                (h.ticket, b.pending.clone(), b.name, b.origin, Rc::clone(&b.args))
+                let retry = key.head_retry.filter(|(t, _)| *t == h.ticket).map(|(_, at)| at);
+                let args = Rc::clone(&b.args);
+                (h.ticket, b.pending.clone(), b.name, b.origin, args, h.deadline_ms, retry)
             })
-        });
-        let Some((ticket, pending, name, origin, args)) = head else {
-            with(|w| {
-                if w.keys.get(id).is_some_and(|k| k.queue.is_empty() && k.timer.is_none()) {
-                    w.keys.remove(id);
-                }
-            });
-            return;
+        })?;
+        if let (Some(due), Some(retry_at)) = (deadline, known_retry) {
+            if retry_at > due && due < api.now_ms() {
+                let waiter = with(|w| w.keys.get_mut(id).and_then(|k| k.queue.pop_head()))?;
+                time_out(api, ctx, waiter, true, Some(retry_at));
+                continue;
+            }
+        }
+        let call = Call {
+            api,
+            ctx,
+            name,
+            argv: args.argv(),
+            args: &[],
+            from_client: false,
+            not_after_ms: deadline,
         };
-        let call = Call { api, ctx, name, argv: args.argv(), args: &[], from_client: false };
         let answer = match pending.judge(&call, origin, false, false) {
             Ok(j) if j.allowed || j.reply[3] < 0 => {
                 let allowed = j.allowed;
                 Some((pending.answer(j), allowed))
             }
+            // Refused at its deadline: its timeout ran out.
+            Ok(j) if deadline.is_some_and(|d| d <= j.now) => None,
             Ok(j) => {
-                let (now, retry) = (j.now, j.reply[3]);
-                let retry_at = now.saturating_add(retry);
-                let wake = with(|w| w.keys.get(id).and_then(|k| k.queue.wake_at(Some(retry_at))));
-                if let Some(at) = wake {
-                    arm(api, ctx, id, at, now);
-                }
-                None
+                let retry_at = j.now.saturating_add(j.reply[3]);
+                with(|w| w.keys.get_mut(id).map(|k| k.head_retry = Some((ticket, retry_at))));
+                return Some((retry_at, j.now));
             }
             Err(e) => Some((WaiterReply::Error(e.render(name)), false)),
         };
-        let Some((answer, admitted)) = answer else {
-            return;
-        };
-        let Some(waiter) = with(|w| w.keys.get_mut(id).and_then(|k| k.queue.pop_head())) else {
-            return;
-        };
+        let waiter = with(|w| w.keys.get_mut(id).and_then(|k| k.queue.pop_head()))?;
         debug_assert_eq!(waiter.ticket, ticket);
-        if admitted {
-            stats::wait_admitted();
+        match answer {
+            None => time_out(api, ctx, waiter, true, None),
+            Some((answer, admitted)) => {
+                if admitted {
+                    stats::wait_admitted();
+                }
+                let outcome = if admitted { Counted::Admitted } else { Counted::Limited };
+                finish(api, waiter, answer, outcome);
+            }
         }
-        finish(api, waiter, answer, if admitted { Counted::Admitted } else { Counted::Limited });
     }
 }
 
-/// A waiter whose timeout ran out: the reply a refused call gets now. It lost its turn to
-/// earlier waiters even if the algorithm would admit it now; with `BAN`, a refusal by the
-/// algorithm starts the ban now — unless the key may not be written (`may_write`: its slot is
-/// being exported), when the refusal is answered without a ban.
-fn time_out(api: &'static Api, ctx: Ctx, waiter: Waiter<Blocked>, may_write: bool) {
+/// A waiter whose timeout ran out: the reply a refused call gets at its deadline (the
+/// instant its timeout names, even when the timer fired later). A waiter the algorithm
+/// would admit then lost its turn to earlier waiters (or its key expired after its deadline,
+/// see [`serve_heads`]): refused, with the `retry_after` of the instant the queue moves next
+/// (`queue_moves_at`, the head's retry instant; at least 1 ms: a refusal never says "now"). With `BAN`, a refusal by the algorithm starts the ban —
+/// unless the key may not be written (`may_write`: its slot is being exported), when the
+/// refusal is answered without a ban.
+fn time_out(
+    api: &'static Api,
+    ctx: Ctx,
+    waiter: Waiter<Blocked>,
+    may_write: bool,
+    queue_moves_at: Option<i64>,
+) {
     let blocked = &waiter.data;
     let pending = &blocked.pending;
     let call = Call {
@@ -480,13 +540,15 @@ fn time_out(api: &'static Api, ctx: Ctx, waiter: Waiter<Blocked>, may_write: boo
         argv: blocked.args.argv(),
         args: &[],
         from_client: false,
+        not_after_ms: waiter.deadline_ms,
     };
     let answer = match pending.judge(&call, blocked.origin, true, false) {
         Ok(j) if j.allowed => {
             let [_, limit, remaining, _, reset] = j.reply;
+            let retry = queue_moves_at.map_or(1, |at| at.saturating_sub(j.now).max(1));
             pending.answer(PendingVerdict {
                 allowed: false,
-                reply: [0, limit, remaining, 0, reset],
+                reply: [0, limit, remaining, retry, reset],
                 id: None,
                 ..j
             })

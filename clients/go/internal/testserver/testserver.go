@@ -198,7 +198,8 @@ func (s *Server) Client() *redis.Client {
 }
 
 // Main runs a test package's tests against one server it starts (and stops, whatever the
-// outcome): addr is set to the server's address before the tests run.
+// outcome): addr, and the environment's REDIS_ADDR (what the examples read), are set to the
+// server's address before the tests run.
 func Main(m *testing.M, addr *string) {
 	s, err := Start()
 	if err != nil {
@@ -206,6 +207,12 @@ func Main(m *testing.M, addr *string) {
 		os.Exit(1)
 	}
 	*addr = s.Addr
+	// The examples read the server's address as a service would: REDIS_ADDR.
+	if err := os.Setenv("REDIS_ADDR", s.Addr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		s.Stop()
+		os.Exit(1)
+	}
 	code := m.Run()
 	s.Stop()
 	os.Exit(code)

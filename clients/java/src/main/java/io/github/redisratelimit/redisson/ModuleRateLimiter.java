@@ -1,0 +1,341 @@
+package io.github.redisratelimit.redisson;
+
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import org.redisson.api.RRateLimiter;
+import org.redisson.api.RateIntervalUnit;
+import org.redisson.api.RateLimiterConfig;
+import org.redisson.api.RateType;
+import org.redisson.api.ratelimiter.RateLimiterArgs;
+import org.redisson.api.ratelimiter.RateLimiterParams;
+import org.redisson.client.RedisException;
+import org.redisson.misc.CompletableFutureWrapper;
+
+import io.github.redisratelimit.Decision;
+import io.github.redisratelimit.Limit;
+import io.github.redisratelimit.Options;
+import io.github.redisratelimit.RateLimitClient;
+
+/**
+ * One named rate limiter with Redisson's {@code RRateLimiter} semantics on the module.
+ *
+ * <p>Keys (one hash tag, so a cluster keeps them together):
+ * <ul>
+ * <li>{@code name}: the rate definition, a string {@code "<type> <rate> <interval ms>
+ * <keep-alive ms>"}; the only key {@code trySetRate} creates, with the keep-alive as its TTL
+ * ({@code SET NX PX}), and the one {@code isExists}/{@code remainTimeToLive} read;</li>
+ * <li>{@code {name}:rl} ({@code OVERALL}) or {@code {name}:rl:<client id>} ({@code PER_CLIENT}):
+ * the permits, an exact {@code RL.SLIDE} window of {@code rate} per {@code interval}; the module
+ * expires it once its last permit has left the window.</li>
+ * </ul>
+ * Each decision is one {@code RL.SLIDE} call with the definition read just before it (a rate
+ * changed by another client applies from its next call).
+ */
+final class ModuleRateLimiter {
+
+    static final String EXCEEDS = "Requested permits amount cannot exceed defined rate";
+
+    private final String name;
+    private final String clientId;
+    private final RateLimitClient module;
+    private final PlainCommands plain;
+
+    ModuleRateLimiter(String name, String clientId, RateLimitClient module, PlainCommands plain) {
+        this.name = name;
+        this.clientId = clientId;
+        this.module = module;
+        this.plain = plain;
+    }
+
+    /** The rate definition stored under the limiter's name. */
+    record Definition(RateType type, long rate, long intervalMs, long keepAliveMs) {
+
+        String encode() {
+            return type.name() + " " + rate + " " + intervalMs + " " + keepAliveMs;
+        }
+
+        static Definition decode(String s) {
+            if (s == null) {
+                return null;
+            }
+            String[] f = s.split(" ");
+            if (f.length != 4) {
+                throw new RedisException("not a redis-ratelimit rate definition: " + s);
+            }
+            return new Definition(RateType.valueOf(f[0]), Long.parseLong(f[1]), Long.parseLong(f[2]),
+                    Long.parseLong(f[3]));
+        }
+
+        Limit limit() {
+            return Limit.slide(rate, Duration.ofMillis(intervalMs));
+        }
+    }
+
+    private String overallKey() {
+        return "{" + name + "}:rl";
+    }
+
+    private String clientKey() {
+        return "{" + name + "}:rl:" + clientId;
+    }
+
+    private String stateKey(Definition d) {
+        return d.type() == RateType.PER_CLIENT ? clientKey() : overallKey();
+    }
+
+    private Definition definition() {
+        Definition d = Definition.decode(plain.get(name));
+        if (d == null) {
+            throw new RedisException("RateLimiter is not initialized");
+        }
+        return d;
+    }
+
+    private static Definition define(RateType type, long rate, Duration interval, Duration keepAlive) {
+        if (rate <= 0) {
+            throw new IllegalArgumentException("rate should be greater than 0");
+        }
+        long intervalMs = interval.toMillis();
+        if (intervalMs <= 0) {
+            throw new IllegalArgumentException("rateInterval should be greater than 0");
+        }
+        long keepAliveMs = keepAlive == null ? 0 : keepAlive.toMillis();
+        if (keepAliveMs > 0 && keepAliveMs < intervalMs) {
+            throw new IllegalArgumentException("keepAliveTime should be greater than or equal to rateInterval");
+        }
+        return new Definition(type, rate, intervalMs, keepAliveMs);
+    }
+
+    // ---- RRateLimiter: setting the rate
+
+    boolean trySetRate(RateType type, long rate, Duration interval, Duration keepAlive) {
+        Definition d = define(type, rate, interval, keepAlive);
+        return plain.set(name, d.encode(), d.keepAliveMs(), true, false);
+    }
+
+    void setRate(RateType type, long rate, Duration interval, Duration keepAlive, boolean keepState) {
+        Definition d = define(type, rate, interval, keepAlive);
+        Definition old = Definition.decode(plain.get(name));
+        plain.set(name, d.encode(), d.keepAliveMs(), false, false);
+        if (!keepState || old != null && old.type() != d.type()) {
+            plain.del(List.of(overallKey(), clientKey()));
+        }
+    }
+
+    boolean updateRate(RateLimiterArgs args) {
+        RateLimiterParams p = (RateLimiterParams) args;
+        Definition d = define(p.getMode(), p.getRate(), p.getRateInterval(), p.getKeepAliveTime());
+        Definition old = Definition.decode(plain.get(name));
+        if (old == null || !plain.set(name, d.encode(), d.keepAliveMs(), false, true)) {
+            return false;
+        }
+        if (old.type() != d.type() || !p.isKeepState()) {
+            plain.del(List.of(overallKey(), clientKey()));
+        }
+        return true;
+    }
+
+    RateLimiterConfig getConfig() {
+        Definition d = definition();
+        return new RateLimiterConfig(d.type(), d.intervalMs(), d.rate());
+    }
+
+    // ---- acquiring
+
+    /**
+     * @param permits permits to take
+     * @param waitMs  -1: no wait; 0: wait without limit; else the longest wait
+     */
+    boolean take(long permits, long waitMs) {
+        Definition d = definition();
+        if (permits > d.rate()) {
+            throw new RedisException(EXCEEDS);
+        }
+        Options o = Options.cost(permits);
+        if (waitMs >= 0) {
+            o = o.waitFor(Duration.ofMillis(waitMs));
+        }
+        Decision decision = module.limit(stateKey(d), d.limit(), o);
+        if (decision.allowed() && d.keepAliveMs() > 0) {
+            plain.pexpire(name, d.keepAliveMs());
+        }
+        return decision.allowed();
+    }
+
+    long availablePermits() {
+        Definition d = definition();
+        return module.limit(stateKey(d), d.limit(), Options.cost(0)).remaining();
+    }
+
+    void release(long permits) {
+        if (permits < 0) {
+            throw new IllegalArgumentException("permits amount can't be negative");
+        }
+        if (permits == 0) {
+            return;
+        }
+        module.refund(stateKey(definition()), permits);
+    }
+
+    // ---- RObject / RExpirable
+
+    private List<String> keys() {
+        return List.of(name, overallKey(), clientKey());
+    }
+
+    boolean delete() {
+        return plain.del(keys()) > 0;
+    }
+
+    boolean expireMs(long ms) {
+        boolean any = false;
+        for (String k : keys()) {
+            any |= plain.pexpire(k, ms);
+        }
+        return any;
+    }
+
+    boolean expireAt(long unixMs) {
+        boolean any = false;
+        for (String k : keys()) {
+            any |= plain.pexpireat(k, unixMs);
+        }
+        return any;
+    }
+
+    boolean clearExpire() {
+        return plain.persist(name);
+    }
+
+    // ---- the RRateLimiter proxy
+
+    static RRateLimiter proxy(ModuleRateLimiter l) {
+        return (RRateLimiter) Proxy.newProxyInstance(ModuleRateLimiter.class.getClassLoader(),
+                new Class<?>[] { RRateLimiter.class }, (proxy, method, args) -> l.invoke(proxy, method,
+                        args == null ? new Object[0] : args));
+    }
+
+    private Object invoke(Object proxy, Method m, Object[] a) throws Throwable {
+        String n = m.getName();
+        if (n.endsWith("Async") && m.getReturnType().getName().equals("org.redisson.api.RFuture")) {
+            Method sync = RRateLimiter.class.getMethod(n.substring(0, n.length() - 5), m.getParameterTypes());
+            CompletableFuture<Object> f = CompletableFuture.supplyAsync(() -> {
+                try {
+                    return invoke(proxy, sync, a);
+                }
+                catch (RuntimeException e) {
+                    throw e;
+                }
+                catch (Throwable e) {
+                    throw new RedisException(e.toString(), e);
+                }
+            });
+            return new CompletableFutureWrapper<>(f);
+        }
+        Class<?>[] t = m.getParameterTypes();
+        switch (n) {
+            case "trySetRate":
+                return trySetRate((RateType) a[0], (Long) a[1], interval(a, t), keepAlive(a, t));
+            case "setRate":
+                if (a.length == 1) {
+                    RateLimiterParams p = (RateLimiterParams) a[0];
+                    setRate(p.getMode(), p.getRate(), p.getRateInterval(), p.getKeepAliveTime(), p.isKeepState());
+                }
+                else {
+                    setRate((RateType) a[0], (Long) a[1], interval(a, t), keepAlive(a, t), false);
+                }
+                return null;
+            case "updateRate":
+                return updateRate((RateLimiterArgs) a[0]);
+            case "getConfig":
+                return getConfig();
+            case "tryAcquire":
+                return take(a.length > 0 && t[0] == long.class ? (Long) a[0] : 1, waitOf(a, t));
+            case "acquire":
+                take(a.length > 0 ? (Long) a[0] : 1, 0);
+                return null;
+            case "availablePermits":
+                return availablePermits();
+            case "release":
+                release((Long) a[0]);
+                return null;
+            case "delete":
+                return delete();
+            case "unlink":
+                return delete();
+            case "isExists":
+                return plain.exists(name);
+            case "remainTimeToLive":
+                return plain.pttl(name);
+            case "getName":
+                return name;
+            case "clearExpire":
+                return clearExpire();
+            case "expire":
+                if (a.length == 1 && a[0] instanceof Duration d) {
+                    return expireMs(d.toMillis());
+                }
+                if (a.length == 1 && a[0] instanceof Instant i) {
+                    return expireAt(i.toEpochMilli());
+                }
+                if (a.length == 2 && a[1] instanceof TimeUnit u) {
+                    return expireMs(u.toMillis((Long) a[0]));
+                }
+                break;
+            case "expireAt":
+                if (a.length == 1 && a[0] instanceof java.util.Date d) {
+                    return expireAt(d.getTime());
+                }
+                if (a.length == 1 && a[0] instanceof Long ms) {
+                    return expireAt(ms);
+                }
+                break;
+            case "toString":
+                return "redis-ratelimit RRateLimiter " + name;
+            case "hashCode":
+                return System.identityHashCode(proxy);
+            case "equals":
+                return proxy == a[0];
+            default:
+                break;
+        }
+        throw new UnsupportedOperationException("RRateLimiter." + n + Arrays.toString(t)
+                + " is not supported by the redis-ratelimit drop-in");
+    }
+
+    /** The interval of a {@code trySetRate}/{@code setRate} call: a Duration, or count + unit. */
+    @SuppressWarnings("deprecation") // RateIntervalUnit: Redisson's deprecated overloads are still served
+    private static Duration interval(Object[] a, Class<?>[] t) {
+        if (t[2] == Duration.class) {
+            return (Duration) a[2];
+        }
+        return Duration.ofMillis(((RateIntervalUnit) a[3]).toMillis((Long) a[2]));
+    }
+
+    private static Duration keepAlive(Object[] a, Class<?>[] t) {
+        return t.length == 4 && t[3] == Duration.class ? (Duration) a[3] : null;
+    }
+
+    /** The longest wait of a {@code tryAcquire} overload: -1 for none. */
+    private static long waitOf(Object[] a, Class<?>[] t) {
+        List<Object> rest = new ArrayList<>(Arrays.asList(a));
+        List<Class<?>> types = new ArrayList<>(Arrays.asList(t));
+        if (!types.isEmpty() && types.get(types.size() - 1) == TimeUnit.class) {
+            long ms = ((TimeUnit) rest.get(rest.size() - 1)).toMillis((Long) rest.get(rest.size() - 2));
+            return ms <= 0 ? -1 : ms;
+        }
+        if (!types.isEmpty() && types.get(types.size() - 1) == Duration.class) {
+            long ms = ((Duration) rest.get(rest.size() - 1)).toMillis();
+            return ms <= 0 ? -1 : ms;
+        }
+        return -1;
+    }
+}

@@ -1,0 +1,128 @@
+package io.github.redisratelimit.redisson;
+
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+
+import org.redisson.api.RedissonClient;
+import org.redisson.config.Config;
+
+import io.github.redisratelimit.RateLimitClient;
+import io.lettuce.core.AbstractRedisClient;
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisCredentials;
+import io.lettuce.core.RedisCredentialsProvider;
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.api.StatefulConnection;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.cluster.api.sync.RedisClusterCommands;
+import io.lettuce.core.cluster.RedisClusterClient;
+import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
+import io.lettuce.core.codec.StringCodec;
+
+/**
+ * Redisson's {@code RRateLimiter}, decided by the redis-ratelimit module: one changed line,
+ *
+ * <pre>{@code
+ * RedissonClient redisson = RedissonRateLimiters.wrap(Redisson.create(config));
+ * RRateLimiter limiter = redisson.getRateLimiter("api");   // now the module's
+ * }</pre>
+ *
+ * <p>{@link #wrap(RedissonClient)} returns a client that delegates everything to Redisson except
+ * {@code getRateLimiter(name)}, which gives a {@link ModuleRateLimiter}: the same rate type,
+ * rate, interval, keep-alive, {@code setRate}/{@code updateRate} semantics and error messages,
+ * with the permits kept by the module ({@code RL.SLIDE}, an exact sliding window) instead of a
+ * sorted set, and the waits of {@code acquire}/{@code tryAcquire(timeout)} done on the server
+ * ({@code WAIT}, in arrival order) instead of polling. The module client connects to the
+ * server(s) of the Redisson client's configuration (single server, or a cluster's seed nodes:
+ * every call goes to its key's node).
+ */
+public final class RedissonRateLimiters {
+
+    private RedissonRateLimiters() {
+    }
+
+    /**
+     * @param redisson the application's Redisson client
+     * @return a client whose rate limiters are the module's; shutting it down closes the module
+     *         connections too
+     */
+    public static RedissonClient wrap(RedissonClient redisson) {
+        Config config = redisson.getConfig();
+        List<RedisURI> uris = new ArrayList<>();
+        if (config.isSingleConfig()) {
+            RedisURI uri = RedisURI.create(config.useSingleServer().getAddress());
+            uri.setDatabase(config.useSingleServer().getDatabase());
+            uris.add(uri);
+        }
+        else if (config.isClusterConfig()) {
+            for (String address : config.useClusterServers().getNodeAddresses()) {
+                uris.add(RedisURI.create(address));
+            }
+        }
+        else {
+            throw new UnsupportedOperationException("redis-ratelimit wraps single-server and cluster Redisson "
+                    + "configurations");
+        }
+        if (config.getPassword() != null) {
+            String user = config.getUsername();
+            char[] password = config.getPassword().toCharArray();
+            for (RedisURI uri : uris) {
+                uri.setCredentialsProvider(RedisCredentialsProvider.from(() -> RedisCredentials.just(user, password)));
+            }
+        }
+        if (config.isClusterConfig()) {
+            RedisClusterClient lettuce = RedisClusterClient.create(uris);
+            StatefulRedisClusterConnection<String, String> plain = lettuce.connect(StringCodec.UTF8);
+            return wrap(redisson, RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT), plain.sync(), plain,
+                    lettuce);
+        }
+        RedisClient lettuce = RedisClient.create(uris.get(0));
+        StatefulRedisConnection<String, String> plain = lettuce.connect(StringCodec.UTF8);
+        return wrap(redisson, RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT), plain.sync(), plain,
+                lettuce);
+    }
+
+    private static RedissonClient wrap(RedissonClient redisson, RateLimitClient module,
+            RedisClusterCommands<String, String> commands, StatefulConnection<String, String> plain,
+            AbstractRedisClient lettuce) {
+        return wrap(redisson, module, new PlainCommands(commands), () -> {
+            plain.close();
+            module.close();
+            lettuce.shutdown();
+        });
+    }
+
+    static RedissonClient wrap(RedissonClient redisson, RateLimitClient module, PlainCommands plain,
+            Runnable onShutdown) {
+        String clientId = UUID.randomUUID().toString();
+        return (RedissonClient) Proxy.newProxyInstance(RedissonRateLimiters.class.getClassLoader(),
+                new Class<?>[] { RedissonClient.class }, (proxy, method, args) -> {
+                    switch (method.getName()) {
+                        case "getRateLimiter":
+                            if (args != null && args.length == 1 && args[0] instanceof String name) {
+                                return ModuleRateLimiter.proxy(new ModuleRateLimiter(name, clientId, module, plain));
+                            }
+                            break;
+                        case "shutdown":
+                            onShutdown.run();
+                            break;
+                        default:
+                            break;
+                    }
+                    return call(redisson, method, args);
+                });
+    }
+
+    static Object call(Object target, Method method, Object[] args) throws Throwable {
+        try {
+            return method.invoke(target, args);
+        }
+        catch (InvocationTargetException e) {
+            throw e.getCause();
+        }
+    }
+}

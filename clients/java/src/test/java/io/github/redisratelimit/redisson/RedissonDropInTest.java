@@ -1,0 +1,120 @@
+package io.github.redisratelimit.redisson;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.redisson.Redisson;
+import org.redisson.api.RRateLimiter;
+import org.redisson.api.RateType;
+import org.redisson.api.RedissonClient;
+import org.redisson.api.ratelimiter.RateLimiterArgs;
+import org.redisson.config.Config;
+
+import io.github.redisratelimit.RateLimitClient;
+import io.github.redisratelimit.RedisServer;
+
+/** The Redisson drop-in on a real server: its keys, exact counts under threads, its errors. */
+class RedissonDropInTest {
+
+    static RedisServer server;
+    static RedissonClient redisson;
+
+    @BeforeAll
+    static void start() {
+        server = RedisServer.start();
+        Config config = new Config();
+        config.useSingleServer().setAddress(server.uri());
+        redisson = RedissonRateLimiters.wrap(Redisson.create(config));
+    }
+
+    @AfterAll
+    static void stop() {
+        redisson.shutdown();
+        server.close();
+    }
+
+    static String name(String n) {
+        return n + System.nanoTime();
+    }
+
+    @Test
+    void trySetRateCreatesOneKeyAndTheDecisionsAreTheModules() {
+        String n = name("keys");
+        RRateLimiter l = redisson.getRateLimiter(n);
+        assertThat(l.trySetRate(RateType.OVERALL, 2, Duration.ofMinutes(1))).isTrue();
+        assertThat(l.trySetRate(RateType.OVERALL, 5, Duration.ofMinutes(1))).isFalse();
+        assertThat(redisson.getKeys().countExists(n, "{" + n + "}:rl")).isEqualTo(1);
+        assertThat(l.tryAcquire()).isTrue();
+        assertThat(l.tryAcquire()).isTrue();
+        assertThat(l.tryAcquire()).isFalse();
+        try (RateLimitClient rl = RateLimitClient.create(server.uri())) {
+            assertThat(rl.info("{" + n + "}:rl").orElseThrow()).containsEntry("algorithm", "slide")
+                    .containsEntry("limit", 2L).containsEntry("window_ms", 60_000L);
+        }
+        assertThat(l.delete()).isTrue();
+        assertThat(redisson.getKeys().countExists(n, "{" + n + "}:rl")).isZero();
+        assertThat(l.delete()).isFalse();
+    }
+
+    @Test
+    void aHundredThreadsOnOneHotKeyNeverOverAdmit() throws Exception {
+        RRateLimiter l = redisson.getRateLimiter(name("hot"));
+        l.trySetRate(RateType.OVERALL, 250, Duration.ofMinutes(1));
+        ExecutorService pool = Executors.newFixedThreadPool(100);
+        List<Callable<Integer>> tasks = new ArrayList<>();
+        for (int t = 0; t < 100; t++) {
+            tasks.add(() -> {
+                int n = 0;
+                for (int i = 0; i < 5; i++) {
+                    n += l.tryAcquire() ? 1 : 0;
+                }
+                return n;
+            });
+        }
+        int admitted = 0;
+        for (Future<Integer> f : pool.invokeAll(tasks)) {
+            admitted += f.get();
+        }
+        pool.shutdown();
+        assertThat(admitted).isEqualTo(250);
+        assertThat(l.availablePermits()).isZero();
+    }
+
+    @Test
+    void redissonsErrorsAndArgumentChecks() {
+        RRateLimiter l = redisson.getRateLimiter(name("errors"));
+        assertThatThrownBy(l::tryAcquire).hasMessageContaining("RateLimiter is not initialized");
+        l.trySetRate(RateType.PER_CLIENT, 1, Duration.ofSeconds(1));
+        assertThatThrownBy(() -> l.tryAcquire(2)).hasMessageContaining(
+                "Requested permits amount cannot exceed defined rate");
+        assertThatThrownBy(() -> l.release(-1)).isInstanceOf(IllegalArgumentException.class);
+        assertThatThrownBy(() -> l.updateRate(RateLimiterArgs.of(RateType.OVERALL, 1, Duration.ofSeconds(5))
+                .keepAliveTime(Duration.ofSeconds(1)))).isInstanceOf(IllegalArgumentException.class);
+        assertThat(l.updateRate(RateLimiterArgs.of(RateType.OVERALL, 3, Duration.ofSeconds(5)))).isTrue();
+        assertThat(l.getConfig().getRate()).isEqualTo(3);
+        assertThatThrownBy(l::dump).isInstanceOf(UnsupportedOperationException.class);
+    }
+
+    @Test
+    void tryAcquireWaitsOnTheServerUpToItsTimeoutAndAsyncFormsWork() throws Exception {
+        RRateLimiter l = redisson.getRateLimiter(name("wait"));
+        l.trySetRate(RateType.OVERALL, 1, Duration.ofMillis(400));
+        long t0 = System.nanoTime();
+        assertThat(l.tryAcquireAsync().get(5, TimeUnit.SECONDS)).isTrue();
+        assertThat(l.tryAcquire(1, Duration.ofSeconds(2))).isTrue();
+        assertThat((System.nanoTime() - t0) / 1_000_000).isGreaterThanOrEqualTo(400); // the permit's interval
+        assertThat(l.tryAcquire(1, Duration.ofMillis(100))).isFalse();
+    }
+}
