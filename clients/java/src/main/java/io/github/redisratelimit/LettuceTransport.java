@@ -31,8 +31,12 @@ import io.lettuce.core.protocol.RedisCommand;
  * connection from a small idle pool, so they never hold up the others.
  *
  * <p>Lettuce re-sends the commands in flight when a connection drops and reconnects; a limiting
- * call may already have counted, so this transport's clients filter those out of the replay
- * ({@link #NO_REPLAY}): such a call fails instead, and is never counted twice.
+ * call may already have counted. So this transport's standalone connections are opened without
+ * Lettuce's auto-reconnect: a call in flight when its connection drops fails (the caller sees
+ * the error, nothing is re-sent), and the next call opens a new connection. Commands queued while
+ * a connection is down are filtered out of any replay too ({@link #NO_REPLAY}); on a cluster,
+ * whose node connections Lettuce opens itself, that filter and the calls' {@code DEADLINE} are
+ * the guard (Lettuce 6.8 re-queues commands in flight without consulting the filter).
  */
 public final class LettuceTransport implements Transport {
 
@@ -42,7 +46,7 @@ public final class LettuceTransport implements Transport {
 
     private final Supplier<StatefulConnection<String, String>> connect;
     private final Function<StatefulConnection<String, String>, RedisClusterAsyncCommands<String, String>> commands;
-    private final StatefulConnection<String, String> shared;
+    private volatile StatefulConnection<String, String> shared;
     private final ConcurrentLinkedQueue<StatefulConnection<String, String>> idle = new ConcurrentLinkedQueue<>();
     private final Runnable onClose;
     private volatile boolean closed;
@@ -67,10 +71,8 @@ public final class LettuceTransport implements Transport {
     public static LettuceTransport of(RedisClient client, boolean owned) {
         ClientOptions.Builder b = client.getOptions().mutate().replayFilter(NO_REPLAY);
         client.setOptions((owned ? b.protocolVersion(ProtocolVersion.RESP2) : b).build());
-        return new LettuceTransport(() -> {
-            StatefulRedisConnection<String, String> c = client.connect(StringCodec.UTF8);
-            return c;
-        }, c -> ((StatefulRedisConnection<String, String>) c).async(), owned ? client::shutdown : () -> { });
+        return new LettuceTransport(() -> connectWithoutReconnect(client),
+                c -> ((StatefulRedisConnection<String, String>) c).async(), owned ? client::shutdown : () -> { });
     }
 
     /**
@@ -91,6 +93,37 @@ public final class LettuceTransport implements Transport {
         }, c -> ((StatefulRedisClusterConnection<String, String>) c).async(), owned ? client::shutdown : () -> { });
     }
 
+    /**
+     * A connection of the client that Lettuce does not reconnect (its endpoint takes the options
+     * in force when it is opened; the client's own options are restored at once).
+     */
+    private static StatefulConnection<String, String> connectWithoutReconnect(RedisClient client) {
+        synchronized (client) {
+            ClientOptions before = client.getOptions();
+            client.setOptions(before.mutate().autoReconnect(false).build());
+            try {
+                return client.connect(StringCodec.UTF8);
+            }
+            finally {
+                client.setOptions(before);
+            }
+        }
+    }
+
+    /** The shared connection, opened again when it was closed (a dropped connection). */
+    private StatefulConnection<String, String> shared() {
+        StatefulConnection<String, String> c = shared;
+        if (c.isOpen() || closed) {
+            return c;
+        }
+        synchronized (this) {
+            if (!shared.isOpen()) {
+                shared = connect.get();
+            }
+            return shared;
+        }
+    }
+
     @Override
     public CompletableFuture<Object> send(Command command, List<String> args, int keyIndex, boolean blocking) {
         CommandArgs<String, String> a = new CommandArgs<>(StringCodec.UTF8);
@@ -103,7 +136,7 @@ public final class LettuceTransport implements Transport {
             }
         }
         if (!blocking) {
-            return dispatch(shared, command, a);
+            return dispatch(shared(), command, a);
         }
         StatefulConnection<String, String> own = idle.poll();
         StatefulConnection<String, String> conn = own != null && own.isOpen() ? own : connect.get();
