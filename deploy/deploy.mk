@@ -6,6 +6,7 @@
 #                      traffic evaluates every panel's and rule's query (about 15 s)
 CLIENT_TESTS += deploy-test
 
+
 .PHONY: prometheus deploy-test
 
 ## prometheus: Debian's prometheus and promtool (kept from starting as a service: scripts/apt-install.sh)

@@ -36,7 +36,7 @@ else
 fi
 
 echo "== building the module and the integration tests"
-$CARGO test --test '*' --no-run >/dev/null || { echo "make compat: build failed" >&2; exit 1; }
+$CARGO test --release --workspace --test '*' --no-run >/dev/null || { echo "make compat: build failed" >&2; exit 1; }
 
 declare -A RESULT
 declare -A ELAPSED
@@ -57,7 +57,7 @@ for name in $SERVERS; do
   t0=$SECONDS
   for t in $TESTS; do
     log=$OUT/logs/$name/$t.log
-    RL_SERVER=$SERVER_BIN RL_CLI=$CLI_BIN $CARGO test --test "$t" >"$log" 2>&1
+    RL_SERVER=$SERVER_BIN RL_CLI=$CLI_BIN $CARGO test --release --workspace --test "$t" >"$log" 2>&1
     rc=$?
     passed=$(grep -o '[0-9]* passed' "$log" | awk '{s+=$1} END {print s+0}')
     failed=$(grep -o '[0-9]* failed' "$log" | awk '{s+=$1} END {print s+0}')

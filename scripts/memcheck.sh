@@ -34,7 +34,7 @@ else
 fi
 
 # valgrind: the unit-test binary of the core, built without running.
-bin=$($CARGO test -p ratelimit-core --lib --no-run --message-format=json 2>/dev/null \
+bin=$($CARGO test --release -p ratelimit-core --lib --no-run --message-format=json 2>/dev/null \
   | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n1)
 [ -x "$bin" ] || { echo "memcheck: no test binary for ratelimit-core" >&2; exit 1; }
 PROPTEST_CASES=64 valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite --show-possibly-lost=no -q \

@@ -108,10 +108,11 @@ fn rust_token_example() {
     let server = Server::start();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut c = Command::new(cargo);
-    c.args(["run", "--quiet", "--locked", "--manifest-path"])
+    // Built as `make examples` builds it: release, in the workspace's target directory.
+    c.args(["run", "--quiet", "--locked", "--release", "--manifest-path"])
         .arg(root().join("examples/rust/Cargo.toml"))
         .arg("--target-dir")
-        .arg(root().join("target/examples-rust"))
+        .arg(root().join("target"))
         .arg("--")
         .arg(server.addr());
     // The first run may build the crate.

@@ -25,7 +25,9 @@ fn cli() -> &'static Path {
         let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
         let release = profile_dir.file_name().is_some_and(|n| n == "release");
         let mut build = Command::new(env!("CARGO"));
-        build.args(["build", "-q", "-p", "redis-ratelimit-cli", "--bin", "redis-ratelimit"]);
+        // The whole workspace, as `make build` builds it: the same feature set, so no dependency
+        // is built a second time for a narrower selection.
+        build.args(["build", "-q", "--workspace", "--bin", "redis-ratelimit"]);
         build.arg("--manifest-path").arg(root().join("Cargo.toml"));
         if release {
             build.arg("--release");

@@ -20,6 +20,7 @@ GO_ULULE       := v3.11.2
 GO_GOZERO      := v1.10.3
 
 CLIENT_TESTS  += go-test
+CLIENT_DEPS   += go-deps
 CLIENT_COMPAT += go-compat
 CLIENT_BENCH  += bench-go
 

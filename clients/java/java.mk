@@ -15,6 +15,7 @@ MVN_Q    := $(MVN) -B -ntp -q -f $(JAVA_PKG)/pom.xml
 JAVA_JAR  = $(JAVA_PKG)/target/redis-ratelimit-$(VERSION).jar
 
 CLIENT_TESTS  += java-test
+CLIENT_DEPS   += java-deps
 CLIENT_COMPAT += java-compat
 CLIENT_BENCH  += bench-java
 

@@ -11,6 +11,7 @@
 NODE_PKG := clients/node
 
 CLIENT_TESTS  += node-test
+CLIENT_DEPS   += node-deps
 CLIENT_COMPAT += node-compat node-test-servers
 CLIENT_BENCH  += bench-clients-node bench-blocks
 

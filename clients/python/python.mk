@@ -22,6 +22,7 @@ PY_REDIS_OLDEST := 5.3.1
 PY_REDIS_OLDEST_DIR := target/clients-python-redis-$(PY_REDIS_OLDEST)
 
 CLIENT_TESTS  += python-test
+CLIENT_DEPS   += python-deps
 CLIENT_COMPAT += python-compat
 CLIENT_BENCH  += bench-clients-python bench-blocks-python
 

@@ -84,7 +84,7 @@ for t in $failed; do
     *) unexpected="$unexpected $t" ;;
   esac
 done
-summary+=("Redisson: failed: ${failed:-none} (allowed: testRateValue, testConcurrency2; testConcurrency rerun alone)")
+summary+=("Redisson: failed: $(echo ${failed:-none}) (allowed: testRateValue, testConcurrency2; testConcurrency rerun alone)")
 if [ -n "$unexpected" ] || ! grep -q 'Tests run: 31' "$DIR/redisson.log"; then
   shortfall=1; summary+=("  SHORTFALL:${unexpected:- not 31 tests run}; log $DIR/redisson.log")
 fi

@@ -84,6 +84,35 @@ class Counter {
     return { count: countOfProbe(r), resetAfterMs: Number(r[4]) };
   }
 
+  /**
+   * Adds `points` (≥ 1) to the count in force past any ceiling, keeping its window (RL.CHARGE).
+   * Resolves to the count after it, or null when there was no count.
+   */
+  async charge(key, points) {
+    const r = await this.transport.send(['RL.CHARGE', this.transport.serverKey(key), points]);
+    if (r === null || r === undefined) return null;
+    return { count: countOfProbe(r), resetAfterMs: Number(r[4]) };
+  }
+
+  /**
+   * Carries over, once, the count a stock library left in a string at `stockKey` (INCR with a
+   * TTL: rate-limiter-flexible's RateLimiterRedis, rate-limit-redis) onto the module's count at
+   * `key`, whose window has just started: GET, then RL.CHARGE. Resolves to the count carried
+   * (0 when there is no stock count; a key of another type is not a stock counter).
+   */
+  async carryOver(stockKey, key) {
+    let count;
+    try {
+      count = Number.parseInt(await this.transport.send(['GET', stockKey], { readonly: true }), 10);
+    } catch (err) {
+      if (err && err.code === 'WRONGTYPE') return 0;
+      throw err;
+    }
+    if (!Number.isInteger(count) || count <= 0) return 0;
+    await this.charge(key, count);
+    return count;
+  }
+
   /** The count now and the time until it resets, or null: RL.PEEK (read-only). */
   async peek(key) {
     const r = await this.transport.send(['RL.PEEK', this.transport.serverKey(key)], { readonly: true });

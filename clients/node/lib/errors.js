@@ -38,6 +38,21 @@ class RateLimitTimeoutError extends Error {
   }
 }
 
+/**
+ * A call that changes a limiter (a limiting command, RL.ALL, RL.HIT, RL.ACQUIRE, RL.REFUND,
+ * RL.CHARGE, RL.RELEASE) was sent and its connection closed before the reply: it may have
+ * counted, so it is not sent again on the next connection (ioredis would). `code` is
+ * 'ECONNRESET'.
+ */
+class CallMayHaveCountedError extends Error {
+  constructor(command) {
+    super(`redis-ratelimit: the connection closed before ${command} was answered; it may have counted, so it is not sent again`);
+    this.name = 'CallMayHaveCountedError';
+    this.code = 'ECONNRESET';
+    this.command = command;
+  }
+}
+
 const UNKNOWN_COMMAND_RE = /unknown command\s+['`]?(rl\.|cl\.throttle)/i;
 
 /** A server error's text starts with its code: `ERR …`, `WRONGTYPE …`, `NOSCRIPT …`, `MOVED …`. */
@@ -67,4 +82,4 @@ function translateError(err, command) {
   return err;
 }
 
-module.exports = { ModuleNotLoadedError, RateLimitTimeoutError, translateError };
+module.exports = { ModuleNotLoadedError, RateLimitTimeoutError, CallMayHaveCountedError, translateError };

@@ -2,13 +2,17 @@
 /**
  * express-rate-limit Store on the module. The store counts, express-rate-limit decides:
  *
- *   increment(key)  RL.PERIOD <prefix><key> <ceiling> <windowMs>     (count = ceiling − remaining)
- *   decrement(key)  RL.REFUND <prefix><key> 1                          (stops at 0)
- *   get(key)        RL.PEEK <prefix><key>                              (read-only)
- *   resetKey(key)   DEL <prefix><key>
+ *   increment(key)  RL.PERIOD <prefix>rl:<key> <ceiling> <windowMs>  (count = ceiling − remaining)
+ *   decrement(key)  RL.REFUND <prefix>rl:<key> 1                       (stops at 0)
+ *   get(key)        RL.PEEK <prefix>rl:<key>                           (read-only)
+ *   resetKey(key)   DEL <prefix>rl:<key> <prefix><key>
  *
  * Each is one command; the window starts at a fresh key's first hit and the key expires by
  * itself when it ends. Give it `sendCommand` (the rate-limit-redis option) or `client`.
+ *
+ * The count lives beside rate-limit-redis' string counter (`<prefix><key>`), never on it: a
+ * service switched on a live Redis never meets WRONGTYPE. When a window starts, the stock
+ * count left there is carried over once (GET, RL.CHARGE; `migrateFromStock: false` skips it).
  */
 const { Transport } = require('./transport');
 const { Counter, UNBOUNDED, ceilingFor } = require('./counter');
@@ -30,6 +34,7 @@ class RedisModuleStore {
     this.counter = new Counter(this.transport);
     /** Keys are `prefix + key` (default "rl:", as rate-limit-redis). */
     this.prefix = options.prefix === undefined ? 'rl:' : options.prefix;
+    this.migrateFromStock = options.migrateFromStock !== false;
     /** The counts live in Redis, shared by every process. */
     this.localKeys = false;
     this.windowMs = 60000;
@@ -42,13 +47,15 @@ class RedisModuleStore {
     this.ceiling = ceilingFor(options && options.limit);
   }
 
+  /** The module's count for `key`: `<prefix>rl:<key>`, beside rate-limit-redis' `<prefix><key>`. */
   _key(key) {
-    return this.prefix + key;
+    return `${this.prefix}rl:${key}`;
   }
 
   async increment(key) {
     const r = await this.counter.add(this._key(key), 1, this.windowMs, this.ceiling);
-    return { totalHits: r.count, resetTime: new Date(Date.now() + r.resetAfterMs) };
+    const carried = r.count === 1 && this.migrateFromStock ? await this.counter.carryOver(this.prefix + key, this._key(key)) : 0;
+    return { totalHits: r.count + carried, resetTime: new Date(Date.now() + r.resetAfterMs) };
   }
 
   async decrement(key) {
@@ -63,6 +70,7 @@ class RedisModuleStore {
 
   async resetKey(key) {
     await this.counter.remove(this._key(key));
+    if (this.migrateFromStock) await this.counter.remove(this.prefix + key);
   }
 }
 

@@ -363,6 +363,12 @@ export class RateLimitTimeoutError extends Error {
   timeoutMs: number;
 }
 
+/** A call that may have counted lost its connection before the reply: it is not sent again (ioredis would re-send it). */
+export class CallMayHaveCountedError extends Error {
+  code: 'ECONNRESET';
+  command: string;
+}
+
 /** The Redis Cluster slot of a key (hash tags honoured). */
 export function keySlot(key: string | Buffer): number;
 
@@ -467,6 +473,12 @@ export interface RateLimiterRedisModuleOptions {
   insuranceLimiter?: any;
   useRedisPackage?: boolean;
   rejectIfRedisNotReady?: boolean;
+  /**
+   * The module's counter lives at `<keyPrefix>:rl:<key>`, beside the stock string counter: when
+   * a window starts, what the stock RateLimiterRedis counted there is carried over once (GET).
+   * Default true; false once no stock key can be left.
+   */
+  migrateFromStock?: boolean;
   [option: string]: any;
 }
 
@@ -525,8 +537,10 @@ export interface RedisModuleStoreOptions {
   sendCommand?: (...args: string[]) => Promise<unknown>;
   /** or a client (ioredis / node-redis, cluster included) */
   client?: any;
-  /** key prefix (default "rl:") */
+  /** key prefix (default "rl:"); the module's count for `key` is `<prefix>rl:<key>`, beside rate-limit-redis' `<prefix><key>` */
   prefix?: string;
+  /** carry rate-limit-redis' count at `<prefix><key>` over once when a window starts (default true) */
+  migrateFromStock?: boolean;
 }
 
 export interface ClientRateLimitInfo {

@@ -9,13 +9,13 @@
  */
 const { RateLimit } = require('./client');
 const { rateLimit } = require('./middleware');
-const { ModuleNotLoadedError, RateLimitTimeoutError } = require('./errors');
+const { ModuleNotLoadedError, RateLimitTimeoutError, CallMayHaveCountedError } = require('./errors');
 const { keySlot } = require('./slot');
 const { peerClass } = require('./peer');
 const { registerRateLimitMetrics } = require('./prometheus');
 const { PermitBlock } = require('./permit-block');
 
-module.exports = { RateLimit, PermitBlock, rateLimit, ModuleNotLoadedError, RateLimitTimeoutError, keySlot, registerRateLimitMetrics };
+module.exports = { RateLimit, PermitBlock, rateLimit, ModuleNotLoadedError, RateLimitTimeoutError, CallMayHaveCountedError, keySlot, registerRateLimitMetrics };
 
 /**
  * The drop-in backends, loaded on first access. A backend whose host library cannot be found is

@@ -11,6 +11,14 @@
  *   consumes each limiter separately and charges the others for a request one refuses).
  * - RateLimiterQueueModule: a FIFO queue of requests waiting for tokens, kept by the server
  *   (RL.PERIOD … WAIT), instead of timers in one process.
+ *
+ * Keys: the module's counter for `keyPrefix:key` lives at `keyPrefix:rl:key` (`rl:key` without a
+ * keyPrefix; the Go drop-ins' layout), never at the stock key, which holds a string the stock RateLimiterRedis counts with: a service
+ * switched on a live Redis (stock instances still running beside it during a rollout, or their
+ * keys not yet expired) never meets a key of the other type (no WRONGTYPE on either side). When
+ * a window starts, the stock key's standing is read once (GET and PTTL) and carried over
+ * (RL.CHARGE), so the count on the switch is the stock count plus the new requests
+ * (`migrateFromStock: false` turns the read off once no stock key can be left).
  */
 const { Transport } = require('./transport');
 const { Counter, NEVER_MS, ceilingFor } = require('./counter');
@@ -29,6 +37,9 @@ function host(path) {
 const RateLimiterStoreAbstract = host('RateLimiterStoreAbstract');
 const RateLimiterAbstract = host('RateLimiterAbstract');
 const RateLimiterRes = host('RateLimiterRes');
+
+/** What marks the module's counter beside a stock key: `keyPrefix:rl:key`, never the stock key. */
+const MODULE_KEY_MARK = 'rl:';
 
 function checkPoints(points) {
   if (typeof points === 'string') {
@@ -61,6 +72,13 @@ class RateLimiterRedisModule extends RateLimiterStoreAbstract {
     this._rejectIfRedisNotReady = !!opts.rejectIfRedisNotReady;
     this.useRedisPackage = !!opts.useRedisPackage || (this.client && this.client.constructor && this.client.constructor.name === 'Commander');
     this._counterStore = null; // built on first use: a client that is not ready must not be touched here
+    this._migrateFromStock = opts.migrateFromStock !== false;
+  }
+
+  /** The module's counter for the stock key `rlKey` (getKey's `keyPrefix:key`): `keyPrefix:rl:key`. */
+  _moduleKey(rlKey) {
+    const head = this.keyPrefix ? `${this.keyPrefix}:` : '';
+    return head + MODULE_KEY_MARK + String(rlKey).slice(head.length);
   }
 
   /** The counter's ceiling: above every threshold consumed points are compared with. */
@@ -124,27 +142,36 @@ class RateLimiterRedisModule extends RateLimiterStoreAbstract {
     const never = windowMs === 0;
     const counter = this._counter;
     const counted = (r) => ({ consumed: r.count, msBeforeNext: msBefore(never, r.resetAfterMs, windowMs) });
+    const key = this._moduleKey(rlKey);
     if (forceExpire) {
-      return counter.fresh(rlKey, Math.max(n, 0), windowMs).then((r) => ({ consumed: r.count, msBeforeNext: never ? -1 : windowMs }));
+      return counter.fresh(key, Math.max(n, 0), windowMs).then((r) => ({ consumed: r.count, msBeforeNext: never ? -1 : windowMs }));
     }
     if (n < 0) {
-      return counter.subtract(rlKey, -n).then((r) => (r ? counted(r) : { consumed: 0, msBeforeNext: never ? -1 : 0 }));
+      return counter.subtract(key, -n).then((r) => (r ? counted(r) : { consumed: 0, msBeforeNext: never ? -1 : 0 }));
     }
-    // consume / penalty (n ≥ 0): the hot path, one promise chain
-    return counter.add(rlKey, n, windowMs, this._ceiling(), true).then(counted);
+    // consume / penalty (n ≥ 0): the hot path, one promise chain; a window that starts with this
+    // call carries over what a stock key left
+    const added = counter.add(key, n, windowMs, this._ceiling(), true);
+    if (!this._migrateFromStock) return added.then(counted);
+    return added.then(async (r) => {
+      if (r.count !== n || n === 0) return counted(r);
+      const carried = await counter.carryOver(rlKey, key);
+      return counted({ ...r, count: r.count + carried });
+    });
   }
 
   /** get(): RL.INFO (read-only) — the count and its time to expiry (−1 for "never"). */
   async _get(rlKey) {
     if (!this._isRedisReady(rlKey, true)) throw new Error('Redis connection is not ready');
-    const r = await this._counter.info(rlKey);
+    const r = await this._counter.info(this._moduleKey(rlKey));
     if (!r) return null;
     return { consumed: r.count, msBeforeNext: r.never ? -1 : r.ttlMs };
   }
 
-  /** delete(): DEL. */
+  /** delete(): DEL of the module's key (and of a stock key left at the stock name). */
   async _delete(rlKey) {
-    return this._counter.remove(rlKey);
+    const [deleted] = await Promise.all([this._counter.remove(this._moduleKey(rlKey)), this._migrateFromStock ? this._counter.remove(rlKey) : false]);
+    return deleted;
   }
 }
 
@@ -178,7 +205,7 @@ class RateLimiterUnionModule {
     const n = checkPoints(points);
     const limiters = this._limiters;
     const transport = Transport.of(limiters[0].client);
-    const keys = limiters.map((l) => transport.serverKey(l.getKey(key)));
+    const keys = limiters.map((l) => transport.serverKey(l._moduleKey(l.getKey(key))));
     const groups = [];
     for (const l of limiters) groups.push('PERIOD', ...limitArgs('period', { limit: l.points, period: limiterWindowMs(l), cost: n }));
     const reply = await transport.send(['RL.ALL', keys.length, ...keys, ...groups], { keyIndex: 2 });
@@ -246,7 +273,7 @@ class RateLimiterQueueModule {
   async getTokensRemaining(key = 'limiter') {
     const t = await this._connection();
     const l = this._limiter;
-    const r = await t.send(['RL.PEEK', t.serverKey(l.getKey(key))], { readonly: true });
+    const r = await t.send(['RL.PEEK', t.serverKey(l._moduleKey(l.getKey(key)))], { readonly: true });
     if (r === null || r === undefined) return l.points;
     // RL.PEEK answers as a DRYRUN COST 1 would: an admitted one has taken its token off `remaining`.
     return Number(r[0]) === 1 ? Number(r[2]) + 1 : Number(r[2]);
@@ -267,7 +294,7 @@ class RateLimiterQueueModule {
     this._waiting.set(key, waiting + 1);
     try {
       const t = await this._connection();
-      const args = ['RL.PERIOD', t.serverKey(l.getKey(key)), ...limitArgs('period', { limit: l.points, period: limiterWindowMs(l), cost: n }), 'WAIT', toMs(this._timeout, 'timeoutMs')];
+      const args = ['RL.PERIOD', t.serverKey(l._moduleKey(l.getKey(key))), ...limitArgs('period', { limit: l.points, period: limiterWindowMs(l), cost: n }), 'WAIT', toMs(this._timeout, 'timeoutMs')];
       const r = await t.send(args);
       if (Number(r[0]) !== 1) throw queueError(`Waited for ${n} tokens and timed out (retry after ${Number(r[3])} ms)`);
       return Number(r[2]);

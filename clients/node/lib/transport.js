@@ -8,9 +8,50 @@
  * module's commands, so each command is sent with its slot computed here (ioredis: a Command
  * whose slot is set; node-redis: the key given as the routing key). No `MOVED` round trip in
  * steady state.
+ *
+ * Calls that may count are never sent twice: ioredis re-sends the commands a closed connection
+ * left unanswered once it reconnects (autoResendUnfulfilledCommands); the transport takes the
+ * limiting ones out of that queue and rejects them (CallMayHaveCountedError). A call with
+ * `WAIT t` gets a command timeout covering its wait (ioredis' commandTimeout would cut it off
+ * and leave it counting on the server); one longer than ioredis' socketTimeout is refused
+ * before it is sent.
  */
 const { keySlot } = require('./slot');
-const { translateError } = require('./errors');
+const { translateError, CallMayHaveCountedError } = require('./errors');
+
+/** Commands that change a limiter: a copy may count again. */
+const COUNTING = new Set(['rl.token', 'rl.period', 'rl.slide', 'rl.leaky', 'cl.throttle', 'rl.all', 'rl.hit', 'rl.acquire', 'rl.refund', 'rl.charge', 'rl.release']);
+
+function counts(command) {
+  return !!command && typeof command.name === 'string' && COUNTING.has(command.name.toLowerCase());
+}
+
+/**
+ * ioredis closed a connection: the limiting calls it left unanswered (kept to be re-sent on the
+ * next connection) are taken out and rejected.
+ */
+function dropUnansweredCalls(client) {
+  for (const queue of [client.prevCommandQueue, client.commandQueue]) {
+    if (!queue || typeof queue.toArray !== 'function') continue;
+    const items = queue.toArray();
+    const dropped = items.filter((item) => counts(item.command));
+    if (dropped.length === 0) continue;
+    queue.clear();
+    for (const item of items) if (!counts(item.command)) queue.push(item);
+    for (const item of dropped) item.command.reject(new CallMayHaveCountedError(item.command.name.toUpperCase()));
+  }
+}
+
+/** The ms a call's `WAIT t` may wait (0: without limit), or undefined without WAIT. */
+function waitOf(argv, keyIndex) {
+  for (let i = Math.max(keyIndex, 1) + 1; i < argv.length - 1; i++) {
+    if (typeof argv[i] === 'string' && argv[i].toUpperCase() === 'WAIT') return Number(argv[i + 1]);
+  }
+  return undefined;
+}
+
+/** The longest timer Node runs (about 24.8 days): "no timeout" for a wait without limit. */
+const NO_TIMEOUT_MS = 2147483647;
 
 const transports = new WeakMap();
 
@@ -70,6 +111,7 @@ class Transport {
     const prefix = client && client.options && client.options.keyPrefix;
     /** ioredis' keyPrefix option: ioredis applies it only to commands it knows, so it is applied here. */
     this.keyPrefix = (kind === 'ioredis' || kind === 'ioredis-cluster') && prefix ? prefix : '';
+    if (kind === 'ioredis' && typeof client.on === 'function') client.on('close', () => dropUnansweredCalls(client));
   }
 
   /** The key as the server sees it (with the client's keyPrefix). */
@@ -91,7 +133,7 @@ class Transport {
     const argv = this.kind === 'ioredis' || this.kind === 'ioredis-cluster' ? args : stringArgs(args);
     let reply;
     try {
-      reply = this._send(argv, argv[keyIndex], !!opts.readonly);
+      reply = this._send(argv, argv[keyIndex], !!opts.readonly, waitOf(argv, keyIndex));
     } catch (err) {
       return Promise.reject(translateError(err, String(argv[0]).toUpperCase()));
     }
@@ -127,12 +169,13 @@ class Transport {
     return [await this.send(args, { keyIndex: -1 })];
   }
 
-  _send(argv, key, readonly) {
+  _send(argv, key, readonly, waitMs) {
     const c = this.client;
     switch (this.kind) {
       case 'function':
         return c(...argv);
       case 'ioredis':
+        if (waitMs !== undefined) return this._sendWaiting(argv, waitMs);
         return c.call(...argv);
       case 'ioredis-cluster': {
         const Command = loadIoredisCommand();
@@ -148,6 +191,27 @@ class Transport {
       default:
         throw new Error('unreachable');
     }
+  }
+
+  /**
+   * An ioredis call with `WAIT waitMs`: its command timeout covers the wait (plus the client's
+   * commandTimeout, for the answer itself); refused when the client's socketTimeout (no data for
+   * that long destroys the connection) is shorter than the wait.
+   */
+  _sendWaiting(argv, waitMs) {
+    const c = this.client;
+    const { commandTimeout, socketTimeout } = c.options || {};
+    if (typeof socketTimeout === 'number' && (waitMs === 0 || waitMs >= socketTimeout)) {
+      throw new RangeError(
+        `redis-ratelimit: WAIT ${waitMs === 0 ? '0 (without limit)' : `${waitMs} ms`} needs a connection whose socketTimeout exceeds it (this one's is ${socketTimeout} ms): use a client without socketTimeout, or a shorter wait`,
+      );
+    }
+    const Command = loadIoredisCommand();
+    if (!Command || typeof commandTimeout !== 'number') return c.call(...argv);
+    const command = new Command(argv[0], argv.slice(1), { keyPrefix: c.options.keyPrefix, replyEncoding: 'utf8' });
+    // Set before ioredis sets its own: the first timeout set on a command is the one that runs.
+    command.setTimeout(waitMs === 0 ? NO_TIMEOUT_MS : Math.min(waitMs + commandTimeout, NO_TIMEOUT_MS));
+    return c.sendCommand(command);
   }
 }
 

@@ -64,10 +64,10 @@ test('an ioredis keyPrefix applies to every store call', async () => {
     const store = new RedisModuleStore({ client: prefixed });
     store.init({ windowMs: 60000, limit: 5 });
     await store.increment('ip1');
-    assert.equal(await ioredis.exists('app:rl:ip1'), 1);
+    assert.equal(await ioredis.exists('app:rl:rl:ip1'), 1);
     assert.equal((await store.get('ip1')).totalHits, 1);
     await store.resetKey('ip1');
-    assert.equal(await ioredis.exists('app:rl:ip1'), 0);
+    assert.equal(await ioredis.exists('app:rl:rl:ip1'), 0);
   } finally {
     prefixed.disconnect();
   }
@@ -89,5 +89,24 @@ test('store calls: increment, decrement (stops at 0), get, resetKey', async () =
   await store.increment('k');
   await store.resetKey('k');
   assert.equal(await store.get('k'), undefined);
-  assert.equal(await ioredis.exists('erl3:k'), 0);
+  assert.equal(await ioredis.exists('erl3:rl:k'), 0);
+});
+
+test('switched from rate-limit-redis on a live Redis: no WRONGTYPE, the stock count carried over once', async () => {
+  const { RedisStore } = require('rate-limit-redis');
+  const stock = new RedisStore({ sendCommand: (...args) => ioredis.call(...args), prefix: 'mig:' });
+  stock.init({ windowMs: 60000, limit: 5 });
+  await stock.increment('ip'); // the stock string counter at mig:ip
+  await stock.increment('ip');
+  const store = new RedisModuleStore({ client: ioredis, prefix: 'mig:' });
+  store.init({ windowMs: 60000, limit: 5 });
+  assert.equal((await store.increment('ip')).totalHits, 3);
+  assert.equal((await store.increment('ip')).totalHits, 4, 'carried over once');
+  assert.equal((await stock.increment('ip')).totalHits, 3, 'a stock instance still running keeps its own count');
+  await store.resetKey('ip');
+  assert.equal(await ioredis.exists('mig:ip', 'mig:rl:ip'), 0);
+  const off = new RedisModuleStore({ client: ioredis, prefix: 'mig-off:', migrateFromStock: false });
+  off.init({ windowMs: 60000, limit: 5 });
+  await ioredis.set('mig-off:ip', '4');
+  assert.equal((await off.increment('ip')).totalHits, 1);
 });

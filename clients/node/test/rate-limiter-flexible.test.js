@@ -41,6 +41,29 @@ for (const kind of ['ioredis', 'node-redis']) {
       assert.equal((await l.get('c1')).consumedPoints, 3);
     });
 
+    test('switched from the stock RateLimiterRedis on a live Redis: no WRONGTYPE on either side, the stock count carried over', async () => {
+      const RateLimiterRedis = require('rate-limiter-flexible/lib/RateLimiterRedis');
+      const opts = { storeClient: clients[kind], keyPrefix: `mig-${kind}`, points: 5, duration: 60 };
+      const stock = new RateLimiterRedis({ ...opts, useRedisPackage: kind === 'node-redis' });
+      await stock.consume('alice', 2); // the stock string counter at mig-<kind>:alice
+      const ours = new RateLimiterRedisModule(opts);
+      const first = await ours.consume('alice');
+      assert.deepEqual([first.consumedPoints, first.remainingPoints], [3, 2]);
+      assert.ok(first.msBeforeNext > 59000 && first.msBeforeNext <= 60000);
+      assert.equal((await ours.consume('alice')).consumedPoints, 4, 'carried over once, not per call');
+      // A stock instance still running beside it (a rollout) keeps counting on its own key.
+      assert.equal((await stock.consume('alice')).consumedPoints, 3);
+      await ours.consume('alice');
+      const refused = await ours.consume('alice').then(() => null, (r) => r);
+      assert.ok(refused instanceof RateLimiterRes, 'refused past the points');
+      assert.equal(refused.consumedPoints, 6);
+      // Without a stock key the first call of a window counts itself only.
+      assert.equal((await ours.consume('bob')).consumedPoints, 1);
+      const off = new RateLimiterRedisModule({ ...opts, keyPrefix: `mig-off-${kind}`, migrateFromStock: false });
+      await new RateLimiterRedis({ ...opts, keyPrefix: `mig-off-${kind}`, useRedisPackage: kind === 'node-redis' }).consume('carol', 2);
+      assert.equal((await off.consume('carol')).consumedPoints, 1, 'migrateFromStock: false reads no stock key');
+    });
+
     test('one module command per consume, no Lua', async () => {
       const l = limiter({ points: 5, duration: 5 });
       const before = await commandCalls(server.port);
@@ -88,7 +111,7 @@ for (const kind of ['ioredis', 'node-redis']) {
       assert.equal(got.consumedPoints, 4);
       assert.ok(got.msBeforeNext > 58000 && got.msBeforeNext <= 60000, `${got.msBeforeNext}`);
       // The window is 60 s long on the server too, whatever the later calls said.
-      const ttl = await clients.ioredis.pttl(l.getKey('keep'));
+      const ttl = await clients.ioredis.pttl(l._moduleKey(l.getKey('keep')));
       assert.ok(ttl > 58000 && ttl <= 60000, `${ttl}`);
       // On a new key the customDuration starts the window.
       const fresh = await l.consume('keep-new', 1, { customDuration: 2 });
@@ -152,13 +175,13 @@ test('an ioredis keyPrefix applies to every store call, as with the stock class'
   try {
     const l = new RateLimiterRedisModule({ storeClient: prefixed, keyPrefix: 'kp', points: 5, duration: 60 });
     await l.consume('x', 2);
-    assert.equal(await clients.ioredis.exists('app:kp:x'), 1);
+    assert.equal(await clients.ioredis.exists('app:kp:rl:x'), 1);
     assert.equal((await l.get('x')).consumedPoints, 2);
     assert.equal((await l.reward('x', 1)).consumedPoints, 1);
     await l.set('x', 4, 60);
     assert.equal((await l.get('x')).consumedPoints, 4);
     assert.equal(await l.delete('x'), true);
-    assert.equal(await clients.ioredis.exists('app:kp:x'), 0);
+    assert.equal(await clients.ioredis.exists('app:kp:rl:x'), 0);
   } finally {
     prefixed.disconnect();
   }

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Sequence
 
 import pytest
 import redis
@@ -45,7 +45,7 @@ def free_port() -> int:
 class Server:
     """A redis-server process on 127.0.0.1:``port``; stopped by :meth:`stop`."""
 
-    def __init__(self, module: bool = True, cluster: bool = False) -> None:
+    def __init__(self, module: bool = True, cluster: bool = False, extra: Sequence[str] = ()) -> None:
         self.dir = tempfile.mkdtemp(prefix="rl-py-")
         self.port = free_port()
         args = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
@@ -56,6 +56,7 @@ class Server:
             args += ["--loadmodule", str(MODULE)]
         if cluster:
             args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
+        args += list(extra)
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + STARTUP_DEADLINE_S
         while True:

@@ -6,6 +6,7 @@ longer than the socket timeout refused instead of retried for a minute."""
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from typing import List
 
@@ -15,6 +16,8 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 from conftest import Server
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from redis_ratelimit import AsyncRateLimit, AsyncRateLimitCluster, Period, RateLimit, RateLimitCluster, Token
 
@@ -102,14 +105,47 @@ def test_all_takes_a_tuple_of_pairs_or_one_pair(server: Server, raw: redis.Redis
         r.all({"k": (Token(1, 1, "1s"), 2)})  # type: ignore[dict-item]
 
 
-def test_wait_longer_than_the_socket_timeout_is_refused_at_once(server: Server, raw: redis.Redis) -> None:
+def test_a_wait_longer_than_the_socket_timeout_reads_its_answer(server: Server, raw: redis.Redis) -> None:
+    """Issue 39: the waiting call reads its answer with a timeout covering the wait (the client's
+    0.5 s would cut a 1 s wait off, and redis-py would send it again): admitted, once."""
     r = RateLimit(port=server.port, socket_timeout=0.5)
-    assert r.token("w", 1, 1, "1m").allowed
+    assert r.token("w", 1, 1, "1s").allowed
+    admitted = int(raw.info("ratelimit")["ratelimit_wait_admitted"])
     started = time.monotonic()
-    with pytest.raises(ValueError, match="socket_timeout"):
-        r.token("w", 1, 1, "1m", wait="5s")
-    assert time.monotonic() - started < 5  # refused before it is sent: no retries for a minute
+    assert r.token("w", 1, 1, "1s", wait="3s").allowed
+    assert time.monotonic() - started >= 0.5  # it waited in the server, past the socket timeout
+    assert int(raw.info("ratelimit")["ratelimit_wait_admitted"]) == admitted + 1
     assert r.peek("w") is not None and r.peek("w").remaining == 0  # type: ignore[union-attr]
+    assert r.ping()  # the connection's own timeout is back: other calls keep it
     patient = RateLimit(port=server.port, socket_timeout=2)
     assert patient.period("p", 1, 300).allowed
     assert patient.period("p", 1, 300, wait=1000).allowed  # admitted when the window ends
+
+
+def test_a_call_that_may_have_counted_is_never_sent_again(server: Server, raw: redis.Redis) -> None:
+    """Issue 39: a client set to retry (``retry_on_error``, ``retry_on_timeout``) re-sends a
+    command whose connection broke; a limiting call is raised instead (its first copy may have
+    counted; a waiting one would lose its place in the queue)."""
+    retried = [redis.TimeoutError, redis.ConnectionError]  # what a client set to retry retries
+    r = RateLimit(port=server.port, retry=Retry(NoBackoff(), 3), retry_on_error=retried)
+    r.client_setname("sends-once")
+    assert r.token("resend", 1, 1, "1m").allowed
+    outcome: List[object] = []
+
+    def wait() -> None:
+        try:
+            outcome.append(r.token("resend", 1, 1, "1m", wait="3s"))
+        except Exception as error:  # noqa: BLE001 - the test reads which
+            outcome.append(error)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while int(raw.info("ratelimit")["ratelimit_waiting"]) < 1:
+        assert time.monotonic() < deadline and waiter.is_alive(), f"the call never queued: {outcome}"
+        time.sleep(0.01)
+    assert raw.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes") >= 1
+    waiter.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], redis.ConnectionError), outcome
+    assert int(raw.info("ratelimit")["ratelimit_waiting"]) == 0, "not sent again"
+    assert r.ping()  # the client goes on

@@ -60,7 +60,7 @@ def test_schemes_are_registered_and_the_classes_are_limits_redis_storages(server
 def test_unix_socket_scheme(server: Server, raw: redis.Redis) -> None:
     s = storage_from_string(f"ratelimit+unix://{server.socket}")
     assert isinstance(s, ModuleStorage) and s.incr("k", 60, 2) == 2
-    assert raw.exists("LIMITS:k")
+    assert raw.exists("LIMITS:rl:k")
 
 
 def test_fixed_window_counter_is_unbounded_and_fixed_from_the_first_hit(
@@ -71,10 +71,10 @@ def test_fixed_window_counter_is_unbounded_and_fixed_from_the_first_hit(
     assert storage.incr(key, item.get_expiry()) == 1
     assert storage.incr(key, item.get_expiry(), amount=10) == 11  # counts past the limit
     assert storage.get(key) == 11 and storage.get("nothing") == 0
-    assert raw.keys("*") == [f"LIMITS:{key}".encode()]  # limits' own key name, one key
-    assert 59_000 < raw.pttl(f"LIMITS:{key}") <= 60_000
+    assert raw.keys("*") == [f"LIMITS:rl:{key}".encode()]  # beside limits. own key name (LIMITS:<key>), one key
+    assert 59_000 < raw.pttl(f"LIMITS:rl:{key}") <= 60_000
     assert 55 <= storage.get_expiry(key) - time.time() <= 61  # whole-second TTL, as stock
-    info = cmd.info(raw.execute_command("RL.INFO", f"LIMITS:{key}"))  # RESP2 array or RESP3 map
+    info = cmd.info(raw.execute_command("RL.INFO", f"LIMITS:rl:{key}"))  # RESP2 array or RESP3 map
     assert info is not None and info["limit"] == COUNTER_LIMIT
     storage.clear(key)
     assert storage.get(key) == 0
@@ -92,6 +92,11 @@ def test_fixed_window_strategy(storage: ModuleStorage) -> None:
 
 def test_one_command_per_call_and_no_lua(storage: ModuleStorage, raw: redis.Redis) -> None:
     item = parse("5/minute")
+    # The first hit of a fixed window also reads the stock storage's key once (a GET: the count
+    # carried over on a switch); every other call is one command.
+    before = calls(raw)
+    FixedWindowRateLimiter(storage).hit(item, "f")
+    assert calls(raw) - before == 2
     for name, strategy in (("f", FixedWindowRateLimiter(storage)), ("m", MovingWindowRateLimiter(storage))):
         for call in (
             lambda strategy=strategy, name=name: strategy.hit(item, name),
@@ -123,7 +128,7 @@ def test_moving_window_strategy(storage: ModuleStorage, raw: redis.Redis) -> Non
     before = time.time()
     empty = mw.get_window_stats(item, "nobody")
     assert empty.remaining == 3 and before + 60 <= empty.reset_time <= time.time() + 60  # now + window, as stock
-    assert raw.type(f"LIMITS:{item.key_for('m')}") != b"list"
+    assert raw.type(f"LIMITS:rl:{item.key_for('m')}") != b"list"
 
 
 def test_a_moving_window_hit_costs_the_same_whatever_the_limit(storage: ModuleStorage, raw: redis.Redis) -> None:
@@ -133,7 +138,7 @@ def test_a_moving_window_hit_costs_the_same_whatever_the_limit(storage: ModuleSt
     for _ in range(10):
         assert mw.hit(small, "sssss") and mw.hit(large, "l")
         time.sleep(0.002)  # distinct ms: one log entry each
-    small_key, large_key = f"LIMITS:{small.key_for('sssss')}", f"LIMITS:{large.key_for('l')}"
+    small_key, large_key = f"LIMITS:rl:{small.key_for('sssss')}", f"LIMITS:rl:{large.key_for('l')}"
     assert len(small_key) == len(large_key)
     small_bytes, large_bytes = raw.memory_usage(small_key), raw.memory_usage(large_key)
     assert small_bytes is not None and large_bytes is not None
@@ -147,7 +152,7 @@ def test_a_moving_window_hit_costs_the_same_whatever_the_limit(storage: ModuleSt
 def test_moving_window_key_expires_with_the_window(storage: ModuleStorage, raw: redis.Redis) -> None:
     item = RateLimitItemPerSecond(1)
     assert storage.acquire_entry(item.key_for("e"), 1, 1)
-    assert 0 < raw.pttl(f"LIMITS:{item.key_for('e')}") <= 1000
+    assert 0 < raw.pttl(f"LIMITS:rl:{item.key_for('e')}") <= 1000
     time.sleep(1.1)
     assert storage.get(item.key_for("e")) == 0
 
@@ -159,7 +164,7 @@ def test_reset_deletes_only_the_prefix_and_counts(server: Server, raw: redis.Red
         ours.incr(f"k{i}", 60)
     theirs.incr("k", 60)
     assert ours.reset() == 25
-    assert raw.keys("*") == [b"theirs:k"]
+    assert raw.keys("*") == [b"theirs:rl:k"]
 
 
 def test_wrap_exceptions_and_a_server_without_the_module(plain_server: Server) -> None:
@@ -178,7 +183,7 @@ def test_sliding_window_counter_is_limits_weighted_estimate(storage: ModuleStora
     assert all(sw.hit(item, "w") for _ in range(10)) and not sw.hit(item, "w")
     previous, previous_ttl, current, current_ttl = storage.get_sliding_window(item.key_for("w"), 1)
     assert (previous, current) == (0, 10) and 0 < current_ttl < 2.0
-    assert raw.keys("*") == [f"LIMITS:{{{item.key_for('w')}}}".encode()]  # one key, not two
+    assert raw.keys("*") == [f"LIMITS:rl:{{{item.key_for('w')}}}".encode()]  # one key, not two
     # the exact rule, at chosen instants on the same command the storage sends
     t0, key = 4_000_000_000_000, "anchored"
 
@@ -291,3 +296,33 @@ async def test_async_sentinel_storage(sentinel: List[Server], implementation: st
     assert isinstance(s, AsyncModuleSentinelStorage)
     await s.reset()
     await _async_workload(s)
+
+
+def test_switched_from_the_stock_storage_on_a_live_redis(server: Server, raw: redis.Redis) -> None:
+    """Issue 39: the stock ``RedisStorage`` counted first (strings, a list for the moving window);
+    the module's storage then never meets ``WRONGTYPE`` — its keys are ``LIMITS:rl:<key>`` — and a
+    fixed window that starts carries the stock count over, once. A stock instance still running
+    keeps counting on its own key."""
+    stock = limits.storage.RedisStorage(f"redis://127.0.0.1:{server.port}")
+    item = RateLimitItemPerMinute(5)
+    stock_fixed, stock_moving = FixedWindowRateLimiter(stock), MovingWindowRateLimiter(stock)
+    assert stock_fixed.hit(item, "alice") and stock_fixed.hit(item, "alice")
+    assert stock_moving.hit(item, "bob")
+    ours = storage_from_string(f"ratelimit://127.0.0.1:{server.port}")
+    fixed, moving = FixedWindowRateLimiter(ours), MovingWindowRateLimiter(ours)
+    assert fixed.hit(item, "alice")
+    assert fixed.get_window_stats(item, "alice").remaining == 2  # 2 stock hits + this one
+    assert fixed.hit(item, "alice") and fixed.get_window_stats(item, "alice").remaining == 1
+    assert moving.hit(item, "bob")  # the stock list is not touched: the moving window starts fresh
+    assert stock_fixed.hit(item, "alice") and stock_moving.hit(item, "bob")  # stock goes on
+    assert raw.type(f"LIMITS:{item.key_for('alice')}") == b"string"
+    # Without a stock count, a window counts itself only.
+    assert ours.incr("carol", 60) == 1
+
+
+async def test_async_storage_switched_from_the_stock_storage(server: Server, raw: redis.Redis) -> None:
+    raw.set("LIMITS:dave", 3, px=60_000)
+    s = storage_from_string(f"async+ratelimit://127.0.0.1:{server.port}", implementation="redispy")
+    assert await s.incr("dave", 60) == 4
+    assert await s.incr("dave", 60) == 5
+    assert raw.get("LIMITS:dave") == b"3"

@@ -20,11 +20,28 @@ from redis.exceptions import ResponseError
 from . import commands as cmd
 from . import wrapping
 from .decision import AllDecision, Decision, LeaseDecision
-from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Token
+from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Token, duration_ms
 
 Key = Union[str, bytes]
 _Client = TypeVar("_Client", bound="RateLimit")
 _Cluster = TypeVar("_Cluster", bound="RateLimitCluster")
+
+
+#: The module's commands that change a limiter: a second copy may count again.
+COUNTING = frozenset(
+    {"RL.TOKEN", "RL.PERIOD", "RL.SLIDE", "RL.LEAKY", "CL.THROTTLE", "RL.ALL", "RL.HIT"}
+    | {"RL.ACQUIRE", "RL.REFUND", "RL.CHARGE", "RL.RELEASE"}
+)
+
+
+def _wait_s(args: Sequence[Arg]) -> Optional[float]:
+    """The seconds a call's ``WAIT t`` (in ms, as :mod:`commands` writes it) may wait; ``0`` for
+    a wait without limit; ``None`` without ``WAIT``."""
+    for i in range(2, len(args) - 1):
+        if isinstance(args[i], str) and args[i] == "WAIT":
+            ms = duration_ms(cast(Duration, args[i + 1]))
+            return 0 if ms is None else ms / 1000  # a form only the server reads: no read timeout
+    return None
 
 
 class RateLimitCommands:
@@ -32,6 +49,8 @@ class RateLimitCommands:
 
     def _send(self, *args: Arg, **options: Any) -> Any:
         try:
+            if isinstance(self, SendsOnce) and str(args[0]).upper() in COUNTING:
+                return self._send_once(*args, **options)
             return cast(Any, self).execute_command(*args, **options)
         except ResponseError as error:
             missing = cmd.module_missing(error, str(args[0]))
@@ -282,7 +301,52 @@ class RateLimitCommands:
     # -- end commands --
 
 
-class RateLimit(RateLimitCommands, redis.Redis):
+class SendsOnce:
+    """Calls that may count, on a standalone ``redis.Redis``: each is sent once, never retried
+    (a client set to retry — ``retry_on_error``, ``retry_on_timeout`` — re-sends a command after
+    a connection or timeout error, and the first copy may have counted: it raises instead), and
+    a ``WAIT t`` call reads its answer with a socket timeout covering the wait (the wait plus
+    the client's ``socket_timeout``)."""
+
+    def _send_once(self, *args: Arg, **options: Any) -> Any:
+        client = cast(Any, self)  # redis-py's connection methods are untyped
+        pool = client.connection_pool
+        own = client.connection
+        conn: Any
+        if own is not None:
+            conn = own
+        else:
+            try:
+                conn = pool.get_connection()
+            except TypeError:  # redis-py 5: the command's name is required
+                conn = pool.get_connection(args[0])
+        lock = getattr(client, "single_connection_lock", None) if own is not None else None
+        if lock is not None:
+            lock.acquire()
+        wait = _wait_s(args)
+        try:
+            conn.send_command(*args)
+            base = conn.socket_timeout
+            sock = getattr(conn, "_sock", None)
+            if wait is not None and base is not None and sock is not None:
+                sock.settimeout(None if wait == 0 else wait + float(base))
+            try:
+                return client.parse_response(conn, str(args[0]), **options)
+            finally:
+                sock = getattr(conn, "_sock", None)
+                if sock is not None:
+                    sock.settimeout(base)
+        except (redis.ConnectionError, redis.TimeoutError):
+            conn.disconnect()
+            raise
+        finally:
+            if lock is not None:
+                lock.release()
+            if own is None:
+                pool.release(conn)
+
+
+class RateLimit(SendsOnce, RateLimitCommands, redis.Redis):
     """A ``redis.Redis`` with the module's commands (see :class:`RateLimitCommands`).
 
     ``RateLimit(client)`` wraps a ``redis.Redis`` (or a ``redis.ConnectionPool``) the

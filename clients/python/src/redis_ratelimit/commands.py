@@ -143,8 +143,8 @@ def socket_timeout(client: Any) -> Optional[float]:
 def check_wait(client: Any, wait: Optional[Duration]) -> None:
     """Refuses a ``wait`` the client's socket timeout would cut short: redis-py would give up
     reading, then retry (each retry waiting again), for far longer than the wait."""
-    if wait is None:
-        return
+    if wait is None or getattr(client, "_send_once", None) is not None:
+        return  # a client that reads a waiting call's answer with a timeout covering it
     wait_ms = duration_ms(wait)
     timeout = socket_timeout(client)
     if wait_ms is None or timeout is None:

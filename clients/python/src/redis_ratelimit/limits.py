@@ -32,6 +32,13 @@ URIs. Each strategy maps to one command per call (see the package README, "limit
 - a limit of 0 (``0 per minute``) admits nothing, as stock, without a command.
 
 Every instant comes from the server clock (one clock for all clients; see the README for why).
+
+Keys live beside limits' stock ones, never on them: ``key_prefix`` (default ``LIMITS``) becomes
+``<key_prefix>:rl``, so a key is ``LIMITS:rl:<key>`` where stock ``RedisStorage`` writes
+``LIMITS:<key>``. A service switched from the stock storage on a live Redis (or stock instances
+still running beside it) never meets ``WRONGTYPE``. When a fixed window starts, the count the
+stock storage left at ``LIMITS:<key>`` is read once and carried over (``GET``, ``RL.CHARGE``);
+moving and sliding windows start fresh at the switch.
 """
 
 from __future__ import annotations
@@ -76,6 +83,26 @@ def redis_uri(uri: str) -> str:
 
 
 # -- the commands and what their replies mean for limits (shared by sync and asyncio) --------
+
+
+#: What marks this package's keys beside limits' stock ones: ``<key_prefix>:rl:<key>``.
+KEY_MARK = "rl"
+
+
+def _beside_stock(options: Dict[str, Any]) -> str:
+    """Moves ``key_prefix`` (limits' option, default ``LIMITS``) to ``<key_prefix>:rl`` in
+    ``options`` and returns the stock prefix, whose keys hold the stock storage's counts."""
+    stock = str(options.get("key_prefix", limits.storage.RedisStorage.PREFIX))
+    options["key_prefix"] = f"{stock}:{KEY_MARK}"
+    return stock
+
+
+def _stock_count(reply: Any) -> int:
+    """The stock fixed-window count from ``GET`` of its key (0 when missing or not a count)."""
+    try:
+        return max(0, int(reply)) if reply is not None else 0
+    except (TypeError, ValueError):
+        return 0
 
 
 def _require(info: Dict[str, cmd.InfoValue], field: str) -> None:
@@ -176,8 +203,24 @@ class _ModuleStorageMethods:
     def initialize_storage(self, _uri: str) -> None:
         """No scripts: every call is one module command."""
 
+    _stock_prefix: str
+
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
-        return COUNTER_LIMIT - cmd.decision(self._send(*_incr_args(self._key(key), expiry, amount))).remaining
+        count = COUNTER_LIMIT - cmd.decision(self._send(*_incr_args(self._key(key), expiry, amount))).remaining
+        if count == amount and amount > 0:
+            count += self._carry_over(key)
+        return count
+
+    def _carry_over(self, key: str) -> int:
+        """A fixed window just started: what the stock storage counted at its own key, charged
+        onto this one once (0 when nothing)."""
+        try:
+            stock = _stock_count(self._connection().get(f"{self._stock_prefix}:{key}"))
+        except ResponseError:  # a key of another type is not a stock count
+            return 0
+        if stock:
+            self._send("RL.CHARGE", self._key(key), stock)
+        return stock
 
     def get(self, key: str) -> int:
         return _count_from_peek(self._send("RL.PEEK", self._key(key)))
@@ -224,6 +267,7 @@ class ModuleStorage(_ModuleStorageMethods, limits.storage.RedisStorage):
     STORAGE_SCHEME = ["ratelimit", "ratelimits", "ratelimit+unix"]
 
     def __init__(self, uri: str, *args: Any, **options: Any) -> None:
+        self._stock_prefix = _beside_stock(options)
         super().__init__(redis_uri(uri), *args, **options)
 
 
@@ -234,6 +278,7 @@ class ModuleClusterStorage(_ModuleStorageMethods, limits.storage.RedisClusterSto
     STORAGE_SCHEME = ["ratelimit+cluster"]
 
     def __init__(self, uri: str, *args: Any, **options: Any) -> None:
+        self._stock_prefix = _beside_stock(options)
         super().__init__(redis_uri(uri), *args, **options)
 
 
@@ -245,6 +290,7 @@ class ModuleSentinelStorage(_ModuleStorageMethods, limits.storage.RedisSentinelS
     STORAGE_SCHEME = ["ratelimit+sentinel"]
 
     def __init__(self, uri: str, *args: Any, **options: Any) -> None:
+        self._stock_prefix = _beside_stock(options)
         super().__init__(redis_uri(uri), *args, **options)
 
 
@@ -260,8 +306,11 @@ class _AsyncModuleStorageMethods:
 
     bridge: Any
 
+    _stock_prefix: str
+
     def __init__(self, uri: str, *args: Any, **options: Any) -> None:
         options.setdefault("implementation", "redispy")
+        self._stock_prefix = _beside_stock(options)
         cast(Any, super()).__init__(redis_uri(uri), *args, **options)
 
     def configure_bridge(self) -> None:
@@ -296,7 +345,22 @@ class _AsyncModuleStorageMethods:
 
     async def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         reply = await self._send(*_incr_args(self._key(key), expiry, amount))
-        return COUNTER_LIMIT - cmd.decision(reply).remaining
+        count = COUNTER_LIMIT - cmd.decision(reply).remaining
+        if count == amount and amount > 0:
+            count += await self._carry_over(key)
+        return count
+
+    async def _carry_over(self, key: str) -> int:
+        """As the sync storage's: the stock count charged onto a window that just started."""
+        try:
+            stock = _stock_count(await self._send("GET", f"{self._stock_prefix}:{key}"))
+        except Exception as error:  # coredis and redis-py raise their own error classes
+            if "WRONGTYPE" in str(error):
+                return 0
+            raise
+        if stock:
+            await self._send("RL.CHARGE", self._key(key), stock)
+        return stock
 
     async def get(self, key: str) -> int:
         return _count_from_peek(await self._send("RL.PEEK", self._key(key)))

@@ -5,6 +5,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 
+import io.lettuce.core.AbstractRedisClient;
 import io.lettuce.core.RedisClient;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.cluster.RedisClusterClient;
@@ -90,6 +91,24 @@ public final class RateLimitClient implements AutoCloseable {
      */
     public static RateLimitClient of(RedisClusterClient client, Duration timeout) {
         return new RateLimitClient(LettuceTransport.of(client, false), timeout);
+    }
+
+    /**
+     * A client over the application's Lettuce client of either kind (Spring's
+     * {@code LettuceConnectionFactory.getNativeClient()}), not shut down on {@link #close()}.
+     *
+     * @param client  a {@link RedisClient} or a {@link RedisClusterClient}
+     * @param timeout the client-side timeout of a call
+     * @return the client
+     */
+    public static RateLimitClient of(AbstractRedisClient client, Duration timeout) {
+        if (client instanceof RedisClusterClient cluster) {
+            return of(cluster, timeout);
+        }
+        if (client instanceof RedisClient standalone) {
+            return of(standalone, timeout);
+        }
+        throw new IllegalArgumentException("unsupported Lettuce client " + client.getClass().getName());
     }
 
     /** @return the same calls as {@code CompletionStage}s */

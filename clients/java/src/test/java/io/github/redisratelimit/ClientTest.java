@@ -12,26 +12,10 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicInteger;
 
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-class ClientTest {
+class ClientTest extends ServerTest {
 
-    static RedisServer server;
-    static RateLimitClient rl;
-
-    @BeforeAll
-    static void start() {
-        server = RedisServer.start();
-        rl = RateLimitClient.create(server.uri());
-    }
-
-    @AfterAll
-    static void stop() {
-        rl.close();
-        server.close();
-    }
 
     static String key(String name) {
         return "java:" + name + ":" + System.nanoTime();

@@ -1,7 +1,5 @@
 package io.github.redisratelimit.boot;
 
-import java.util.Locale;
-
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -13,13 +11,9 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
 
-import io.github.redisratelimit.Limit;
 import io.github.redisratelimit.RateLimitClient;
 import io.github.redisratelimit.web.RateLimitServletFilter;
 import io.github.redisratelimit.web.RateLimitWebFilter;
-import io.lettuce.core.AbstractRedisClient;
-import io.lettuce.core.RedisClient;
-import io.lettuce.core.cluster.RedisClusterClient;
 
 /**
  * The Spring Boot starter: a {@link RateLimitClient} bean over the application's Lettuce client
@@ -47,28 +41,7 @@ public class RateLimitAutoConfiguration {
         if (!factory.isRunning()) {
             factory.start();
         }
-        AbstractRedisClient client = factory.getRequiredNativeClient();
-        if (client instanceof RedisClusterClient cluster) {
-            return RateLimitClient.of(cluster, properties.getTimeout());
-        }
-        if (client instanceof RedisClient standalone) {
-            return RateLimitClient.of(standalone, properties.getTimeout());
-        }
-        throw new IllegalStateException("unsupported Lettuce client " + client.getClass().getName());
-    }
-
-    static Limit webLimit(RateLimitProperties.Web w) {
-        if (w.getPolicy() != null && !w.getPolicy().isBlank()) {
-            return Limit.policy(w.getPolicy());
-        }
-        return switch (w.getAlgorithm().toLowerCase(Locale.ROOT)) {
-            case "period" -> Limit.period(w.getLimit(), w.getWindow());
-            case "slide" -> Limit.slide(w.getLimit(), w.getWindow());
-            case "token" -> Limit.token(w.getLimit(), w.getLimit(), w.getWindow());
-            case "leaky" -> Limit.leaky(w.getLimit(), w.getLimit(), w.getWindow()).nodelay();
-            default -> throw new IllegalArgumentException("redis-ratelimit.web.algorithm: unknown '"
-                    + w.getAlgorithm() + "' (use period, slide, token or leaky, or a policy)");
-        };
+        return RateLimitClient.of(factory.getRequiredNativeClient(), properties.getTimeout());
     }
 
     /** The WebFlux filter. */
@@ -81,7 +54,7 @@ public class RateLimitAutoConfiguration {
         @ConditionalOnMissingBean
         RateLimitWebFilter rateLimitWebFilter(RateLimitClient client, RateLimitProperties properties) {
             RateLimitProperties.Web w = properties.getWeb();
-            return RateLimitWebFilter.builder(client, webLimit(w)).prefix(w.getPrefix()).failOpen(w.isFailOpen())
+            return RateLimitWebFilter.builder(client, w.toLimit()).prefix(w.getPrefix()).failOpen(w.isFailOpen())
                     .build();
         }
     }
@@ -97,7 +70,7 @@ public class RateLimitAutoConfiguration {
         @ConditionalOnMissingBean
         RateLimitServletFilter rateLimitServletFilter(RateLimitClient client, RateLimitProperties properties) {
             RateLimitProperties.Web w = properties.getWeb();
-            return new RateLimitServletFilter(client, webLimit(w), RateLimitServletFilter::clientAddress,
+            return new RateLimitServletFilter(client, w.toLimit(), RateLimitServletFilter::clientAddress,
                     w.getPrefix(), "default", w.isFailOpen());
         }
     }

@@ -4,6 +4,8 @@ import java.time.Duration;
 
 import org.springframework.boot.context.properties.ConfigurationProperties;
 
+import io.github.redisratelimit.LimitSpec;
+
 /**
  * {@code redis-ratelimit.*}: the client bean's timeout and the optional web filter.
  *
@@ -39,22 +41,19 @@ public class RateLimitProperties {
         return web;
     }
 
-    /** The web filter (WebFlux or servlet, whichever the application is). */
-    public static class Web {
+    /** The web filter (WebFlux or servlet, whichever the application is): its limit per client. */
+    public static class Web extends LimitSpec {
 
         private boolean enabled;
-
-        private String algorithm = "slide";
-
-        private long limit = 100;
-
-        private Duration window = Duration.ofMinutes(1);
-
-        private String policy;
 
         private String prefix = "ratelimit:";
 
         private boolean failOpen = true;
+
+        /** Sliding window of 100 per minute by default. */
+        public Web() {
+            setAlgorithm("slide");
+        }
 
         /** @return whether the filter is registered */
         public boolean isEnabled() {
@@ -64,46 +63,6 @@ public class RateLimitProperties {
         /** @param enabled register the filter */
         public void setEnabled(boolean enabled) {
             this.enabled = enabled;
-        }
-
-        /** @return period, slide, token or leaky */
-        public String getAlgorithm() {
-            return algorithm;
-        }
-
-        /** @param algorithm period, slide, token or leaky */
-        public void setAlgorithm(String algorithm) {
-            this.algorithm = algorithm;
-        }
-
-        /** @return permits per window per client */
-        public long getLimit() {
-            return limit;
-        }
-
-        /** @param limit permits per window per client */
-        public void setLimit(long limit) {
-            this.limit = limit;
-        }
-
-        /** @return the window */
-        public Duration getWindow() {
-            return window;
-        }
-
-        /** @param window the window */
-        public void setWindow(Duration window) {
-            this.window = window;
-        }
-
-        /** @return the server policy's name, or null */
-        public String getPolicy() {
-            return policy;
-        }
-
-        /** @param policy the server policy's name (replaces algorithm, limit and window) */
-        public void setPolicy(String policy) {
-            this.policy = policy;
         }
 
         /** @return the key prefix */

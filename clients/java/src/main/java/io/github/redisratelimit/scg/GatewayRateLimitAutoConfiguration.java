@@ -18,9 +18,6 @@ import org.springframework.data.redis.core.ReactiveStringRedisTemplate;
 import org.springframework.data.redis.core.script.RedisScript;
 
 import io.github.redisratelimit.RateLimitClient;
-import io.lettuce.core.AbstractRedisClient;
-import io.lettuce.core.RedisClient;
-import io.lettuce.core.cluster.RedisClusterClient;
 
 /**
  * Registers {@link ModuleRedisRateLimiter} as the gateway's {@code redisRateLimiter} bean, before
@@ -61,13 +58,6 @@ public class GatewayRateLimitAutoConfiguration {
             throw new IllegalStateException("redis-ratelimit needs Lettuce (Spring Boot's default), not "
                     + factory.getClass().getName());
         }
-        AbstractRedisClient client = lettuce.getRequiredNativeClient();
-        if (client instanceof RedisClusterClient cluster) {
-            return RateLimitClient.of(cluster, properties.getTimeout());
-        }
-        if (client instanceof RedisClient standalone) {
-            return RateLimitClient.of(standalone, properties.getTimeout());
-        }
-        throw new IllegalStateException("unsupported Lettuce client " + client.getClass().getName());
+        return RateLimitClient.of(lettuce.getRequiredNativeClient(), properties.getTimeout());
     }
 }

@@ -6,6 +6,8 @@ import java.util.Map;
 
 import org.springframework.boot.context.properties.ConfigurationProperties;
 
+import io.github.redisratelimit.LimitSpec;
+
 /**
  * {@code redis-ratelimit.gateway.*}: what the drop-in adds to Spring Cloud Gateway's
  * {@code redis-rate-limiter.*} route arguments (which keep their meaning).
@@ -71,71 +73,13 @@ public class GatewayRateLimitProperties {
 
     /**
      * A route's limit in place of the token bucket of {@code redis-rate-limiter.*}: a server
-     * policy, or a quota of {@code limit} per {@code window} ({@code period}: fixed window,
-     * {@code slide}: sliding window, {@code token}: a bucket of {@code limit} refilled over the
-     * window, {@code leaky}: a leaky bucket as a meter). The request's cost stays
-     * {@code requestedTokens}.
+     * policy, or a quota of {@code limit} per {@code window} ({@link LimitSpec}). The request's
+     * cost stays {@code requestedTokens}.
      */
-    public static class RouteLimit {
+    public static class RouteLimit extends LimitSpec {
 
-        private String policy;
-
-        private String algorithm = "period";
-
-        private long limit;
-
-        private Duration window = Duration.ofMinutes(1);
-
-        private boolean align;
-
-        /** @return the server policy's name, or null */
-        public String getPolicy() {
-            return policy;
-        }
-
-        /** @param policy the server policy's name */
-        public void setPolicy(String policy) {
-            this.policy = policy;
-        }
-
-        /** @return period, slide, token or leaky */
-        public String getAlgorithm() {
-            return algorithm;
-        }
-
-        /** @param algorithm period, slide, token or leaky */
-        public void setAlgorithm(String algorithm) {
-            this.algorithm = algorithm;
-        }
-
-        /** @return permits per window */
-        public long getLimit() {
-            return limit;
-        }
-
-        /** @param limit permits per window */
-        public void setLimit(long limit) {
-            this.limit = limit;
-        }
-
-        /** @return the window */
-        public Duration getWindow() {
-            return window;
-        }
-
-        /** @param window the window */
-        public void setWindow(Duration window) {
-            this.window = window;
-        }
-
-        /** @return fixed windows on UTC calendar boundaries (a day from midnight UTC) */
-        public boolean isAlign() {
-            return align;
-        }
-
-        /** @param align fixed windows on UTC calendar boundaries */
-        public void setAlign(boolean align) {
-            this.align = align;
+        /** An empty route limit (for property binding). */
+        public RouteLimit() {
         }
     }
 }

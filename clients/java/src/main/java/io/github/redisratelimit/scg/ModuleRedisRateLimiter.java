@@ -3,7 +3,6 @@ package io.github.redisratelimit.scg;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import java.util.function.Supplier;
 
@@ -100,7 +99,7 @@ public class ModuleRedisRateLimiter extends RedisRateLimiter implements Disposab
         GatewayRateLimitProperties.RouteLimit route = properties.getRoutes().get(routeId);
         Limit limit;
         if (route != null) {
-            limit = routeLimit(route);
+            limit = route.toLimit();
         }
         else if (c.getBurstCapacity() <= 0) {
             // a bucket of 0 tokens admits nothing (the stock script's answer, without a call)
@@ -118,21 +117,6 @@ public class ModuleRedisRateLimiter extends RedisRateLimiter implements Disposab
                     LOG.error("rate limiting failed for route " + routeId + ": the request is let through", e);
                     return Mono.just(new Response(true, getHeaders(c, -1L)));
                 });
-    }
-
-    static Limit routeLimit(GatewayRateLimitProperties.RouteLimit r) {
-        if (r.getPolicy() != null && !r.getPolicy().isBlank()) {
-            return Limit.policy(r.getPolicy());
-        }
-        return switch (r.getAlgorithm().toLowerCase(Locale.ROOT)) {
-            case "period" -> r.isAlign() ? Limit.period(r.getLimit(), r.getWindow()).align()
-                    : Limit.period(r.getLimit(), r.getWindow());
-            case "slide" -> Limit.slide(r.getLimit(), r.getWindow());
-            case "token" -> Limit.token(r.getLimit(), r.getLimit(), r.getWindow());
-            case "leaky" -> Limit.leaky(r.getLimit(), r.getLimit(), r.getWindow()).nodelay();
-            default -> throw new IllegalArgumentException("redis-ratelimit.gateway: unknown algorithm '"
-                    + r.getAlgorithm() + "' (use period, slide, token, leaky, or a policy)");
-        };
     }
 
     private Map<String, String> headers(Config c, Decision d, long remaining, long windowS) {

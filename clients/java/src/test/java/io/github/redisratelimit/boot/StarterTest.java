@@ -2,22 +2,19 @@ package io.github.redisratelimit.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.web.server.LocalServerPort;
 import org.springframework.context.annotation.Bean;
-import org.springframework.test.context.DynamicPropertyRegistry;
-import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.web.reactive.function.client.WebClient;
 import org.springframework.web.reactive.function.server.RouterFunction;
 import org.springframework.web.reactive.function.server.RouterFunctions;
 import org.springframework.web.reactive.function.server.ServerResponse;
 
 import io.github.redisratelimit.RateLimitClient;
-import io.github.redisratelimit.RedisServer;
+import io.github.redisratelimit.SpringServerTest;
 import io.github.redisratelimit.web.RateLimitWebFilter;
 
 /** The starter in a WebFlux application: the client bean and the filter from properties. */
@@ -25,20 +22,8 @@ import io.github.redisratelimit.web.RateLimitWebFilter;
         "redis-ratelimit.web.enabled=true", "redis-ratelimit.web.algorithm=period",
         "redis-ratelimit.web.limit=3", "redis-ratelimit.web.window=1h",
         "redis-ratelimit.web.prefix=starter-${random.uuid}:" })
-class StarterTest {
+class StarterTest extends SpringServerTest {
 
-    static final RedisServer SERVER = RedisServer.start();
-
-    @DynamicPropertySource
-    static void redis(DynamicPropertyRegistry r) {
-        r.add("spring.data.redis.host", () -> "127.0.0.1");
-        r.add("spring.data.redis.port", SERVER::port);
-    }
-
-    @AfterAll
-    static void stop() {
-        SERVER.close();
-    }
 
     @SpringBootApplication
     static class App {

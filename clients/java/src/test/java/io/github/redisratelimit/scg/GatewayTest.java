@@ -8,7 +8,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicInteger;
 
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Order;
 import org.junit.jupiter.api.Test;
@@ -21,8 +20,6 @@ import org.springframework.cloud.gateway.filter.ratelimit.KeyResolver;
 import org.springframework.cloud.gateway.filter.ratelimit.RedisRateLimiter;
 import org.springframework.context.annotation.Bean;
 import org.springframework.http.HttpStatus;
-import org.springframework.test.context.DynamicPropertyRegistry;
-import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.web.reactive.function.client.WebClient;
 import org.springframework.web.reactive.function.server.RouterFunction;
 import org.springframework.web.reactive.function.server.RouterFunctions;
@@ -30,7 +27,7 @@ import org.springframework.web.reactive.function.server.ServerResponse;
 
 import io.github.redisratelimit.Limit;
 import io.github.redisratelimit.RateLimitClient;
-import io.github.redisratelimit.RedisServer;
+import io.github.redisratelimit.SpringServerTest;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 
@@ -57,20 +54,8 @@ import reactor.core.publisher.Mono;
         "redis-ratelimit.gateway.routes.daily.window=1d",
         "redis-ratelimit.gateway.timeout=2s" })
 @TestMethodOrder(MethodOrderer.OrderAnnotation.class)
-class GatewayTest {
+class GatewayTest extends SpringServerTest {
 
-    static final RedisServer SERVER = RedisServer.start();
-
-    @DynamicPropertySource
-    static void redis(DynamicPropertyRegistry r) {
-        r.add("spring.data.redis.host", () -> "127.0.0.1");
-        r.add("spring.data.redis.port", SERVER::port);
-    }
-
-    @AfterAll
-    static void stop() {
-        SERVER.close();
-    }
 
     @SpringBootApplication
     static class App {
@@ -157,7 +142,7 @@ class GatewayTest {
         Reply refused = get("/daily", user);
         assertThat(refused.status()).isEqualTo(429);
         assertThat(Long.parseLong(refused.headers().get("Retry-After"))).isBetween(86_000L, 86_400L);
-        assertThat(ModuleRedisRateLimiter.routeLimit(new GatewayRateLimitProperties.RouteLimit()).kind())
+        assertThat(new GatewayRateLimitProperties.RouteLimit().toLimit().kind())
                 .isEqualTo(Limit.Kind.PERIOD);
     }
 

@@ -4,8 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import java.time.Duration;
 
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.mock.web.MockFilterChain;
 import org.springframework.mock.web.MockHttpServletRequest;
@@ -14,24 +12,11 @@ import org.springframework.mock.web.MockHttpServletResponse;
 import io.github.redisratelimit.Limit;
 import io.github.redisratelimit.RateLimitClient;
 import io.github.redisratelimit.RedisServer;
+import io.github.redisratelimit.ServerTest;
 
 /** The servlet filter on a real server (Spring's mock request and response). */
-class ServletFilterTest {
+class ServletFilterTest extends ServerTest {
 
-    static RedisServer server;
-    static RateLimitClient rl;
-
-    @BeforeAll
-    static void start() {
-        server = RedisServer.start();
-        rl = RateLimitClient.create(server.uri());
-    }
-
-    @AfterAll
-    static void stop() {
-        rl.close();
-        server.close();
-    }
 
     MockHttpServletResponse call(RateLimitServletFilter f, String address) throws Exception {
         MockHttpServletRequest req = new MockHttpServletRequest("GET", "/");

@@ -9,8 +9,6 @@ import java.time.Duration;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.test.web.reactive.server.WebTestClient;
 import org.springframework.web.reactive.function.server.RouterFunctions;
@@ -19,25 +17,12 @@ import org.springframework.web.reactive.function.server.ServerResponse;
 import io.github.redisratelimit.Limit;
 import io.github.redisratelimit.RateLimitClient;
 import io.github.redisratelimit.RedisServer;
+import io.github.redisratelimit.ServerTest;
 import io.lettuce.core.RedisClient;
 
 /** The WebFlux filter on a real server, and the shared key layout. */
-class WebFilterTest {
+class WebFilterTest extends ServerTest {
 
-    static RedisServer server;
-    static RateLimitClient rl;
-
-    @BeforeAll
-    static void start() {
-        server = RedisServer.start();
-        rl = RateLimitClient.create(server.uri());
-    }
-
-    @AfterAll
-    static void stop() {
-        rl.close();
-        server.close();
-    }
 
     @Test
     void everyAddressOfTheSharedKeyLayout() throws IOException {
