@@ -368,7 +368,10 @@ class AsyncClusterSendsOnce:
                 cluster._initialize = True
                 raise
             finally:
-                node.release(conn)
+                if hasattr(node, "release"):
+                    node.release(conn)
+                else:  # redis-py 5: the node's free connections, as its execute_command returns them
+                    node._free.append(conn)
         raise ClusterError(f"{args[0]!r}: too many cluster redirections")
 
 
