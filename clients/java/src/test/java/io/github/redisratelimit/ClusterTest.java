@@ -8,9 +8,6 @@ import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -138,29 +135,21 @@ class ClusterTest {
 
     @Test
     void waitOnTheServerOfTheKeysNode() {
-        String k = key("wait");
-        Limit l = Limit.period(1, Duration.ofMillis(300));
-        long t0 = System.nanoTime();
-        assertThat(rl.limit(k, l).allowed()).isTrue();
-        Decision waited = rl.limit(k, l, Options.DEFAULT.waitFor(Duration.ofSeconds(5)));
-        assertThat(waited.allowed()).isTrue();
-        assertThat((System.nanoTime() - t0) / 1_000_000).isGreaterThanOrEqualTo(300);
-        Decision timedOut = rl.limit(k, Limit.period(1, Duration.ofMinutes(1)),
-                Options.DEFAULT.waitFor(Duration.ofMillis(100)));
-        assertThat(timedOut.allowed()).isFalse();
+        Scenarios.waitOnTheServer(rl, key("wait"));
     }
 
     @Test
     void aCallInFlightWhenItsNodeConnectionDropsIsNotReplayed() throws Exception {
-        assertACallInFlightIsNotReplayed(rl);
+        Scenarios.aCallInFlightIsNotReplayed(rl, key("replay"), ClusterTest::dropAllConnections);
     }
 
     @Test
     void overTheApplicationsClusterClientToo() throws Exception {
         RedisClusterClient app = RedisClusterClient.create(RedisURI.create(cluster.uris()[0]));
-        try (StatefulRedisClusterConnection<String, String> appConn = app.connect();
-                RateLimitClient c = RateLimitClient.of(app, Duration.ofSeconds(2))) {
-            assertACallInFlightIsNotReplayed(c);
+        // the application's client has not connected yet: its topology is loaded for ours
+        try (RateLimitClient c = RateLimitClient.of(app, Duration.ofSeconds(2));
+                StatefulRedisClusterConnection<String, String> appConn = app.connect()) {
+            Scenarios.aCallInFlightIsNotReplayed(c, key("replay"), ClusterTest::dropAllConnections);
             // the application's own connections keep Lettuce's reconnect (and its options)
             assertThat(app.getOptions().isAutoReconnect()).isTrue();
             assertThat(appConn.sync().set("cl:app", "1")).isEqualTo("OK");
@@ -170,31 +159,5 @@ class ClusterTest {
         finally {
             app.shutdown();
         }
-    }
-
-    /** A waiting call in flight when every connection drops fails, and nothing is re-sent. */
-    private static void assertACallInFlightIsNotReplayed(RateLimitClient c) throws Exception {
-        String k = key("replay");
-        Limit l = Limit.period(1, Duration.ofSeconds(2));
-        assertThat(c.limit(k, l).allowed()).isTrue();
-        // a waiting call is in flight on its key's node; then every client connection is killed
-        CompletableFuture<Decision> waiting = c.async().limit(k, l, Options.DEFAULT.waitFor(Duration.ofSeconds(5)))
-                .toCompletableFuture();
-        Thread.sleep(300);
-        dropAllConnections();
-        Throwable failed = null;
-        try {
-            waiting.get(10, TimeUnit.SECONDS);
-        }
-        catch (ExecutionException e) {
-            failed = e.getCause();
-        }
-        assertThat(failed).as("the dropped call fails instead of being re-sent").isNotNull();
-        // the window (2 s from the first call) ends; a re-sent call would have taken the next one
-        Thread.sleep(2500);
-        assertThat(c.limit(k, l, Options.cost(0)).remaining()).as("nothing counted after the drop").isEqualTo(1);
-        // the client goes on after the drop: its shared connection's calls reach the node again
-        assertThat(c.limit(k, l).allowed()).isTrue();
-        assertThat(c.limit(k, l).allowed()).isFalse();
     }
 }
