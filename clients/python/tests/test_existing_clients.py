@@ -6,7 +6,6 @@ longer than the socket timeout refused instead of retried for a minute."""
 from __future__ import annotations
 
 import gc
-import threading
 import time
 from typing import List
 
@@ -18,6 +17,7 @@ import redis.cluster
 from conftest import Server
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from waiting import dropped_while_waiting
 
 from redis_ratelimit import AsyncRateLimit, AsyncRateLimitCluster, Period, RateLimit, RateLimitCluster, Token
 
@@ -128,24 +128,7 @@ def test_a_call_that_may_have_counted_is_never_sent_again(server: Server, raw: r
     counted; a waiting one would lose its place in the queue)."""
     retried = [redis.TimeoutError, redis.ConnectionError]  # what a client set to retry retries
     r = RateLimit(port=server.port, retry=Retry(NoBackoff(), 3), retry_on_error=retried)
-    r.client_setname("sends-once")
-    assert r.token("resend", 1, 1, "1m").allowed
-    outcome: List[object] = []
-
-    def wait() -> None:
-        try:
-            outcome.append(r.token("resend", 1, 1, "1m", wait="3s"))
-        except Exception as error:  # noqa: BLE001 - the test reads which
-            outcome.append(error)
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    deadline = time.monotonic() + 10
-    while int(raw.info("ratelimit")["ratelimit_waiting"]) < 1:
-        assert time.monotonic() < deadline and waiter.is_alive(), f"the call never queued: {outcome}"
-        time.sleep(0.01)
-    assert raw.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes") >= 1
-    waiter.join(10)
-    assert len(outcome) == 1 and isinstance(outcome[0], redis.ConnectionError), outcome
-    assert int(raw.info("ratelimit")["ratelimit_waiting"]) == 0, "not sent again"
+    dropped_while_waiting(
+        [server], lambda: r.token("resend", 1, 1, "1s"), lambda: r.token("resend", 1, 1, "1s", wait="3s")
+    )
     assert r.ping()  # the client goes on

@@ -8,14 +8,18 @@ Wrap the client the application already has: ``AsyncRateLimit(redis_asyncio_clie
 
 from __future__ import annotations
 
+import asyncio
+import math
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Type, TypeVar, Union, cast, overload
 
+import redis
 import redis.asyncio
 import redis.asyncio.cluster
-from redis.exceptions import ResponseError
+from redis.exceptions import AskError, ClusterError, MovedError, ResponseError, TryAgainError
 
 from . import commands as cmd
 from . import wrapping
+from .client import COUNTING, _wait_s
 from .decision import AllDecision, Decision, LeaseDecision
 from .specs import Arg, Duration, Leaky, Limit, Period, Slide, Token
 
@@ -29,6 +33,8 @@ class AsyncRateLimitCommands:
 
     async def _send(self, *args: Arg, **options: Any) -> Any:
         try:
+            if str(args[0]).upper() in COUNTING and isinstance(self, (AsyncSendsOnce, AsyncClusterSendsOnce)):
+                return await self._send_once(*args)
             return await cast(Any, self).execute_command(*args, **options)
         except ResponseError as error:
             missing = cmd.module_missing(error, str(args[0]))
@@ -62,7 +68,7 @@ class AsyncRateLimitCommands:
         """One request of ``cost`` against ``limit`` (a :class:`Token`, :class:`Period`,
         :class:`Slide` or :class:`Leaky`) on ``key``. ``ban``: refused requests start a ban of
         that long; ``wait``: block in the server until admitted, at most that long (the
-        client's socket timeout must exceed it); ``dryrun``: change nothing; ``at``: unix ms to
+        answer is read with a timeout covering it); ``dryrun``: change nothing; ``at``: unix ms to
         judge at instead of the server clock; ``deadline``: unix ms (this machine's clock)
         after which the call counts nothing (a ``ResponseError`` starting ``DEADLINE``)."""
         cmd.check_wait(self, wait)
@@ -283,8 +289,94 @@ class AsyncRateLimitCommands:
     # -- end commands --
 
 
+async def send_once(conn: Any, args: Sequence[Arg], asking: bool = False) -> Any:
+    """Sends a call that may count once on ``conn`` (an asyncio ``Connection``, the caller's to
+    hold): never retried (the first copy may have counted: an error raises), and a ``WAIT t``
+    call read with a timeout covering the wait (the wait plus the connection's
+    ``socket_timeout``). ``asking``: ``ASKING`` first (a cluster's ``ASK`` redirection). On any
+    error but the server's answer the connection is closed (its reply may still come)."""
+    wait = _wait_s(args)
+    timeout: Optional[float] = None  # the connection's socket_timeout
+    if wait is not None and conn.socket_timeout is not None:
+        timeout = math.inf if wait == 0 else wait + float(conn.socket_timeout)
+    try:
+        if asking:
+            await conn.send_command("ASKING")
+            await conn.read_response()
+        await conn.send_command(*args)
+        return await conn.read_response(timeout=timeout)
+    except ResponseError:
+        raise
+    except BaseException:
+        await conn.disconnect(nowait=True)
+        raise
+
+
+class AsyncSendsOnce:
+    """Calls that may count, on a standalone ``redis.asyncio.Redis``: each sent once (a client
+    set to retry re-sends a command after a connection or timeout error), a waiting one read
+    with a timeout covering its wait (:func:`send_once`)."""
+
+    async def _send_once(self, *args: Arg) -> Any:
+        client = cast(Any, self)  # redis-py's connection methods are untyped
+        await client.initialize()  # a single-connection client's connection
+        if client.connection is not None:
+            async with client._single_conn_lock:
+                return await send_once(client.connection, args)
+        pool = client.connection_pool
+        try:
+            conn = await pool.get_connection()
+        except TypeError:  # redis-py 5: the command's name is required
+            conn = await pool.get_connection(args[0])
+        try:
+            return await send_once(conn, args)
+        finally:
+            await pool.release(conn)
+
+
+class AsyncClusterSendsOnce:
+    """Calls that may count, on a ``redis.asyncio.cluster.RedisCluster``: each sent once to the
+    primary of its key's slot (:func:`send_once`; redis-py's cluster retries a command after a
+    connection or timeout error). A redirection (``MOVED``, ``ASK``, ``TRYAGAIN``) is followed:
+    the node did not run the call. After a connection error the topology is read again on the
+    next call, and the error raised."""
+
+    async def _send_once(self, *args: Arg) -> Any:
+        cluster = cast(Any, self)  # redis-py's cluster internals are untyped
+        asking: Optional[str] = None
+        for _ in range(int(cluster.RedisClusterRequestTTL)):
+            if cluster._initialize:
+                await cluster.initialize()
+            if asking is not None:
+                node = cluster.get_node(node_name=asking)
+            else:
+                node = cluster.nodes_manager.get_node_from_slot(await cluster._determine_slot(*args))
+            conn = node.acquire_connection()
+            try:
+                if hasattr(node, "disconnect_if_needed"):  # redis-py 7+: marked after a topology change
+                    await node.disconnect_if_needed(conn)
+                return await send_once(conn, args, asking=asking is not None)
+            except MovedError:
+                cluster._initialize = True
+                asking = None
+            except AskError as error:
+                asking = f"{error.host}:{error.port}"
+            except TryAgainError:
+                await asyncio.sleep(0.05)
+                asking = None
+            except redis.ConnectionError:
+                cluster._initialize = True
+                raise
+            finally:
+                if hasattr(node, "release"):
+                    node.release(conn)
+                else:  # redis-py 5: the node's free connections, as its execute_command returns them
+                    node._free.append(conn)
+        raise ClusterError(f"{args[0]!r}: too many cluster redirections")
+
+
 # redis-py's asyncio classes inherit two disagreeing `command_info` stubs (its own typing issue).
-class AsyncRateLimit(AsyncRateLimitCommands, redis.asyncio.Redis):  # type: ignore[misc]
+class AsyncRateLimit(AsyncSendsOnce, AsyncRateLimitCommands, redis.asyncio.Redis):  # type: ignore[misc]
     """A ``redis.asyncio.Redis`` with the module's commands (see :class:`AsyncRateLimitCommands`).
 
     ``AsyncRateLimit(client)`` wraps a ``redis.asyncio.Redis`` (or a
@@ -325,7 +417,7 @@ class AsyncRateLimit(AsyncRateLimitCommands, redis.asyncio.Redis):  # type: igno
         )
 
 
-class AsyncRateLimitCluster(AsyncRateLimitCommands, redis.asyncio.cluster.RedisCluster):  # type: ignore[misc]
+class AsyncRateLimitCluster(AsyncClusterSendsOnce, AsyncRateLimitCommands, redis.asyncio.cluster.RedisCluster):  # type: ignore[misc]
     """A ``redis.asyncio.cluster.RedisCluster`` with the module's commands (``RL.ALL``: every
     key in one hash slot — use hash tags).
 

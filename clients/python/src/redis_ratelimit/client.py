@@ -11,11 +11,13 @@ redis-py's server ``INFO``.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from typing import Any, Dict, List, Optional, Sequence, Type, TypeVar, Union, cast, overload
 
 import redis
 import redis.cluster
-from redis.exceptions import ResponseError
+from redis.exceptions import AskError, ClusterError, MovedError, ResponseError, TryAgainError
 
 from . import commands as cmd
 from . import wrapping
@@ -49,7 +51,7 @@ class RateLimitCommands:
 
     def _send(self, *args: Arg, **options: Any) -> Any:
         try:
-            if isinstance(self, SendsOnce) and str(args[0]).upper() in COUNTING:
+            if str(args[0]).upper() in COUNTING and isinstance(self, (SendsOnce, ClusterSendsOnce)):
                 return self._send_once(*args, **options)
             return cast(Any, self).execute_command(*args, **options)
         except ResponseError as error:
@@ -82,7 +84,7 @@ class RateLimitCommands:
         """One request of ``cost`` against ``limit`` (a :class:`Token`, :class:`Period`,
         :class:`Slide` or :class:`Leaky`) on ``key``. ``ban``: refused requests start a ban of
         that long; ``wait``: block in the server until admitted, at most that long (the
-        client's socket timeout must exceed it); ``dryrun``: change nothing; ``at``: unix ms to
+        answer is read with a timeout covering it); ``dryrun``: change nothing; ``at``: unix ms to
         judge at instead of the server clock; ``deadline``: unix ms (this machine's clock)
         after which the call counts nothing (a ``ResponseError`` starting ``DEADLINE``)."""
         cmd.check_wait(self, wait)
@@ -301,49 +303,91 @@ class RateLimitCommands:
     # -- end commands --
 
 
+def send_once(client: Any, args: Sequence[Arg], options: Dict[str, Any], asking: bool = False) -> Any:
+    """Sends a call that may count once on ``client`` (a standalone ``redis.Redis``: the
+    application's, or a cluster node's): never retried (a client set to retry —
+    ``retry_on_error``, ``retry_on_timeout`` — re-sends a command after a connection or timeout
+    error, and the first copy may have counted: it raises instead), and a ``WAIT t`` call reads
+    its answer with a socket timeout covering the wait (the wait plus the client's
+    ``socket_timeout``). ``asking``: ``ASKING`` first, on the same connection (a cluster's
+    ``ASK`` redirection)."""
+    pool = client.connection_pool
+    own = client.connection
+    conn: Any
+    if own is not None:
+        conn = own
+    else:
+        try:
+            conn = pool.get_connection()
+        except TypeError:  # redis-py 5: the command's name is required
+            conn = pool.get_connection(args[0])
+    lock = getattr(client, "single_connection_lock", None) if own is not None else None
+    if lock is not None:
+        lock.acquire()
+    wait = _wait_s(args)
+    try:
+        if asking:
+            conn.send_command("ASKING")
+            client.parse_response(conn, "ASKING")
+        conn.send_command(*args)
+        base = conn.socket_timeout
+        sock = getattr(conn, "_sock", None)
+        if wait is not None and base is not None and sock is not None:
+            sock.settimeout(None if wait == 0 else wait + float(base))
+        try:
+            return client.parse_response(conn, str(args[0]), **options)
+        finally:
+            sock = getattr(conn, "_sock", None)
+            if sock is not None:
+                sock.settimeout(base)
+    except (redis.ConnectionError, redis.TimeoutError):
+        conn.disconnect()
+        raise
+    finally:
+        if lock is not None:
+            lock.release()
+        if own is None:
+            pool.release(conn)
+
+
 class SendsOnce:
-    """Calls that may count, on a standalone ``redis.Redis``: each is sent once, never retried
-    (a client set to retry — ``retry_on_error``, ``retry_on_timeout`` — re-sends a command after
-    a connection or timeout error, and the first copy may have counted: it raises instead), and
-    a ``WAIT t`` call reads its answer with a socket timeout covering the wait (the wait plus
-    the client's ``socket_timeout``)."""
+    """Calls that may count, on a standalone ``redis.Redis``: each sent once, a waiting one
+    read with a timeout covering its wait (:func:`send_once`)."""
 
     def _send_once(self, *args: Arg, **options: Any) -> Any:
-        client = cast(Any, self)  # redis-py's connection methods are untyped
-        pool = client.connection_pool
-        own = client.connection
-        conn: Any
-        if own is not None:
-            conn = own
-        else:
+        return send_once(self, args, options)
+
+
+class ClusterSendsOnce:
+    """Calls that may count, on a ``redis.cluster.RedisCluster``: each sent once to the primary
+    of its key's slot (:func:`send_once`; redis-py's cluster retries a command after a
+    connection or timeout error). A redirection (``MOVED``, ``ASK``, ``TRYAGAIN``) is followed:
+    the node did not run the call. After a connection error the cluster's topology is read
+    again, and the error raised."""
+
+    def _send_once(self, *args: Arg, **options: Any) -> Any:
+        cluster = cast(Any, self)  # redis-py's cluster internals are untyped
+        asking: Optional[str] = None
+        for _ in range(int(cluster.RedisClusterRequestTTL)):
+            if asking is not None:
+                node = cluster.get_node(node_name=asking)
+            else:
+                node = cluster.nodes_manager.get_node_from_slot(cluster.determine_slot(*args))
             try:
-                conn = pool.get_connection()
-            except TypeError:  # redis-py 5: the command's name is required
-                conn = pool.get_connection(args[0])
-        lock = getattr(client, "single_connection_lock", None) if own is not None else None
-        if lock is not None:
-            lock.acquire()
-        wait = _wait_s(args)
-        try:
-            conn.send_command(*args)
-            base = conn.socket_timeout
-            sock = getattr(conn, "_sock", None)
-            if wait is not None and base is not None and sock is not None:
-                sock.settimeout(None if wait == 0 else wait + float(base))
-            try:
-                return client.parse_response(conn, str(args[0]), **options)
-            finally:
-                sock = getattr(conn, "_sock", None)
-                if sock is not None:
-                    sock.settimeout(base)
-        except (redis.ConnectionError, redis.TimeoutError):
-            conn.disconnect()
-            raise
-        finally:
-            if lock is not None:
-                lock.release()
-            if own is None:
-                pool.release(conn)
+                return send_once(cluster.get_redis_connection(node), args, options, asking=asking is not None)
+            except MovedError:
+                cluster.nodes_manager.initialize()
+                asking = None
+            except AskError as error:
+                asking = f"{error.host}:{error.port}"
+            except TryAgainError:
+                time.sleep(0.05)
+                asking = None
+            except redis.ConnectionError:
+                with contextlib.suppress(redis.RedisError):
+                    cluster.nodes_manager.initialize()
+                raise
+        raise ClusterError(f"{args[0]!r}: too many cluster redirections")
 
 
 class RateLimit(SendsOnce, RateLimitCommands, redis.Redis):
@@ -375,7 +419,7 @@ class RateLimit(SendsOnce, RateLimitCommands, redis.Redis):
         return cast(_Client, cast(Any, super()).from_url(url, **kwargs))
 
 
-class RateLimitCluster(RateLimitCommands, redis.cluster.RedisCluster):
+class RateLimitCluster(ClusterSendsOnce, RateLimitCommands, redis.cluster.RedisCluster):
     """A ``redis.cluster.RedisCluster`` with the module's commands; the cluster routes each
     command by its key (``RL.ALL``: every key in one hash slot — use hash tags).
 

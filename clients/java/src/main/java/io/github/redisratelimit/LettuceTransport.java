@@ -12,12 +12,14 @@ import java.util.function.Supplier;
 
 import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.cluster.ClusterClientOptions;
 import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.cluster.api.async.RedisClusterAsyncCommands;
+import io.lettuce.core.cluster.models.partitions.RedisClusterNode;
 import io.lettuce.core.codec.StringCodec;
 import io.lettuce.core.output.ArrayOutput;
 import io.lettuce.core.protocol.CommandArgs;
@@ -34,9 +36,10 @@ import io.lettuce.core.protocol.RedisCommand;
  * call may already have counted. So this transport's standalone connections are opened without
  * Lettuce's auto-reconnect: a call in flight when its connection drops fails (the caller sees
  * the error, nothing is re-sent), and the next call opens a new connection. Commands queued while
- * a connection is down are filtered out of any replay too ({@link #NO_REPLAY}); on a cluster,
- * whose node connections Lettuce opens itself, that filter and the calls' {@code DEADLINE} are
- * the guard (Lettuce 6.8 re-queues commands in flight without consulting the filter).
+ * a connection is down are filtered out of any replay too ({@link #NO_REPLAY}). On a cluster the
+ * node connections are opened without auto-reconnect too (see {@link #of(RedisClusterClient,
+ * boolean)}): Lettuce 6.8 re-queues the commands in flight on a reconnecting node connection
+ * without consulting the filter.
  */
 public final class LettuceTransport implements Transport {
 
@@ -78,6 +81,15 @@ public final class LettuceTransport implements Transport {
     /**
      * A transport over a cluster client: every call goes to the node that owns its key.
      *
+     * <p>A cluster connection opens its node connections when it first needs them, with the
+     * client's options of that moment, so they cannot be opened without auto-reconnect the way
+     * the standalone ones are. An owned client gets {@code autoReconnect(false)} for good; for the
+     * application's client, the transport opens its connections through a client of its own
+     * that shares the application's {@link io.lettuce.core.resource.ClientResources} (event
+     * loops), options (but auto-reconnect) and nodes, so the application's connections keep
+     * reconnecting as they did. A node connection that drops fails the calls in flight on it and
+     * the next call opens a new one.
+     *
      * @param client the client (not closed by {@link #close()} unless {@code owned})
      * @param owned  shut the client down on close
      * @return the transport
@@ -85,12 +97,22 @@ public final class LettuceTransport implements Transport {
     public static LettuceTransport of(RedisClusterClient client, boolean owned) {
         ClientOptions o = client.getOptions();
         ClusterClientOptions base = o instanceof ClusterClientOptions cco ? cco : ClusterClientOptions.create();
-        ClientOptions.Builder b = base.mutate().replayFilter(NO_REPLAY);
-        client.setOptions((ClusterClientOptions) (owned ? b.protocolVersion(ProtocolVersion.RESP2) : b).build());
-        return new LettuceTransport(() -> {
-            StatefulRedisClusterConnection<String, String> c = client.connect(StringCodec.UTF8);
-            return c;
-        }, c -> ((StatefulRedisClusterConnection<String, String>) c).async(), owned ? client::shutdown : () -> { });
+        ClientOptions.Builder b = base.mutate().replayFilter(NO_REPLAY).autoReconnect(false);
+        ClusterClientOptions options = (ClusterClientOptions) (owned ? b.protocolVersion(ProtocolVersion.RESP2) : b)
+                .build();
+        RedisClusterClient own = owned ? client : RedisClusterClient.create(client.getResources(), nodes(client));
+        own.setOptions(options);
+        return new LettuceTransport(() -> own.connect(StringCodec.UTF8),
+                c -> ((StatefulRedisClusterConnection<String, String>) c).async(), own::shutdown);
+    }
+
+    /** The URIs of the cluster's nodes as the client knows them (each with the seeds' settings). */
+    private static List<RedisURI> nodes(RedisClusterClient client) {
+        List<RedisURI> uris = new ArrayList<>();
+        for (RedisClusterNode n : client.getPartitions()) {
+            uris.add(n.getUri());
+        }
+        return uris;
     }
 
     /**

@@ -146,17 +146,7 @@ class ClientTest extends ServerTest {
 
     @Test
     void waitOnTheServerAdmitsInArrivalOrderAndTheClientWaitsForIt() {
-        String k = key("wait");
-        Limit l = Limit.period(1, Duration.ofMillis(300));
-        long t0 = System.nanoTime();
-        assertThat(rl.limit(k, l).allowed()).isTrue();
-        Decision waited = rl.limit(k, l, Options.DEFAULT.waitFor(Duration.ofSeconds(5)));
-        long tookMs = (System.nanoTime() - t0) / 1_000_000;
-        assertThat(waited.allowed()).isTrue();
-        assertThat(tookMs).isGreaterThanOrEqualTo(300); // not before the window ends
-        Decision timedOut = rl.limit(k, Limit.period(1, Duration.ofMinutes(1)),
-                Options.DEFAULT.waitFor(Duration.ofMillis(100)));
-        assertThat(timedOut.allowed()).isFalse();
+        Scenarios.waitOnTheServer(rl, key("wait"));
     }
 
     @Test

@@ -25,15 +25,26 @@ public final class RedisServer implements AutoCloseable {
     private final Process process;
     private final int port;
     private final Path log;
+    private final Path dir;
 
-    private RedisServer(Process process, int port, Path log) {
+    private RedisServer(Process process, int port, Path log, Path dir) {
         this.process = process;
         this.port = port;
         this.log = log;
+        this.dir = dir;
     }
 
     /** @return a started server */
     public static RedisServer start() {
+        return start(false);
+    }
+
+    /**
+     * @param cluster a cluster node ({@code cluster-enabled}, its bus port, +10000, free too; its
+     *                {@code nodes.conf} in a directory of its own)
+     * @return a started server
+     */
+    public static RedisServer start(boolean cluster) {
         String server = System.getProperty("rl.server", System.getenv().getOrDefault("RL_SERVER", "redis-server"));
         String module = System.getProperty("rl.module", System.getenv().getOrDefault("RL_MODULE",
                 "../../target/release/libredis_ratelimit.so"));
@@ -43,7 +54,7 @@ public final class RedisServer implements AutoCloseable {
         IllegalStateException last = null;
         for (int attempt = 0; attempt < 3; attempt++) {
             try {
-                return tryStart(server, new File(module).getAbsolutePath());
+                return tryStart(server, new File(module).getAbsolutePath(), cluster);
             }
             catch (IllegalStateException e) {
                 last = e; // the port was taken between choosing and binding: choose again
@@ -52,17 +63,41 @@ public final class RedisServer implements AutoCloseable {
         throw last;
     }
 
-    private static RedisServer tryStart(String server, String module) {
-        try {
+    /** A port nobody listens on; for a cluster node, its bus port (+10000) too. */
+    private static int freePort(boolean cluster) throws IOException {
+        while (true) {
             int port;
             try (ServerSocket s = new ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
                 port = s.getLocalPort();
             }
-            Path log = Files.createTempFile("rl-java-redis-" + port + "-", ".log");
+            if (!cluster) {
+                return port;
+            }
+            if (port + 10000 > 65535) {
+                continue;
+            }
+            try {
+                new ServerSocket(port + 10000, 1, java.net.InetAddress.getLoopbackAddress()).close();
+                return port;
+            }
+            catch (IOException taken) {
+                // its bus port is taken: choose again
+            }
+        }
+    }
+
+    private static RedisServer tryStart(String server, String module, boolean cluster) {
+        try {
+            int port = freePort(cluster);
+            Path dir = Files.createTempDirectory("rl-java-redis-" + port + "-");
+            Path log = dir.resolve("redis.log");
             List<String> cmd = new ArrayList<>(List.of(server, "--port", Integer.toString(port), "--bind",
-                    "127.0.0.1", "--save", "", "--appendonly", "no", "--loadmodule", module));
+                    "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir.toString(), "--loadmodule", module));
+            if (cluster) {
+                cmd.addAll(List.of("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"));
+            }
             Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
-            RedisServer r = new RedisServer(p, port, log);
+            RedisServer r = new RedisServer(p, port, log, dir);
             long deadline = System.currentTimeMillis() + STARTUP_DEADLINE_MS;
             while (System.currentTimeMillis() < deadline) {
                 if (!p.isAlive()) {
@@ -132,8 +167,11 @@ public final class RedisServer implements AutoCloseable {
         catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        try {
-            Files.deleteIfExists(log);
+        try (var files = Files.list(dir)) {
+            for (Path f : files.toList()) {
+                Files.deleteIfExists(f);
+            }
+            Files.deleteIfExists(dir);
         }
         catch (IOException e) {
             // a leftover log in the temp directory is harmless

@@ -8,7 +8,11 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
 
 import org.redisson.api.RRateLimiter;
 import org.redisson.api.RateIntervalUnit;
@@ -47,12 +51,20 @@ final class ModuleRateLimiter {
     private final String clientId;
     private final RateLimitClient module;
     private final PlainCommands plain;
+    private final Executor executor;
 
-    ModuleRateLimiter(String name, String clientId, RateLimitClient module, PlainCommands plain) {
+    /**
+     * @param executor runs the module call that follows a read of the definition: not Lettuce's
+     *                 I/O event loop that completes the read (a waiting call may open a
+     *                 connection, which must not block that loop) but Lettuce's computation
+     *                 threads
+     */
+    ModuleRateLimiter(String name, String clientId, RateLimitClient module, PlainCommands plain, Executor executor) {
         this.name = name;
         this.clientId = clientId;
         this.module = module;
         this.plain = plain;
+        this.executor = executor;
     }
 
     /** The rate definition stored under the limiter's name. */
@@ -91,12 +103,15 @@ final class ModuleRateLimiter {
         return d.type() == RateType.PER_CLIENT ? clientKey() : overallKey();
     }
 
-    private Definition definition() {
-        Definition d = Definition.decode(plain.get(name));
-        if (d == null) {
-            throw new RedisException("RateLimiter is not initialized");
-        }
-        return d;
+    /** The definition, or Redisson's error when the limiter has none. */
+    private CompletableFuture<Definition> definition() {
+        return plain.get(name).thenApply(s -> {
+            Definition d = Definition.decode(s);
+            if (d == null) {
+                throw new RedisException("RateLimiter is not initialized");
+            }
+            return d;
+        });
     }
 
     private static Definition define(RateType type, long rate, Duration interval, Duration keepAlive) {
@@ -114,38 +129,52 @@ final class ModuleRateLimiter {
         return new Definition(type, rate, intervalMs, keepAliveMs);
     }
 
+    // Every operation is a chain of Lettuce's asynchronous calls (no thread waits on a reply);
+    // the synchronous methods of RRateLimiter wait for it (see invoke).
+
     // ---- RRateLimiter: setting the rate
 
-    boolean trySetRate(RateType type, long rate, Duration interval, Duration keepAlive) {
+    CompletableFuture<Boolean> trySetRate(RateType type, long rate, Duration interval, Duration keepAlive) {
         Definition d = define(type, rate, interval, keepAlive);
         return plain.set(name, d.encode(), d.keepAliveMs(), true, false);
     }
 
-    void setRate(RateType type, long rate, Duration interval, Duration keepAlive, boolean keepState) {
+    CompletableFuture<Void> setRate(RateType type, long rate, Duration interval, Duration keepAlive,
+            boolean keepState) {
         Definition d = define(type, rate, interval, keepAlive);
-        Definition old = Definition.decode(plain.get(name));
-        plain.set(name, d.encode(), d.keepAliveMs(), false, false);
-        if (!keepState || old != null && old.type() != d.type()) {
-            plain.del(List.of(overallKey(), clientKey()));
-        }
+        return plain.get(name).thenCompose(s -> {
+            Definition old = Definition.decode(s);
+            return plain.set(name, d.encode(), d.keepAliveMs(), false, false)
+                    .thenCompose(set -> !keepState || old != null && old.type() != d.type() ? dropState()
+                            : CompletableFuture.completedFuture(null));
+        });
     }
 
-    boolean updateRate(RateLimiterArgs args) {
+    CompletableFuture<Boolean> updateRate(RateLimiterArgs args) {
         RateLimiterParams p = (RateLimiterParams) args;
         Definition d = define(p.getMode(), p.getRate(), p.getRateInterval(), p.getKeepAliveTime());
-        Definition old = Definition.decode(plain.get(name));
-        if (old == null || !plain.set(name, d.encode(), d.keepAliveMs(), false, true)) {
-            return false;
-        }
-        if (old.type() != d.type() || !p.isKeepState()) {
-            plain.del(List.of(overallKey(), clientKey()));
-        }
-        return true;
+        return plain.get(name).thenCompose(s -> {
+            Definition old = Definition.decode(s);
+            if (old == null) {
+                return CompletableFuture.completedFuture(false);
+            }
+            return plain.set(name, d.encode(), d.keepAliveMs(), false, true).thenCompose(set -> {
+                if (!set) {
+                    return CompletableFuture.completedFuture(false);
+                }
+                return old.type() != d.type() || !p.isKeepState() ? dropState().thenApply(v -> true)
+                        : CompletableFuture.completedFuture(true);
+            });
+        });
     }
 
-    RateLimiterConfig getConfig() {
-        Definition d = definition();
-        return new RateLimiterConfig(d.type(), d.intervalMs(), d.rate());
+    /** Deletes the permits' state (both kinds), keeping the definition. */
+    private CompletableFuture<Void> dropState() {
+        return plain.del(List.of(overallKey(), clientKey())).thenApply(n -> null);
+    }
+
+    CompletableFuture<RateLimiterConfig> getConfig() {
+        return definition().thenApply(d -> new RateLimiterConfig(d.type(), d.intervalMs(), d.rate()));
     }
 
     // ---- acquiring
@@ -154,35 +183,38 @@ final class ModuleRateLimiter {
      * @param permits permits to take
      * @param waitMs  -1: no wait; 0: wait without limit; else the longest wait
      */
-    boolean take(long permits, long waitMs) {
-        Definition d = definition();
-        if (permits > d.rate()) {
-            throw new RedisException(EXCEEDS);
-        }
-        Options o = Options.cost(permits);
-        if (waitMs >= 0) {
-            o = o.waitFor(Duration.ofMillis(waitMs));
-        }
-        Decision decision = module.limit(stateKey(d), d.limit(), o);
-        if (decision.allowed() && d.keepAliveMs() > 0) {
-            plain.pexpire(name, d.keepAliveMs());
-        }
-        return decision.allowed();
+    CompletableFuture<Boolean> take(long permits, long waitMs) {
+        return definition().thenComposeAsync(d -> {
+            if (permits > d.rate()) {
+                throw new RedisException(EXCEEDS);
+            }
+            Options o = Options.cost(permits);
+            if (waitMs >= 0) {
+                o = o.waitFor(Duration.ofMillis(waitMs));
+            }
+            return module.async().limit(stateKey(d), d.limit(), o).thenCompose(decision -> {
+                if (decision.allowed() && d.keepAliveMs() > 0) {
+                    return plain.pexpire(name, d.keepAliveMs()).thenApply(x -> true);
+                }
+                return CompletableFuture.completedFuture(decision.allowed());
+            });
+        }, executor);
     }
 
-    long availablePermits() {
-        Definition d = definition();
-        return module.limit(stateKey(d), d.limit(), Options.cost(0)).remaining();
+    CompletableFuture<Long> availablePermits() {
+        return definition().thenComposeAsync(d -> module.async().limit(stateKey(d), d.limit(), Options.cost(0)),
+                executor).thenApply(Decision::remaining);
     }
 
-    void release(long permits) {
+    CompletableFuture<Void> release(long permits) {
         if (permits < 0) {
             throw new IllegalArgumentException("permits amount can't be negative");
         }
         if (permits == 0) {
-            return;
+            return CompletableFuture.completedFuture(null);
         }
-        module.refund(stateKey(definition()), permits);
+        return definition().thenComposeAsync(d -> module.async().refund(stateKey(d), permits), executor)
+                .thenApply(x -> null);
     }
 
     // ---- RObject / RExpirable
@@ -191,27 +223,29 @@ final class ModuleRateLimiter {
         return List.of(name, overallKey(), clientKey());
     }
 
-    boolean delete() {
-        return plain.del(keys()) > 0;
+    CompletableFuture<Boolean> delete() {
+        return plain.del(keys()).thenApply(n -> n > 0);
     }
 
-    boolean expireMs(long ms) {
-        boolean any = false;
+    /** Applies {@code op} to every key: true when any of them had it applied. */
+    private CompletableFuture<Boolean> onEveryKey(Function<String, CompletableFuture<Boolean>> op) {
+        CompletableFuture<Boolean> any = CompletableFuture.completedFuture(false);
         for (String k : keys()) {
-            any |= plain.pexpire(k, ms);
+            CompletableFuture<Boolean> one = op.apply(k);
+            any = any.thenCombine(one, (x, y) -> x || y);
         }
         return any;
     }
 
-    boolean expireAt(long unixMs) {
-        boolean any = false;
-        for (String k : keys()) {
-            any |= plain.pexpireat(k, unixMs);
-        }
-        return any;
+    CompletableFuture<Boolean> expireMs(long ms) {
+        return onEveryKey(k -> plain.pexpire(k, ms));
     }
 
-    boolean clearExpire() {
+    CompletableFuture<Boolean> expireAt(long unixMs) {
+        return onEveryKey(k -> plain.pexpireat(k, unixMs));
+    }
+
+    CompletableFuture<Boolean> clearExpire() {
         return plain.persist(name);
     }
 
@@ -223,36 +257,55 @@ final class ModuleRateLimiter {
                         args == null ? new Object[0] : args));
     }
 
+    /**
+     * An {@code RRateLimiter} method: its {@code *Async} form returns the operation's future as
+     * Redisson's {@code RFuture} (completed on Lettuce's event loop, as Redisson's own complete
+     * on its Netty threads); its synchronous form waits for the same future.
+     */
     private Object invoke(Object proxy, Method m, Object[] a) throws Throwable {
         String n = m.getName();
-        if (n.endsWith("Async") && m.getReturnType().getName().equals("org.redisson.api.RFuture")) {
-            Method sync = RRateLimiter.class.getMethod(n.substring(0, n.length() - 5), m.getParameterTypes());
-            CompletableFuture<Object> f = CompletableFuture.supplyAsync(() -> {
-                try {
-                    return invoke(proxy, sync, a);
-                }
-                catch (RuntimeException e) {
-                    throw e;
-                }
-                catch (Throwable e) {
-                    throw new RedisException(e.toString(), e);
-                }
-            });
-            return new CompletableFutureWrapper<>(f);
+        boolean async = n.endsWith("Async") && m.getReturnType().getName().equals("org.redisson.api.RFuture");
+        String op = async ? n.substring(0, n.length() - 5) : n;
+        CompletableFuture<?> f;
+        try {
+            f = start(proxy, op, a, m.getParameterTypes());
         }
-        Class<?>[] t = m.getParameterTypes();
+        catch (RuntimeException e) {
+            if (!async) {
+                throw e;
+            }
+            f = CompletableFuture.failedFuture(e);
+        }
+        if (async) {
+            @SuppressWarnings("unchecked")
+            CompletableFuture<Object> o = (CompletableFuture<Object>) f;
+            return new CompletableFutureWrapper<>(o);
+        }
+        try {
+            return f.get();
+        }
+        catch (ExecutionException e) {
+            Throwable cause = e.getCause();
+            throw cause instanceof CompletionException && cause.getCause() != null ? cause.getCause() : cause;
+        }
+        catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new RedisException("RRateLimiter." + n + " interrupted", e);
+        }
+    }
+
+    /** Starts the operation {@code n} (a method's name without {@code Async}). */
+    private CompletableFuture<?> start(Object proxy, String n, Object[] a, Class<?>[] t) {
         switch (n) {
             case "trySetRate":
                 return trySetRate((RateType) a[0], (Long) a[1], interval(a, t), keepAlive(a, t));
             case "setRate":
                 if (a.length == 1) {
                     RateLimiterParams p = (RateLimiterParams) a[0];
-                    setRate(p.getMode(), p.getRate(), p.getRateInterval(), p.getKeepAliveTime(), p.isKeepState());
+                    return setRate(p.getMode(), p.getRate(), p.getRateInterval(), p.getKeepAliveTime(),
+                            p.isKeepState());
                 }
-                else {
-                    setRate((RateType) a[0], (Long) a[1], interval(a, t), keepAlive(a, t), false);
-                }
-                return null;
+                return setRate((RateType) a[0], (Long) a[1], interval(a, t), keepAlive(a, t), false);
             case "updateRate":
                 return updateRate((RateLimiterArgs) a[0]);
             case "getConfig":
@@ -260,15 +313,12 @@ final class ModuleRateLimiter {
             case "tryAcquire":
                 return take(a.length > 0 && t[0] == long.class ? (Long) a[0] : 1, waitOf(a, t));
             case "acquire":
-                take(a.length > 0 ? (Long) a[0] : 1, 0);
-                return null;
+                return take(a.length > 0 ? (Long) a[0] : 1, 0).thenApply(x -> null);
             case "availablePermits":
                 return availablePermits();
             case "release":
-                release((Long) a[0]);
-                return null;
+                return release((Long) a[0]);
             case "delete":
-                return delete();
             case "unlink":
                 return delete();
             case "isExists":
@@ -276,7 +326,7 @@ final class ModuleRateLimiter {
             case "remainTimeToLive":
                 return plain.pttl(name);
             case "getName":
-                return name;
+                return CompletableFuture.completedFuture(name);
             case "clearExpire":
                 return clearExpire();
             case "expire":
@@ -299,11 +349,11 @@ final class ModuleRateLimiter {
                 }
                 break;
             case "toString":
-                return "redis-ratelimit RRateLimiter " + name;
+                return CompletableFuture.completedFuture("redis-ratelimit RRateLimiter " + name);
             case "hashCode":
-                return System.identityHashCode(proxy);
+                return CompletableFuture.completedFuture(System.identityHashCode(proxy));
             case "equals":
-                return proxy == a[0];
+                return CompletableFuture.completedFuture(proxy == a[0]);
             default:
                 break;
         }

@@ -1,28 +1,30 @@
 package io.github.redisratelimit.redisson;
 
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 
 import io.lettuce.core.SetArgs;
-import io.lettuce.core.cluster.api.sync.RedisClusterCommands;
+import io.lettuce.core.cluster.api.async.RedisClusterAsyncCommands;
 
 /**
  * The plain Redis commands the drop-in needs beside the module's (the rate definition is a
- * string key: {@code SET NX PX} creates it with its keep-alive in one call).
+ * string key: {@code SET NX PX} creates it with its keep-alive in one call), over Lettuce's
+ * asynchronous API: no thread waits for a reply.
  */
 final class PlainCommands {
 
-    private final RedisClusterCommands<String, String> redis;
+    private final RedisClusterAsyncCommands<String, String> redis;
 
-    PlainCommands(RedisClusterCommands<String, String> redis) {
+    PlainCommands(RedisClusterAsyncCommands<String, String> redis) {
         this.redis = redis;
     }
 
-    String get(String key) {
-        return redis.get(key);
+    CompletableFuture<String> get(String key) {
+        return redis.get(key).toCompletableFuture();
     }
 
     /** @return whether it was set (NX: only when missing; XX: only when present) */
-    boolean set(String key, String value, long pxMs, boolean nx, boolean xx) {
+    CompletableFuture<Boolean> set(String key, String value, long pxMs, boolean nx, boolean xx) {
         SetArgs a = new SetArgs();
         if (pxMs > 0) {
             a.px(pxMs);
@@ -36,30 +38,30 @@ final class PlainCommands {
         if (pxMs <= 0 && xx) {
             a.keepttl();
         }
-        return "OK".equals(redis.set(key, value, a));
+        return redis.set(key, value, a).toCompletableFuture().thenApply("OK"::equals);
     }
 
-    long del(List<String> keys) {
-        return redis.del(keys.toArray(String[]::new));
+    CompletableFuture<Long> del(List<String> keys) {
+        return redis.del(keys.toArray(String[]::new)).toCompletableFuture();
     }
 
-    boolean exists(String key) {
-        return redis.exists(key) > 0;
+    CompletableFuture<Boolean> exists(String key) {
+        return redis.exists(key).toCompletableFuture().thenApply(n -> n > 0);
     }
 
-    boolean pexpire(String key, long ms) {
-        return redis.pexpire(key, ms);
+    CompletableFuture<Boolean> pexpire(String key, long ms) {
+        return redis.pexpire(key, ms).toCompletableFuture();
     }
 
-    boolean pexpireat(String key, long unixMs) {
-        return redis.pexpireat(key, unixMs);
+    CompletableFuture<Boolean> pexpireat(String key, long unixMs) {
+        return redis.pexpireat(key, unixMs).toCompletableFuture();
     }
 
-    boolean persist(String key) {
-        return redis.persist(key);
+    CompletableFuture<Boolean> persist(String key) {
+        return redis.persist(key).toCompletableFuture();
     }
 
-    long pttl(String key) {
-        return redis.pttl(key);
+    CompletableFuture<Long> pttl(String key) {
+        return redis.pttl(key).toCompletableFuture();
     }
 }

@@ -6,6 +6,7 @@ import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.Executor;
 
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
@@ -18,9 +19,9 @@ import io.lettuce.core.RedisCredentialsProvider;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.api.StatefulRedisConnection;
-import io.lettuce.core.cluster.api.sync.RedisClusterCommands;
 import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
+import io.lettuce.core.cluster.api.async.RedisClusterAsyncCommands;
 import io.lettuce.core.codec.StringCodec;
 
 /**
@@ -77,19 +78,19 @@ public final class RedissonRateLimiters {
         if (config.isClusterConfig()) {
             RedisClusterClient lettuce = RedisClusterClient.create(uris);
             StatefulRedisClusterConnection<String, String> plain = lettuce.connect(StringCodec.UTF8);
-            return wrap(redisson, RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT), plain.sync(), plain,
+            return wrap(redisson, RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT), plain.async(), plain,
                     lettuce);
         }
         RedisClient lettuce = RedisClient.create(uris.get(0));
         StatefulRedisConnection<String, String> plain = lettuce.connect(StringCodec.UTF8);
-        return wrap(redisson, RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT), plain.sync(), plain,
+        return wrap(redisson, RateLimitClient.of(lettuce, RateLimitClient.DEFAULT_TIMEOUT), plain.async(), plain,
                 lettuce);
     }
 
     private static RedissonClient wrap(RedissonClient redisson, RateLimitClient module,
-            RedisClusterCommands<String, String> commands, StatefulConnection<String, String> plain,
+            RedisClusterAsyncCommands<String, String> commands, StatefulConnection<String, String> plain,
             AbstractRedisClient lettuce) {
-        return wrap(redisson, module, new PlainCommands(commands), () -> {
+        return wrap(redisson, module, new PlainCommands(commands), lettuce.getResources().eventExecutorGroup(), () -> {
             plain.close();
             module.close();
             lettuce.shutdown();
@@ -97,14 +98,14 @@ public final class RedissonRateLimiters {
     }
 
     static RedissonClient wrap(RedissonClient redisson, RateLimitClient module, PlainCommands plain,
-            Runnable onShutdown) {
+            Executor executor, Runnable onShutdown) {
         String clientId = UUID.randomUUID().toString();
         return (RedissonClient) Proxy.newProxyInstance(RedissonRateLimiters.class.getClassLoader(),
                 new Class<?>[] { RedissonClient.class }, (proxy, method, args) -> {
                     switch (method.getName()) {
                         case "getRateLimiter":
                             if (args != null && args.length == 1 && args[0] instanceof String name) {
-                                return ModuleRateLimiter.proxy(new ModuleRateLimiter(name, clientId, module, plain));
+                                return ModuleRateLimiter.proxy(new ModuleRateLimiter(name, clientId, module, plain, executor));
                             }
                             break;
                         case "shutdown":

@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ForkJoinPool;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
@@ -116,5 +117,50 @@ class RedissonDropInTest {
         assertThat(l.tryAcquire(1, Duration.ofSeconds(2))).isTrue();
         assertThat((System.nanoTime() - t0) / 1_000_000).isGreaterThanOrEqualTo(400); // the permit's interval
         assertThat(l.tryAcquire(1, Duration.ofMillis(100))).isFalse();
+    }
+
+    @Test
+    void asyncCallsHoldNoThreadWhileTheyWait() throws Exception {
+        RRateLimiter l = redisson.getRateLimiter(name("async"));
+        l.trySetRate(RateType.OVERALL, 1, Duration.ofMinutes(1));
+        assertThat(l.tryAcquire()).isTrue();
+        // more waiting calls than the common pool has threads (it ran the *Async forms before)
+        List<java.util.concurrent.CompletableFuture<Boolean>> waiting = new ArrayList<>();
+        for (int i = 0; i < ForkJoinPool.getCommonPoolParallelism() + 2; i++) {
+            waiting.add(l.tryAcquireAsync(1, Duration.ofSeconds(5)).toCompletableFuture());
+        }
+        assertThat(l.availablePermitsAsync().get(10, TimeUnit.SECONDS)).isZero();
+        assertThat(l.getConfigAsync().get(10, TimeUnit.SECONDS).getRate()).isEqualTo(1);
+        // no thread blocks for a waiting call (Lettuce's computation threads may open their
+        // connections: a moment each) while every one still waits
+        List<String> busy = threadsInTheDropIn();
+        for (long end = System.nanoTime() + 2_000_000_000L; !busy.isEmpty() && System.nanoTime() < end;) {
+            Thread.sleep(20);
+            busy = threadsInTheDropIn();
+        }
+        assertThat(busy).as("threads in the drop-in while the calls wait").isEmpty();
+        assertThat(waiting).as("every waiting call still waits").noneMatch(f -> f.isDone());
+        for (var f : waiting) {
+            assertThat(f.get(10, TimeUnit.SECONDS)).isFalse();
+        }
+        // errors come back through the future, as Redisson's
+        assertThatThrownBy(() -> redisson.getRateLimiter(name("none")).tryAcquireAsync().get(5, TimeUnit.SECONDS))
+                .isInstanceOf(java.util.concurrent.ExecutionException.class).cause()
+                .hasMessage("RateLimiter is not initialized");
+        assertThatThrownBy(() -> l.tryAcquireAsync(2).get(5, TimeUnit.SECONDS)).cause()
+                .hasMessage(ModuleRateLimiter.EXCEEDS);
+        assertThatThrownBy(() -> l.tryAcquire(2)).hasMessage(ModuleRateLimiter.EXCEEDS);
+    }
+
+    /** The threads (but this one) with a frame of the package on their stack. */
+    static List<String> threadsInTheDropIn() {
+        List<String> in = new ArrayList<>();
+        Thread.getAllStackTraces().forEach((t, frames) -> {
+            if (t != Thread.currentThread() && java.util.Arrays.stream(frames)
+                    .anyMatch(f -> f.getClassName().startsWith("io.github.redisratelimit."))) {
+                in.add(t.getName());
+            }
+        });
+        return in;
     }
 }
