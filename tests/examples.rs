@@ -106,8 +106,7 @@ fn node_token_example() {
 #[test]
 fn rust_token_example() {
     let server = Server::start();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut c = Command::new(cargo);
+    let mut c = cargo();
     // Built as `make examples` builds it: release, in the workspace's target directory.
     c.args(["run", "--quiet", "--locked", "--release", "--manifest-path"])
         .arg(root().join("examples/rust/Cargo.toml"))

@@ -24,7 +24,7 @@ fn cli() -> &'static Path {
         let exe = std::env::current_exe().expect("test executable");
         let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
         let release = profile_dir.file_name().is_some_and(|n| n == "release");
-        let mut build = Command::new(env!("CARGO"));
+        let mut build = cargo();
         // The whole workspace, as `make build` builds it: the same feature set, so no dependency
         // is built a second time for a narrower selection.
         build.args(["build", "-q", "--workspace", "--bin", "redis-ratelimit"]);
