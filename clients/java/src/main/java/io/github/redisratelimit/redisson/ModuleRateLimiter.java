@@ -52,19 +52,26 @@ final class ModuleRateLimiter {
     private final RateLimitClient module;
     private final PlainCommands plain;
     private final Executor executor;
+    private final long slackMs;
 
     /**
-     * @param executor runs the module call that follows a read of the definition: not Lettuce's
-     *                 I/O event loop that completes the read (a waiting call may open a
-     *                 connection, which must not block that loop) but Lettuce's computation
-     *                 threads
+     * @param executor runs the module call that follows a read of the definition and a waiter's
+     *                 next try: Lettuce's computation threads, not the I/O event loop that
+     *                 completes the read
      */
     ModuleRateLimiter(String name, String clientId, RateLimitClient module, PlainCommands plain, Executor executor) {
+        this(name, clientId, module, plain, executor, STOCK_SLACK_MS);
+    }
+
+    /** @param slackMs added to every answered retry before a waiter tries again (stock: 3 ms) */
+    ModuleRateLimiter(String name, String clientId, RateLimitClient module, PlainCommands plain, Executor executor,
+            long slackMs) {
         this.name = name;
         this.clientId = clientId;
         this.module = module;
         this.plain = plain;
         this.executor = executor;
+        this.slackMs = slackMs;
     }
 
     /** The rate definition stored under the limiter's name. */
@@ -180,25 +187,61 @@ final class ModuleRateLimiter {
     // ---- acquiring
 
     /**
+     * The slack stock Redisson adds to every wait: its script answers a refused call with
+     * {@code 3 + interval - (now - oldest permit)} ms and its client sleeps that long before it
+     * tries again, so a waiter is admitted no earlier than 3 ms after a permit frees.
+     */
+    static final long STOCK_SLACK_MS = 3;
+
+    /**
+     * Takes permits as stock Redisson's {@code tryAcquire}/{@code acquire} do: one
+     * {@code RL.SLIDE} (without {@code WAIT}); refused, sleep the answered retry plus the slack
+     * ({@link #STOCK_SLACK_MS}; on a timer: no thread waits) and try again while the timeout
+     * allows. A refused call counted nothing, so trying again is not a blind retry.
+     *
      * @param permits permits to take
      * @param waitMs  -1: no wait; 0: wait without limit; else the longest wait
      */
     CompletableFuture<Boolean> take(long permits, long waitMs) {
+        long deadlineNs = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(0, waitMs));
+        return attempt(permits, waitMs, deadlineNs);
+    }
+
+    /** One try of {@link #take}: the definition (a changed rate applies), then one RL.SLIDE. */
+    private CompletableFuture<Boolean> attempt(long permits, long waitMs, long deadlineNs) {
         return definition().thenComposeAsync(d -> {
             if (permits > d.rate()) {
                 throw new RedisException(EXCEEDS);
             }
-            Options o = Options.cost(permits);
-            if (waitMs >= 0) {
-                o = o.waitFor(Duration.ofMillis(waitMs));
-            }
-            return module.async().limit(stateKey(d), d.limit(), o).thenCompose(decision -> {
-                if (decision.allowed() && d.keepAliveMs() > 0) {
-                    return plain.pexpire(name, d.keepAliveMs()).thenApply(x -> true);
+            long sentNs = System.nanoTime();
+            return module.async().limit(stateKey(d), d.limit(), Options.cost(permits)).thenCompose(decision -> {
+                if (decision.allowed()) {
+                    return d.keepAliveMs() > 0 ? plain.pexpire(name, d.keepAliveMs()).thenApply(x -> true)
+                            : CompletableFuture.completedFuture(true);
                 }
-                return CompletableFuture.completedFuture(decision.allowed());
+                if (waitMs < 0) {
+                    return CompletableFuture.completedFuture(false);
+                }
+                // -1 (never) cannot follow the check above; wait an interval if it does
+                long sleepMs = (decision.retryAfterMs() < 0 ? d.intervalMs() : decision.retryAfterMs())
+                        + slackMs;
+                if (waitMs > 0) {
+                    // the wake measured from when this call was sent (the server answered later):
+                    // a waiter whose timeout covers the permit's expiry + the slack tries again
+                    if (deadlineNs - sentNs < TimeUnit.MILLISECONDS.toNanos(sleepMs)) {
+                        // stock sleeps out what is left of the timeout, then refuses
+                        return after(Math.max(0, deadlineNs - System.nanoTime())).thenApply(x -> false);
+                    }
+                }
+                return after(TimeUnit.MILLISECONDS.toNanos(sleepMs)).thenCompose(x -> attempt(permits, waitMs, deadlineNs));
             });
         }, executor);
+    }
+
+    /** Completes after {@code ns} on {@link #executor}, without a thread waiting. */
+    private CompletableFuture<Void> after(long ns) {
+        return CompletableFuture.runAsync(() -> { }, CompletableFuture.delayedExecutor(ns, TimeUnit.NANOSECONDS,
+                executor));
     }
 
     CompletableFuture<Long> availablePermits() {

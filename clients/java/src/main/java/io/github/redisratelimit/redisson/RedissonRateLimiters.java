@@ -36,8 +36,8 @@ import io.lettuce.core.codec.StringCodec;
  * {@code getRateLimiter(name)}, which gives a {@link ModuleRateLimiter}: the same rate type,
  * rate, interval, keep-alive, {@code setRate}/{@code updateRate} semantics and error messages,
  * with the permits kept by the module ({@code RL.SLIDE}, an exact sliding window) instead of a
- * sorted set, and the waits of {@code acquire}/{@code tryAcquire(timeout)} done on the server
- * ({@code WAIT}, in arrival order) instead of polling. The module client connects to the
+ * sorted set; {@code acquire}/{@code tryAcquire(timeout)} wait as stock does (a refused call is
+ * tried again after the answered retry plus stock's 3 ms, on a timer). The module client connects to the
  * server(s) of the Redisson client's configuration (single server, or a cluster's seed nodes:
  * every call goes to its key's node).
  */

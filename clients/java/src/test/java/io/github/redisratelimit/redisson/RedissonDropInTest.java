@@ -109,14 +109,61 @@ class RedissonDropInTest {
     }
 
     @Test
-    void tryAcquireWaitsOnTheServerUpToItsTimeoutAndAsyncFormsWork() throws Exception {
+    void aWaiterIsAdmittedAtThePermitsExpiryPlusStocksSlackWhenItsTimeoutCoversIt() throws Exception {
         RRateLimiter l = redisson.getRateLimiter(name("wait"));
         l.trySetRate(RateType.OVERALL, 1, Duration.ofMillis(400));
         long t0 = System.nanoTime();
         assertThat(l.tryAcquireAsync().get(5, TimeUnit.SECONDS)).isTrue();
-        assertThat(l.tryAcquire(1, Duration.ofSeconds(2))).isTrue();
-        assertThat((System.nanoTime() - t0) / 1_000_000).isGreaterThanOrEqualTo(400); // the permit's interval
-        assertThat(l.tryAcquire(1, Duration.ofMillis(100))).isFalse();
+        // the timeout covers the permit's expiry + stock's 3 ms (+1: the server's clock is in ms)
+        assertThat(l.tryAcquire(1, Duration.ofMillis(400 + ModuleRateLimiter.STOCK_SLACK_MS + 1))).isTrue();
+        assertThat(msSince(t0)).isGreaterThanOrEqualTo(400 + ModuleRateLimiter.STOCK_SLACK_MS - 1);
+        // a timeout short of it: refused once the timeout has run out, as stock (not before)
+        long t1 = System.nanoTime();
+        assertThat(l.tryAcquire(1, Duration.ofMillis(150))).isFalse();
+        assertThat(msSince(t1)).isGreaterThanOrEqualTo(150);
+        assertThat(l.tryAcquire(1, Duration.ZERO)).isFalse();
+    }
+
+    @Test
+    void aWaiterSleepsThroughTheSlackAndTriesAgainWhileItsTimeoutCoversIt() throws Exception {
+        // a slack of 300 ms makes the instants far apart: the permit frees at +300 ms, the waiter
+        // tries again at +600 ms; a call in between takes the freed permit, and the waiter, refused
+        // once more, tries again at that permit's expiry + the slack (its timeout covers it)
+        try (RateLimitClient module = RateLimitClient.create(server.uri());
+                var lettuce = new Lettuce(server.uri())) {
+            RRateLimiter l = ModuleRateLimiter.proxy(new ModuleRateLimiter(name("slack"), "c", module,
+                    new PlainCommands(lettuce.connection.async()), ForkJoinPool.commonPool(), 300));
+            l.trySetRate(RateType.OVERALL, 1, Duration.ofMillis(300));
+            long t0 = System.nanoTime();
+            assertThat(l.tryAcquire()).isTrue();
+            var waiter = l.tryAcquireAsync(1, Duration.ofSeconds(3)).toCompletableFuture();
+            Thread.sleep(400);
+            assertThat(waiter).isNotDone();
+            assertThat(l.tryAcquire()).as("the freed permit, the waiter still sleeping").isTrue();
+            assertThat(waiter.get(5, TimeUnit.SECONDS)).isTrue();
+            assertThat(msSince(t0)).as("the second permit's expiry + the slack").isGreaterThanOrEqualTo(400 + 300 + 300 - 1);
+        }
+    }
+
+    static long msSince(long t0) {
+        return (System.nanoTime() - t0) / 1_000_000;
+    }
+
+    /** A plain Lettuce connection (the drop-in's {@code GET}/{@code SET} side). */
+    static final class Lettuce implements AutoCloseable {
+        final io.lettuce.core.RedisClient client;
+        final io.lettuce.core.api.StatefulRedisConnection<String, String> connection;
+
+        Lettuce(String uri) {
+            client = io.lettuce.core.RedisClient.create(uri);
+            connection = client.connect();
+        }
+
+        @Override
+        public void close() {
+            connection.close();
+            client.shutdown();
+        }
     }
 
     @Test
