@@ -52,25 +52,43 @@ final class ModuleRateLimiter {
     private final RateLimitClient module;
     private final PlainCommands plain;
     private final Executor executor;
+    private final Delay delay;
     private final long slackMs;
+
+    /** A timer: a future completed {@code ns} nanoseconds from now, no thread waiting meanwhile. */
+    @FunctionalInterface
+    interface Delay {
+        CompletableFuture<Void> after(long ns);
+
+        /** On {@code executor}, by the JDK's delay scheduler. */
+        static Delay on(Executor executor) {
+            return ns -> CompletableFuture.runAsync(() -> { },
+                    CompletableFuture.delayedExecutor(ns, TimeUnit.NANOSECONDS, executor));
+        }
+    }
 
     /**
      * @param executor runs the module call that follows a read of the definition and a waiter's
      *                 next try: Lettuce's computation threads, not the I/O event loop that
      *                 completes the read
      */
-    ModuleRateLimiter(String name, String clientId, RateLimitClient module, PlainCommands plain, Executor executor) {
-        this(name, clientId, module, plain, executor, STOCK_SLACK_MS);
+    ModuleRateLimiter(String name, String clientId, RateLimitClient module, PlainCommands plain, Executor executor,
+            Delay delay) {
+        this(name, clientId, module, plain, executor, delay, STOCK_SLACK_MS);
     }
 
-    /** @param slackMs added to every answered retry before a waiter tries again (stock: 3 ms) */
+    /**
+     * @param delay   the timer a waiter sleeps on (the wrapped Redisson client's own, as stock's)
+     * @param slackMs added to every answered retry before a waiter tries again (stock: 3 ms)
+     */
     ModuleRateLimiter(String name, String clientId, RateLimitClient module, PlainCommands plain, Executor executor,
-            long slackMs) {
+            Delay delay, long slackMs) {
         this.name = name;
         this.clientId = clientId;
         this.module = module;
         this.plain = plain;
         this.executor = executor;
+        this.delay = delay;
         this.slackMs = slackMs;
     }
 
@@ -196,7 +214,8 @@ final class ModuleRateLimiter {
     /**
      * Takes permits as stock Redisson's {@code tryAcquire}/{@code acquire} do: one
      * {@code RL.SLIDE} (without {@code WAIT}); refused, sleep the answered retry plus the slack
-     * ({@link #STOCK_SLACK_MS}; on a timer: no thread waits) and try again while the timeout
+     * ({@link #STOCK_SLACK_MS}) on the Redisson client's timer, as stock (no thread waits; its
+     * ticks, 100 ms by default, round the sleep up as they do stock's) and try again while the timeout
      * allows. A refused call counted nothing, so trying again is not a blind retry.
      *
      * @param permits permits to take
@@ -230,18 +249,12 @@ final class ModuleRateLimiter {
                     // a waiter whose timeout covers the permit's expiry + the slack tries again
                     if (deadlineNs - sentNs < TimeUnit.MILLISECONDS.toNanos(sleepMs)) {
                         // stock sleeps out what is left of the timeout, then refuses
-                        return after(Math.max(0, deadlineNs - System.nanoTime())).thenApply(x -> false);
+                        return delay.after(Math.max(0, deadlineNs - System.nanoTime())).thenApply(x -> false);
                     }
                 }
-                return after(TimeUnit.MILLISECONDS.toNanos(sleepMs)).thenCompose(x -> attempt(permits, waitMs, deadlineNs));
+                return delay.after(TimeUnit.MILLISECONDS.toNanos(sleepMs)).thenCompose(x -> attempt(permits, waitMs, deadlineNs));
             });
         }, executor);
-    }
-
-    /** Completes after {@code ns} on {@link #executor}, without a thread waiting. */
-    private CompletableFuture<Void> after(long ns) {
-        return CompletableFuture.runAsync(() -> { }, CompletableFuture.delayedExecutor(ns, TimeUnit.NANOSECONDS,
-                executor));
     }
 
     CompletableFuture<Long> availablePermits() {

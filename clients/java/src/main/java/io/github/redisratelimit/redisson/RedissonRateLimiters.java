@@ -6,10 +6,14 @@ import java.lang.reflect.Proxy;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
+import java.util.concurrent.TimeUnit;
 
+import org.redisson.Redisson;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
+import org.redisson.connection.ServiceManager;
 
 import io.github.redisratelimit.RateLimitClient;
 import io.lettuce.core.AbstractRedisClient;
@@ -100,12 +104,13 @@ public final class RedissonRateLimiters {
     static RedissonClient wrap(RedissonClient redisson, RateLimitClient module, PlainCommands plain,
             Executor executor, Runnable onShutdown) {
         String clientId = UUID.randomUUID().toString();
+        ModuleRateLimiter.Delay delay = timerOf(redisson, executor);
         return (RedissonClient) Proxy.newProxyInstance(RedissonRateLimiters.class.getClassLoader(),
                 new Class<?>[] { RedissonClient.class }, (proxy, method, args) -> {
                     switch (method.getName()) {
                         case "getRateLimiter":
                             if (args != null && args.length == 1 && args[0] instanceof String name) {
-                                return ModuleRateLimiter.proxy(new ModuleRateLimiter(name, clientId, module, plain, executor));
+                                return ModuleRateLimiter.proxy(new ModuleRateLimiter(name, clientId, module, plain, executor, delay));
                             }
                             break;
                         case "shutdown":
@@ -116,6 +121,23 @@ public final class RedissonRateLimiters {
                     }
                     return call(redisson, method, args);
                 });
+    }
+
+    /**
+     * The timer a waiter sleeps on: the Redisson client's own (its {@code HashedWheelTimer}, whose
+     * tick follows the client's timeout and retry delay), as stock's {@code RRateLimiter} sleeps;
+     * the JDK's delay scheduler when the client is not Redisson's own class.
+     */
+    static ModuleRateLimiter.Delay timerOf(RedissonClient redisson, Executor executor) {
+        if (redisson instanceof Redisson r) {
+            ServiceManager service = r.getServiceManager();
+            return ns -> {
+                CompletableFuture<Void> done = new CompletableFuture<>();
+                service.newTimeout(t -> done.complete(null), ns, TimeUnit.NANOSECONDS);
+                return done;
+            };
+        }
+        return ModuleRateLimiter.Delay.on(executor);
     }
 
     static Object call(Object target, Method method, Object[] args) throws Throwable {

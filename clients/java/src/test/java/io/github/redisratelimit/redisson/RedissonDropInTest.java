@@ -132,7 +132,8 @@ class RedissonDropInTest {
         try (RateLimitClient module = RateLimitClient.create(server.uri());
                 var lettuce = new Lettuce(server.uri())) {
             RRateLimiter l = ModuleRateLimiter.proxy(new ModuleRateLimiter(name("slack"), "c", module,
-                    new PlainCommands(lettuce.connection.async()), ForkJoinPool.commonPool(), 300));
+                    new PlainCommands(lettuce.connection.async()), ForkJoinPool.commonPool(),
+                    ModuleRateLimiter.Delay.on(ForkJoinPool.commonPool()), 300));
             l.trySetRate(RateType.OVERALL, 1, Duration.ofMillis(300));
             long t0 = System.nanoTime();
             assertThat(l.tryAcquire()).isTrue();
