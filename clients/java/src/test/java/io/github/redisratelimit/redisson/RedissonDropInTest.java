@@ -109,14 +109,14 @@ class RedissonDropInTest {
     }
 
     @Test
-    void aWaiterIsAdmittedAtThePermitsExpiryPlusStocksSlackWhenItsTimeoutCoversIt() throws Exception {
+    void aWaiterIsAdmittedAtThePermitsExpiryPlusTheSlackWhenItsTimeoutCoversIt() throws Exception {
         RRateLimiter l = redisson.getRateLimiter(name("wait"));
         l.trySetRate(RateType.OVERALL, 1, Duration.ofMillis(400));
         long t0 = System.nanoTime();
         assertThat(l.tryAcquireAsync().get(5, TimeUnit.SECONDS)).isTrue();
-        // the timeout covers the permit's expiry + stock's 3 ms (+1: the server's clock is in ms)
-        assertThat(l.tryAcquire(1, Duration.ofMillis(400 + ModuleRateLimiter.STOCK_SLACK_MS + 1))).isTrue();
-        assertThat(msSince(t0)).isGreaterThanOrEqualTo(400 + ModuleRateLimiter.STOCK_SLACK_MS - 1);
+        // the timeout covers the permit's expiry + the slack (+1: the server's clock is in ms)
+        assertThat(l.tryAcquire(1, Duration.ofMillis(400 + ModuleRateLimiter.WAIT_SLACK_MS + 1))).isTrue();
+        assertThat(msSince(t0)).isGreaterThanOrEqualTo(400 + ModuleRateLimiter.WAIT_SLACK_MS - 1);
         // a timeout short of it: refused once the timeout has run out, as stock (not before)
         long t1 = System.nanoTime();
         assertThat(l.tryAcquire(1, Duration.ofMillis(150))).isFalse();
