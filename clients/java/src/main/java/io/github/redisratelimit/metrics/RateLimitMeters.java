@@ -18,7 +18,10 @@ import io.micrometer.core.instrument.binder.MeterBinder;
  * {@code ratelimit_decisions_total{command,outcome}}, {@code ratelimit_calls_total{command}},
  * {@code ratelimit_errors_total{command}}, {@code ratelimit_waiting},
  * {@code ratelimit_wait_admitted_total}, {@code ratelimit_wait_timeouts_total},
- * {@code ratelimit_top_refusals}, {@code ratelimit_top_error_bound}. One {@code INFO} per scrape
+ * {@code ratelimit_top_refusals}, {@code ratelimit_top_error_bound}, and per server policy
+ * ({@code RL.POLICY}; a policy defined later gets its meters at the first read that shows it)
+ * {@code ratelimit_policy_decisions_total{policy,outcome}} and, with a candidate,
+ * {@code ratelimit_policy_candidate_decisions_total{policy,outcome}}. One {@code INFO} per scrape
  * at most every {@code maxAgeMs} (the meters share the snapshot); a failed read sets
  * {@code ratelimit_up} to 0 and keeps the counters' last values.
  *
@@ -37,9 +40,22 @@ public final class RateLimitMeters implements MeterBinder {
     static final List<String> COMMANDS = List.of("token", "period", "slide", "leaky", "throttle", "all", "refund",
             "charge", "acquire", "release", "peek", "info", "hit");
 
+    /** A policy's outcomes ({@code policy_stats_<name>}'s fields). */
+    static final List<String> POLICY_OUTCOMES = List.of("admitted", "limited", "shadow_limited", "near_limit");
+
+    /** What a policy's candidate decided ({@code candidate_<outcome>}). */
+    static final List<String> CANDIDATE_OUTCOMES = List.of("admitted", "limited", "near_limit");
+
+    /** The INFO field of one policy's counters: {@code ratelimit_policy_stats_<name>:calls=…,…}. */
+    static final String POLICY_LINE = "policy_stats_";
+
     private final Supplier<String> info;
     private final long maxAgeMs;
     private volatile Map<String, Double> fields = Map.of();
+    private volatile Map<String, Map<String, Double>> policies = Map.of();
+    /** The registry the meters are bound to, once bound; the policies with meters in it. */
+    private MeterRegistry registry;
+    private final Set<String> policyMeters = new java.util.HashSet<>();
     private volatile boolean up;
     private long readAt;
     private boolean read;
@@ -71,20 +87,78 @@ public final class RateLimitMeters implements MeterBinder {
         return out;
     }
 
+    /** Parses {@code ratelimit_policy_stats_<name>:<field>=<number>,…} lines: name → fields. */
+    static Map<String, Map<String, Double>> parsePolicies(String text) {
+        Map<String, Map<String, Double>> out = new LinkedHashMap<>();
+        String prefix = "ratelimit_" + POLICY_LINE;
+        for (String line : text.split("\r?\n")) {
+            int colon = line.lastIndexOf(':');
+            if (!line.startsWith(prefix) || colon < prefix.length()) {
+                continue;
+            }
+            Map<String, Double> stats = new LinkedHashMap<>();
+            for (String kv : line.substring(colon + 1).split(",")) {
+                int eq = kv.indexOf('=');
+                if (eq > 0) {
+                    try {
+                        stats.put(kv.substring(0, eq), Double.parseDouble(kv.substring(eq + 1)));
+                    }
+                    catch (NumberFormatException e) {
+                        // not a counter
+                    }
+                }
+            }
+            out.put(line.substring(prefix.length(), colon), stats);
+        }
+        return out;
+    }
+
     private synchronized Map<String, Double> snapshot() {
         long now = System.currentTimeMillis();
         if (!read || now - readAt >= maxAgeMs) {
             read = true;
             readAt = now;
             try {
-                fields = parse(info.get());
+                String text = info.get();
+                fields = parse(text);
+                policies = parsePolicies(text);
                 up = true;
+                registerPolicies();
             }
             catch (RuntimeException e) {
                 up = false;
             }
         }
         return fields;
+    }
+
+    /** Meters for each policy the last read showed that has none yet (once bound). */
+    private void registerPolicies() {
+        if (registry == null) {
+            return;
+        }
+        policies.forEach((name, stats) -> {
+            if (!policyMeters.add(name + (stats.containsKey("candidate_calls") ? "\0candidate" : ""))) {
+                return;
+            }
+            for (String outcome : POLICY_OUTCOMES) {
+                counter(registry, "ratelimit.policy.decisions", "Decisions per server policy (RL.HIT) by outcome "
+                        + "(admitted, limited, shadow_limited, near_limit)", m -> m.policyField(name, outcome),
+                        "policy", name, "outcome", outcome);
+            }
+            if (stats.containsKey("candidate_calls")) {
+                for (String outcome : CANDIDATE_OUTCOMES) {
+                    counter(registry, "ratelimit.policy.candidate.decisions", "What a policy's candidate (evaluated "
+                            + "in shadow beside it) decided, by outcome (admitted, limited, near_limit)",
+                            m -> m.policyField(name, "candidate_" + outcome), "policy", name, "outcome", outcome);
+                }
+            }
+        });
+    }
+
+    private double policyField(String policy, String name) {
+        snapshot();
+        return policies.getOrDefault(policy, Map.of()).getOrDefault(name, 0.0);
     }
 
     private double field(String name) {
@@ -94,6 +168,10 @@ public final class RateLimitMeters implements MeterBinder {
     @Override
     public void bindTo(MeterRegistry registry) {
         Map<String, Double> first = snapshot();
+        synchronized (this) {
+            this.registry = registry;
+            registerPolicies();
+        }
         List<String> commands = first.keySet().stream().filter(k -> k.endsWith("_calls"))
                 .map(k -> k.substring(0, k.length() - "_calls".length())).toList();
         if (commands.isEmpty()) {

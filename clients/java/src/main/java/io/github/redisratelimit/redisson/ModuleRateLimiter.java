@@ -205,13 +205,12 @@ final class ModuleRateLimiter {
     // ---- acquiring
 
     /**
-     * What a waiter adds to the answered retry before it tries again. Stock Redisson's script
-     * answers {@code 3 + interval - (now - oldest permit)} ms and its client sleeps that on its
-     * timer, whose tick (10-100 ms by the client's configuration) rounds it up; the drop-in sleeps
-     * on the same timer and adds 20 ms: with 3 ms, Redisson's {@code testConcurrency2} (client-side
-     * timestamps, at most 18 per second at 18/s) failed 2 of 9 runs on a loaded machine.
+     * What a waiter adds to the answered retry before it tries again, as stock Redisson: its
+     * script answers {@code 3 + interval - (now - oldest permit)} ms and its client sleeps that
+     * on its timer, whose tick (10-100 ms by the client's configuration) rounds it up; the drop-in
+     * sleeps on the same timer.
      */
-    static final long WAIT_SLACK_MS = 20;
+    static final long WAIT_SLACK_MS = 3;
 
     /**
      * Takes permits as stock Redisson's {@code tryAcquire}/{@code acquire} do: one
