@@ -37,6 +37,20 @@ pub struct RedisTarget {
     /// `_TLS`: connect with TLS (the files are [`RedisTlsFiles`], shared by both targets).
     pub tls: bool,
     pub pool_size: usize,
+    /// `_PIPELINE_WINDOW`, `_PIPELINE_LIMIT`: how concurrent calls share writes
+    /// ([`super::pipeline`]).
+    pub pipelining: Pipelining,
+}
+
+/// Implicit pipelining of one server's calls (`{prefix}_PIPELINE_WINDOW`,
+/// `{prefix}_PIPELINE_LIMIT`): see [`super::pipeline`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pipelining {
+    /// How long a call waits for others to share its write (0: it is written at once, with
+    /// whatever is queued on its connection then).
+    pub window: Duration,
+    /// The most calls one connection pipelines at a time (0: no bound).
+    pub limit: usize,
 }
 
 /// `REDIS_TLS_CLIENT_CERT`/`_KEY` (a client certificate, sent when both are set),
@@ -232,7 +246,8 @@ impl Env<'_> {
 
 impl Env<'_> {
     /// One Redis target: `{prefix}_TYPE`, `_SOCKET_TYPE`, `_URL`, `_AUTH`, `_SENTINEL_AUTH`,
-    /// `_TLS`, `_POOL_SIZE`, with envoyproxy/ratelimit's defaults.
+    /// `_TLS`, `_POOL_SIZE`, `_PIPELINE_WINDOW`, `_PIPELINE_LIMIT`, with envoyproxy/ratelimit's
+    /// defaults.
     fn redis_target(
         &self,
         prefix: &'static str,
@@ -288,6 +303,10 @@ impl Env<'_> {
             sentinel_auth: self.string(&name("SENTINEL_AUTH"), ""),
             tls: self.bool(&name("TLS"), false)?,
             pool_size,
+            pipelining: Pipelining {
+                window: self.duration(&name("PIPELINE_WINDOW"), Duration::ZERO)?,
+                limit: self.int(&name("PIPELINE_LIMIT"), 0, "a non-negative integer")?,
+            },
         })
     }
 }
