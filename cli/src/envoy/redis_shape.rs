@@ -210,7 +210,9 @@ impl Single {
             .set_number_of_retries(1)
             .set_max_delay(timeout.as_millis().try_into().unwrap_or(u64::MAX));
         let client = connect.client(&addr)?;
-        Ok(Single { pool: Arc::new(Pool::new(client, config, target.pool_size, target.pipelining)) })
+        Ok(Single {
+            pool: Arc::new(Pool::new(client, config, target.pool_size, target.pipelining)),
+        })
     }
 }
 

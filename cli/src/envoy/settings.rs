@@ -644,6 +644,17 @@ mod tests {
         assert_eq!(s.config_dir(), PathBuf::from("/srv/runtime_data/current/config"));
         assert_eq!(s.header_limit, "RateLimit-Limit");
         assert!((s.near_limit_ratio - 0.8).abs() < 1e-9);
+        assert_eq!(s.redis.pipelining, Pipelining { window: Duration::ZERO, limit: 0 });
+        let s = settings(&[
+            ("REDIS_PIPELINE_WINDOW", "150us"),
+            ("REDIS_PIPELINE_LIMIT", "8"),
+            ("REDIS_PERSECOND", "true"),
+            ("REDIS_PERSECOND_PIPELINE_WINDOW", "2ms"),
+        ])
+        .unwrap();
+        assert_eq!(s.redis.pipelining, Pipelining { window: Duration::from_micros(150), limit: 8 });
+        let per_second = s.redis_per_second.unwrap().pipelining;
+        assert_eq!(per_second, Pipelining { window: Duration::from_millis(2), limit: 0 });
     }
 
     #[test]
@@ -654,6 +665,8 @@ mod tests {
             ("REDIS_TYPE", "ring"),
             ("REDIS_SOCKET_TYPE", "udp"),
             ("REDIS_POOL_SIZE", "0"),
+            ("REDIS_PIPELINE_WINDOW", "150"),
+            ("REDIS_PIPELINE_LIMIT", "-1"),
             ("REDIS_TIMEOUT", "10"),
             ("REDIS_TIMEOUT", "0"),
             ("REDIS_TLS", "yes"),
@@ -670,7 +683,9 @@ mod tests {
             let error = settings(&[(name, value)]).unwrap_err();
             assert!(error.0.starts_with(name), "{name}={value}: {error}");
         }
-        for name in ["REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_POOL_SIZE"] {
+        for name in
+            ["REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_PIPELINE_WINDOW"]
+        {
             let error = settings(&[("REDIS_PERSECOND", "true"), (name, "0")]).unwrap_err();
             assert!(error.0.starts_with(name), "{error}");
         }
