@@ -798,8 +798,11 @@ fn redis_reads(redis: &common::Server, during: impl FnOnce()) -> i64 {
 /// window) are answered after the last is sent, and Redis reads them at most twice.
 #[test]
 fn a_pipeline_window_writes_the_calls_made_within_it_together() {
-    let (redis, service) =
-        api_service(&[("REDIS_PIPELINE_WINDOW", "1500ms"), ("REDIS_TIMEOUT", "10s")]);
+    let (redis, service) = api_service(&[
+        ("REDIS_PIPELINE_WINDOW", "1500ms"),
+        ("REDIS_TIMEOUT", "10s"),
+        ("REDIS_POOL_SIZE", "1"),
+    ]);
     wait_for_warm_up(&redis, 1);
     let users = ["u1", "u2", "u3", "u4", "u5", "u6"];
     let mut last_sent = None;
