@@ -11,8 +11,9 @@
 # client is built inside their module (it uses their dependencies) into $RL_WORK/bin.
 #
 # OURS (default target/release/redis-ratelimit), MODULE (target/release/libredis_ratelimit.so),
-# THEIRS ($RL_WORK/bin/ratelimit), CALLERS ("1 32"), SECONDS (5), SERVICES ("ours theirs");
-# extra environment for both services: pass it in OURS_ENV / THEIRS_ENV ("K=V K=V").
+# THEIRS ($RL_WORK/bin/ratelimit), CALLERS ("1 32"), BENCH_SECONDS (5), SERVICES ("ours theirs");
+# extra environment for each service: OURS_ENV / THEIRS_ENV ("K=V K=V"); KEEP=1 keeps the
+# work directory (the services' logs).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RL_WORK=${RL_WORK:-/tmp/envoy-ratelimit-kit}
@@ -20,7 +21,7 @@ OURS=${OURS:-$ROOT/target/release/redis-ratelimit}
 MODULE=${MODULE:-$ROOT/target/release/libredis_ratelimit.so}
 THEIRS=${THEIRS:-$RL_WORK/bin/ratelimit}
 CALLERS=${CALLERS:-1 32}
-SECONDS_EACH=${SECONDS:-5}
+SECONDS_EACH=${BENCH_SECONDS:-5}
 SERVICES=${SERVICES:-ours theirs}
 LOAD=$RL_WORK/bin/envoy-grpc-load
 if [ ! -x "$LOAD" ]; then
@@ -41,7 +42,7 @@ RP=$(free_port)
 redis-server --port "$RP" --bind 127.0.0.1 --loadmodule "$MODULE" --save "" --appendonly no \
   > "$W/redis.log" 2>&1 &
 RPID=$!
-trap 'kill $RPID 2>/dev/null; rm -rf "$W"' EXIT
+trap 'kill $RPID 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
 for _ in $(seq 50); do redis-cli -p "$RP" ping >/dev/null 2>&1 && break; sleep 0.1; done
 info() { redis-cli -p "$RP" info "$1" | tr -d '\r'; }
 cpu() { info cpu | awk -F: '/^used_cpu_(user|sys):/{s+=$2} END{printf "%.6f", s}'; }
