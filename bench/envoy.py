@@ -292,6 +292,22 @@ def commands_alone(args):
     return out
 
 
+def kept_sections(path, generated):
+    """The sections of the file at `path` this script does not write (rows measured by
+    bench/envoy-grpc.sh, written by hand): kept, in order, after the generated ones."""
+    try:
+        text = open(path).read()
+    except FileNotFoundError:
+        return []
+    kept, keep = [], False
+    for line in text.rstrip("\n").split("\n"):
+        if line.startswith("## "):
+            keep = line not in generated
+        if keep:
+            kept.append(line)
+    return kept + [""] if kept else []
+
+
 def main():
     p = argparse.ArgumentParser()
     for a in ["envoy", "theirs", "ours", "module", "work", "out", "theirs-version"]:
@@ -380,6 +396,7 @@ def main():
         lines.append(f"| {names[which]} | {r['total']} | {r['admitted']} | {r['refused']} "
                      f"| {r['counted']} | {r['counted'] - r['admitted']} |")
     lines.append("")
+    lines += kept_sections(args.out, [l for l in lines if l.startswith("## ")])
     with open(args.out, "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))

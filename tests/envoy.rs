@@ -767,3 +767,120 @@ fn response_dynamic_metadata_carries_the_request() {
     let plain = harness::start_service(&redis.dir.join("plain"), &redis.sock, API, &[]);
     assert!(!ask(&plain, &[("user", "m", None)]).1.contains("dynamicMetadata"));
 }
+
+/// How many of Redis's clients last ran `command` (`CLIENT LIST`).
+fn connections_running(redis: &common::Server, command: &str) -> usize {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut redis.conn()).expect("LIST");
+    list.lines().filter(|l| l.contains(&format!(" cmd={command} "))).count()
+}
+
+/// Waits for the service's warm-up: `n` connections opened (each has run a `PING`).
+fn wait_for_warm_up(redis: &common::Server, n: usize) {
+    common::wait_for(&format!("{n} connections warmed up"), || {
+        connections_running(redis, "ping") == n
+    });
+}
+
+/// Redis's reads (`INFO stats total_reads_processed`) while `during` runs, less the INFO
+/// call that reads the count after it.
+fn redis_reads(redis: &common::Server, during: impl FnOnce()) -> i64 {
+    let mut con = redis.conn();
+    let reads = |con: &mut common::Connection| -> i64 {
+        common::info_field(con, "stats", "total_reads_processed").parse().expect("a count")
+    };
+    let before = reads(&mut con);
+    during();
+    reads(&mut con) - before - 1
+}
+
+/// `REDIS_PIPELINE_WINDOW`: calls made within the window wait for its end and reach Redis
+/// together, in one write — requests sent 40 ms apart (each alone, one read each, without a
+/// window) are answered after the last is sent, and Redis reads them at most twice.
+#[test]
+fn a_pipeline_window_writes_the_calls_made_within_it_together() {
+    let (redis, service) = api_service(&[
+        ("REDIS_PIPELINE_WINDOW", "1500ms"),
+        ("REDIS_TIMEOUT", "10s"),
+        ("REDIS_POOL_SIZE", "1"),
+    ]);
+    wait_for_warm_up(&redis, 1);
+    let users = ["u1", "u2", "u3", "u4", "u5", "u6"];
+    let mut last_sent = None;
+    let mut first_answer = None;
+    let reads = redis_reads(&redis, || {
+        let (sent, answers) = std::sync::mpsc::channel();
+        let threads: Vec<_> = users
+            .iter()
+            .map(|user| {
+                let port = service.http_port;
+                let request = json_request(&[("user", user, None)]);
+                let answered = sent.clone();
+                let thread = std::thread::spawn(move || {
+                    let (status, body) = harness::post(port, "/json", &request);
+                    answered.send(std::time::Instant::now()).expect("send");
+                    (status, body)
+                });
+                std::thread::sleep(std::time::Duration::from_millis(40));
+                thread
+            })
+            .collect();
+        last_sent = Some(std::time::Instant::now());
+        for thread in threads {
+            let (status, body) = thread.join().expect("a request");
+            assert_eq!(status, 200, "{body}");
+            assert!(body.contains(r#""limitRemaining":9"#), "{body}");
+        }
+        first_answer = answers.try_iter().min();
+    });
+    assert!(first_answer > last_sent, "a call was answered before the window's end");
+    assert!((1..=2).contains(&reads), "{} requests in {reads} reads", users.len());
+}
+
+/// `REDIS_PIPELINE_LIMIT`: a batch of that many calls is written at once, without waiting for
+/// the window's end (a minute here: `harness::post` gives up after 10 s), in one write.
+#[test]
+fn a_pipeline_limit_writes_a_full_batch_at_once() {
+    let (redis, service) = api_service(&[
+        ("REDIS_PIPELINE_WINDOW", "1m"),
+        ("REDIS_PIPELINE_LIMIT", "3"),
+        ("REDIS_TIMEOUT", "2m"),
+    ]);
+    wait_for_warm_up(&redis, 10);
+    let reads = redis_reads(&redis, || {
+        let threads: Vec<_> = ["u1", "u2", "u3"]
+            .iter()
+            .map(|user| {
+                let (port, request) = (service.http_port, json_request(&[("user", user, None)]));
+                std::thread::spawn(move || harness::post(port, "/json", &request))
+            })
+            .collect();
+        for thread in threads {
+            let (status, body) = thread.join().expect("a request");
+            assert_eq!(status, 200, "{body}");
+        }
+    });
+    assert_eq!(reads, 1, "3 requests in {reads} reads");
+}
+
+/// By default (no window) calls fill the first connection rather than taking the pool's in
+/// turn, so concurrent calls share its writes: of `REDIS_POOL_SIZE=4`, one connection is
+/// opened and runs every call; with a limit the others are opened, to take calls past it.
+#[test]
+fn calls_fill_one_connection_unless_a_limit_spreads_them() {
+    let (redis, service) = api_service(&[("REDIS_POOL_SIZE", "4")]);
+    wait_for_warm_up(&redis, 1);
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let (port, request) =
+                (service.http_port, json_request(&[("user", &format!("u{i}"), None)]));
+            std::thread::spawn(move || harness::post(port, "/json", &request))
+        })
+        .collect();
+    for thread in threads {
+        assert_eq!(thread.join().expect("a request").0, 200);
+    }
+    assert_eq!(connections_running(&redis, "rl.all"), 1);
+    assert_eq!(connections_running(&redis, "ping"), 0);
+    let (redis, _service) = api_service(&[("REDIS_POOL_SIZE", "4"), ("REDIS_PIPELINE_LIMIT", "2")]);
+    wait_for_warm_up(&redis, 4);
+}

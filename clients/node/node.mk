@@ -36,14 +36,14 @@ node-dist:
 	  [ -f "$$d/$$f" ] || { echo "node-dist: npm pack failed" >&2; exit 1; }; echo "$$d/$$f"
 
 node-test: build node-deps
-	cd $(NODE_PKG) && RL_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=1 test/
+	cd $(NODE_PKG) && RL_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=2 test/
 
 ## node-test-servers: the package's tests again on each compat server (scripts/servers.sh) make compat
 ## has built them under target/servers/ (skipped otherwise)
 node-test-servers: build node-deps
 	@ran=0; for s in $(COMPAT_SERVER_BINS); do \
 	  [ -x "$$s" ] || continue; ran=1; echo "node-test on $$s"; \
-	  (cd $(NODE_PKG) && RL_SERVER=$(CURDIR)/$$s RL_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=1 test/) || exit 1; \
+	  (cd $(NODE_PKG) && RL_SERVER=$(CURDIR)/$$s RL_MODULE=$(CURDIR)/$(MODULE) node --test --test-concurrency=2 test/) || exit 1; \
 	done; [ $$ran = 1 ] || echo "node-test-servers: no servers under target/servers (make compat builds them); skipped"
 
 node-compat: build node-deps

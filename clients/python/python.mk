@@ -23,7 +23,7 @@ PY_REDIS_OLDEST_DIR := target/clients-python-redis-$(PY_REDIS_OLDEST)
 
 CLIENT_TESTS  += python-test
 CLIENT_DEPS   += python-deps
-CLIENT_COMPAT += python-compat
+CLIENT_COMPAT_BESIDE += python-compat
 CLIENT_BENCH  += bench-clients-python bench-blocks-python
 
 .PHONY: python-system python-deps python-test python-compat python-dist bench-clients-python bench-blocks-python

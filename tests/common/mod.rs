@@ -72,12 +72,18 @@ pub fn module_path() -> PathBuf {
     panic!("libredis_ratelimit.so not found next to {}", exe.display());
 }
 
+/// Fixed ports in the ephemeral range that host suites running beside the matrix in `make
+/// compat` start servers on (limits' Sentinel with a password, Flask-Limiter's Redis:
+/// ../shared/peers/README-python.md): never taken here, as a port or as a cluster bus port.
+const HOST_SUITES_PORTS: [u16; 2] = [36_379, 46_379];
+
 /// A free loopback port whose cluster bus port (+10000) is free too.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     loop {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
         let port = listener.local_addr().expect("local addr").port();
-        if port <= 55_535 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+        let reserved = HOST_SUITES_PORTS.iter().any(|&p| p == port || p == port + 10_000);
+        if port <= 55_535 && !reserved && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
             return port;
         }
     }

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,10 +15,7 @@ use super::common::{module_path, Server};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
-/// A free loopback port (asked of the OS).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
-}
+pub use super::common::free_port;
 
 /// The service binary: `target/<profile>/redis-ratelimit`, next to the module.
 pub fn service_bin() -> PathBuf {

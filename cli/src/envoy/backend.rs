@@ -55,12 +55,10 @@ impl Backend {
     /// Opens the connections ahead of the first request (Envoy's rate-limit filter waits 20 ms
     /// by default); a Redis that is down now is simply tried again on use.
     pub async fn warm_up(&self) {
-        let ping = ["PING".to_string()];
-        for _ in 0..self.shape.connections() {
-            if let Err(e) = self.call(0, &ping).await {
-                tracing::warn!("Redis not reachable yet: {e:?}");
-                return;
-            }
+        match tokio::time::timeout(self.timeout, self.shape.warm_up()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("Redis not reachable yet: {e:?}"),
+            Err(_) => tracing::warn!("Redis not reachable yet: no answer within REDIS_TIMEOUT"),
         }
     }
 

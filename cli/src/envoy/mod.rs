@@ -13,6 +13,7 @@ mod json;
 mod local_cache;
 mod metadata;
 mod metrics;
+mod pipeline;
 mod redis_shape;
 mod service;
 mod settings;

@@ -1,15 +1,15 @@
 //! The shapes a Redis takes, behind one seam ([`Shape`]): one server (`SINGLE`: a pool of
-//! multiplexed connections, each reconnecting by itself), a cluster (`CLUSTER`: each command
+//! multiplexed connections, each reconnecting by itself, calls pipelined on them:
+//! [`super::pipeline`]), a cluster (`CLUSTER`: each command
 //! routed to the master of its keys' slot) and Sentinel (`SENTINEL`: the master the Sentinels
 //! name, asked again when it stops answering or turns replica). TLS and credentials are how
 //! any shape connects ([`Connect`]), not shapes of their own. The decision code sees only
 //! [`super::backend::Backend`].
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
@@ -17,6 +17,7 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisConnectionInfo, TlsCertificates
 use tokio::sync::{OnceCell, RwLock};
 
 use super::backend::CallError;
+use super::pipeline::Pool;
 use super::settings::{RedisTarget, RedisTlsFiles, RedisType, SettingError, SocketType};
 
 /// One shape of Redis: runs a command whose keys hash to `slot`.
@@ -30,9 +31,10 @@ pub trait Shape: Send + Sync {
         false
     }
 
-    /// How many connections warming up should open.
-    fn connections(&self) -> usize {
-        1
+    /// Opens the connections calls will use (a `PING` on each).
+    async fn warm_up(&self) -> Result<(), CallError> {
+        let ping = redis::cmd("PING");
+        self.query(0, &ping).await.map(|_| ())
     }
 }
 
@@ -51,7 +53,7 @@ pub fn build(
                 SocketType::Unix => Address::Unix(target.url.clone()),
                 SocketType::Tcp => host_port(&target.url).map_err(url_error)?,
             };
-            Box::new(Single::new(&connect, addr, target.pool_size, timeout).map_err(url_error)?)
+            Box::new(Single::new(&connect, addr, target, timeout).map_err(url_error)?)
         }
         RedisType::Cluster => Box::new(cluster(&connect, &target.url, timeout).map_err(url_error)?),
         RedisType::Sentinel => {
@@ -68,7 +70,7 @@ pub fn build(
                 master,
                 sentinels,
                 connect,
-                pool_size: target.pool_size,
+                target: target.clone(),
                 timeout,
                 current: RwLock::new(None),
             })
@@ -189,20 +191,17 @@ pub fn classify(e: redis::RedisError) -> CallError {
     }
 }
 
-/// One server: `pool_size` multiplexed connections used in turn, each made on first use and
-/// reconnecting by itself.
+/// One server: `pool_size` multiplexed connections, calls pipelined on them
+/// ([`super::pipeline`]).
 struct Single {
-    client: redis::Client,
-    pool: Vec<OnceCell<ConnectionManager>>,
-    next: AtomicUsize,
-    config: ConnectionManagerConfig,
+    pool: Arc<Pool>,
 }
 
 impl Single {
     fn new(
         connect: &Connect,
         addr: Address,
-        pool_size: usize,
+        target: &RedisTarget,
         timeout: Duration,
     ) -> Result<Single, String> {
         let config = ConnectionManagerConfig::new()
@@ -210,11 +209,9 @@ impl Single {
             .set_response_timeout(timeout)
             .set_number_of_retries(1)
             .set_max_delay(timeout.as_millis().try_into().unwrap_or(u64::MAX));
+        let client = connect.client(&addr)?;
         Ok(Single {
-            client: connect.client(&addr)?,
-            pool: (0..pool_size.max(1)).map(|_| OnceCell::new()).collect(),
-            next: AtomicUsize::new(0),
-            config,
+            pool: Arc::new(Pool::new(client, config, target.pool_size, target.pipelining)),
         })
     }
 }
@@ -222,19 +219,11 @@ impl Single {
 #[tonic::async_trait]
 impl Shape for Single {
     async fn query(&self, _slot: u16, cmd: &redis::Cmd) -> Result<Value, CallError> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.pool.len().max(1);
-        let cell = self.pool.get(i).ok_or_else(|| CallError::Unavailable("empty pool".into()))?;
-        let manager = cell
-            .get_or_try_init(|| {
-                ConnectionManager::new_with_config(self.client.clone(), self.config.clone())
-            })
-            .await
-            .map_err(|e| CallError::Unavailable(e.to_string()))?;
-        cmd.query_async(&mut manager.clone()).await.map_err(classify)
+        self.pool.query(cmd).await
     }
 
-    fn connections(&self) -> usize {
-        self.pool.len()
+    async fn warm_up(&self) -> Result<(), CallError> {
+        self.pool.warm_up().await
     }
 }
 
@@ -302,7 +291,8 @@ struct Sentinel {
     master: String,
     sentinels: Vec<redis::Client>,
     connect: Connect,
-    pool_size: usize,
+    /// The master's connections are made as this target says (pool, pipelining).
+    target: RedisTarget,
     timeout: Duration,
     /// The master in use and its connections.
     current: RwLock<Option<Arc<Single>>>,
@@ -346,7 +336,7 @@ impl Sentinel {
         let addr = self.resolve().await?;
         tracing::warn!(master = %self.master, ?addr, "Redis master from Sentinel");
         let single = Arc::new(
-            Single::new(&self.connect, addr, self.pool_size, self.timeout)
+            Single::new(&self.connect, addr, &self.target, self.timeout)
                 .map_err(CallError::Unavailable)?,
         );
         *current = Some(single.clone());
@@ -373,8 +363,8 @@ impl Shape for Sentinel {
         result
     }
 
-    fn connections(&self) -> usize {
-        self.pool_size
+    async fn warm_up(&self) -> Result<(), CallError> {
+        self.master().await?.warm_up().await
     }
 }
 

@@ -37,6 +37,20 @@ pub struct RedisTarget {
     /// `_TLS`: connect with TLS (the files are [`RedisTlsFiles`], shared by both targets).
     pub tls: bool,
     pub pool_size: usize,
+    /// `_PIPELINE_WINDOW`, `_PIPELINE_LIMIT`: how concurrent calls share writes
+    /// ([`super::pipeline`]).
+    pub pipelining: Pipelining,
+}
+
+/// Implicit pipelining of one server's calls (`{prefix}_PIPELINE_WINDOW`,
+/// `{prefix}_PIPELINE_LIMIT`): see [`super::pipeline`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pipelining {
+    /// How long a call waits for others to share its write (0: it is written at once, with
+    /// whatever is queued on its connection then).
+    pub window: Duration,
+    /// The most calls one connection pipelines at a time (0: no bound).
+    pub limit: usize,
 }
 
 /// `REDIS_TLS_CLIENT_CERT`/`_KEY` (a client certificate, sent when both are set),
@@ -232,7 +246,8 @@ impl Env<'_> {
 
 impl Env<'_> {
     /// One Redis target: `{prefix}_TYPE`, `_SOCKET_TYPE`, `_URL`, `_AUTH`, `_SENTINEL_AUTH`,
-    /// `_TLS`, `_POOL_SIZE`, with envoyproxy/ratelimit's defaults.
+    /// `_TLS`, `_POOL_SIZE`, `_PIPELINE_WINDOW`, `_PIPELINE_LIMIT`, with envoyproxy/ratelimit's
+    /// defaults.
     fn redis_target(
         &self,
         prefix: &'static str,
@@ -288,6 +303,10 @@ impl Env<'_> {
             sentinel_auth: self.string(&name("SENTINEL_AUTH"), ""),
             tls: self.bool(&name("TLS"), false)?,
             pool_size,
+            pipelining: Pipelining {
+                window: self.duration(&name("PIPELINE_WINDOW"), Duration::ZERO)?,
+                limit: self.int(&name("PIPELINE_LIMIT"), 0, "a non-negative integer")?,
+            },
         })
     }
 }
@@ -625,6 +644,17 @@ mod tests {
         assert_eq!(s.config_dir(), PathBuf::from("/srv/runtime_data/current/config"));
         assert_eq!(s.header_limit, "RateLimit-Limit");
         assert!((s.near_limit_ratio - 0.8).abs() < 1e-9);
+        assert_eq!(s.redis.pipelining, Pipelining { window: Duration::ZERO, limit: 0 });
+        let s = settings(&[
+            ("REDIS_PIPELINE_WINDOW", "150us"),
+            ("REDIS_PIPELINE_LIMIT", "8"),
+            ("REDIS_PERSECOND", "true"),
+            ("REDIS_PERSECOND_PIPELINE_WINDOW", "2ms"),
+        ])
+        .unwrap();
+        assert_eq!(s.redis.pipelining, Pipelining { window: Duration::from_micros(150), limit: 8 });
+        let per_second = s.redis_per_second.unwrap().pipelining;
+        assert_eq!(per_second, Pipelining { window: Duration::from_millis(2), limit: 0 });
     }
 
     #[test]
@@ -635,6 +665,8 @@ mod tests {
             ("REDIS_TYPE", "ring"),
             ("REDIS_SOCKET_TYPE", "udp"),
             ("REDIS_POOL_SIZE", "0"),
+            ("REDIS_PIPELINE_WINDOW", "150"),
+            ("REDIS_PIPELINE_LIMIT", "-1"),
             ("REDIS_TIMEOUT", "10"),
             ("REDIS_TIMEOUT", "0"),
             ("REDIS_TLS", "yes"),
@@ -651,8 +683,10 @@ mod tests {
             let error = settings(&[(name, value)]).unwrap_err();
             assert!(error.0.starts_with(name), "{name}={value}: {error}");
         }
-        for name in ["REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_POOL_SIZE"] {
-            let error = settings(&[("REDIS_PERSECOND", "true"), (name, "0")]).unwrap_err();
+        for name in
+            ["REDIS_PERSECOND_TYPE", "REDIS_PERSECOND_POOL_SIZE", "REDIS_PERSECOND_PIPELINE_WINDOW"]
+        {
+            let error = settings(&[("REDIS_PERSECOND", "true"), (name, "x")]).unwrap_err();
             assert!(error.0.starts_with(name), "{error}");
         }
         // Sentinel needs the master's name and at least one Sentinel.
