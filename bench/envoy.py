@@ -296,7 +296,8 @@ def kept_sections(path, generated):
     """The sections of the file at `path` this script does not write (rows measured by
     bench/envoy-grpc.sh, written by hand): kept, in order, after the generated ones."""
     try:
-        text = open(path).read()
+        with open(path) as f:
+            text = f.read()
     except FileNotFoundError:
         return []
     kept, keep = [], False
