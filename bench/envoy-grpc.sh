@@ -42,7 +42,7 @@ RP=$(free_port)
 redis-server --port "$RP" --bind 127.0.0.1 --loadmodule "$MODULE" --save "" --appendonly no \
   > "$W/redis.log" 2>&1 &
 RPID=$!
-trap 'kill $RPID 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
+trap 'kill ${pid:-} $RPID 2>/dev/null; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
 for _ in $(seq 50); do redis-cli -p "$RP" ping >/dev/null 2>&1 && break; sleep 0.1; done
 info() { redis-cli -p "$RP" info "$1" | tr -d '\r'; }
 cpu() { info cpu | awk -F: '/^used_cpu_(user|sys):/{s+=$2} END{printf "%.6f", s}'; }

@@ -155,6 +155,11 @@ class Redis:
         i = self.info("cpu")
         return float(i["used_cpu_sys"]) + float(i["used_cpu_user"])
 
+    def reads(self):
+        """Reads of client input so far (INFO stats): one per batch of commands that arrived
+        together."""
+        return int(self.info("stats")["total_reads_processed"])
+
     def calls(self):
         """Calls and microseconds spent in them (INFO commandstats), rate-limit work only."""
         calls = usec = 0
@@ -239,13 +244,14 @@ def run_one(args, which, binary, module, n, seconds, connections, refusal=False)
                     f"http://127.0.0.1:{listen}/"], env=wrk_env, capture_output=True)
     redis.cli("FLUSHALL")
     redis.cli("CONFIG", "RESETSTAT")
-    cpu0 = redis.cpu()
+    cpu0, reads0 = redis.cpu(), redis.reads()
     out = subprocess.run(["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s",
                           script, f"http://127.0.0.1:{listen}/"], env=wrk_env, capture_output=True,
                          text=True, check=True).stdout
-    cpu1 = redis.cpu()
+    cpu1, reads1 = redis.cpu(), redis.reads()
     result = parse_wrk(out)
     result["cpu_us"] = (cpu1 - cpu0) * 1e6 / max(result["total"], 1)
+    result["reads"] = (reads1 - reads0) / max(result["total"], 1)
     calls, usec = redis.calls()
     result["calls"] = calls / max(result["total"], 1)
     result["cmd_us"] = usec / max(result["total"], 1)
@@ -296,7 +302,8 @@ def kept_sections(path, generated):
     """The sections of the file at `path` this script does not write (rows measured by
     bench/envoy-grpc.sh, written by hand): kept, in order, after the generated ones."""
     try:
-        text = open(path).read()
+        with open(path) as f:
+            text = f.read()
     except FileNotFoundError:
         return []
     kept, keep = [], False
@@ -346,18 +353,20 @@ def main():
         "compare the rows with each other, not with other machines.",
         "",
         "Redis CPU per request: `used_cpu_user + used_cpu_sys` (INFO cpu) over the run, divided "
-        "by the requests — almost all of it is the server's per-request network work (reading "
-        "and answering one batch per request, the same for both services); in commands: the "
+        "by the requests — almost all of it is the server's network work (reading each batch "
+        "of commands, answering it); in commands: the "
         "time Redis spent executing the rate-limit commands (INFO commandstats `usec`), the "
-        "part the module changes; commands per request: INFO commandstats `calls`.",
+        "part the module changes; commands per request: INFO commandstats `calls`; reads per "
+        "request: INFO stats `total_reads_processed` (one per batch of commands that reached "
+        "Redis together: ours pipelines concurrent requests' calls, docs/envoy.md).",
         "",
         "| descriptors | service | requests/s | p50 ms | p99 ms | Redis CPU µs / request "
-        "| in commands µs / request | commands / request |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| in commands µs / request | commands / request | Redis reads / request |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for n, which, r in rows:
         lines.append(f"| {n} | {names[which]} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p99']:.2f} "
-                     f"| {r['cpu_us']:.1f} | {r['cmd_us']:.2f} | {r['calls']:.2f} |")
+                     f"| {r['cpu_us']:.1f} | {r['cmd_us']:.2f} | {r['calls']:.2f} | {r['reads']:.2f} |")
     lines += ["", "Ratios (ours / theirs):", "",
               "| descriptors | requests/s | Redis CPU per request | in commands per request |",
               "|---:|---:|---:|---:|"]

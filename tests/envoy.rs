@@ -768,6 +768,18 @@ fn response_dynamic_metadata_carries_the_request() {
     assert!(!ask(&plain, &[("user", "m", None)]).1.contains("dynamicMetadata"));
 }
 
+/// `POST /json` for each user at once (a thread each): the answers, in the users' order.
+fn ask_at_once(service: &harness::Service, users: &[&str]) -> Vec<(u16, String)> {
+    let threads: Vec<_> = users
+        .iter()
+        .map(|user| {
+            let (port, request) = (service.http_port, json_request(&[("user", user, None)]));
+            std::thread::spawn(move || harness::post(port, "/json", &request))
+        })
+        .collect();
+    threads.into_iter().map(|thread| thread.join().expect("a request")).collect()
+}
+
 /// How many of Redis's clients last ran `command` (`CLIENT LIST`).
 fn connections_running(redis: &common::Server, command: &str) -> usize {
     let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut redis.conn()).expect("LIST");
@@ -847,15 +859,7 @@ fn a_pipeline_limit_writes_a_full_batch_at_once() {
     ]);
     wait_for_warm_up(&redis, 10);
     let reads = redis_reads(&redis, || {
-        let threads: Vec<_> = ["u1", "u2", "u3"]
-            .iter()
-            .map(|user| {
-                let (port, request) = (service.http_port, json_request(&[("user", user, None)]));
-                std::thread::spawn(move || harness::post(port, "/json", &request))
-            })
-            .collect();
-        for thread in threads {
-            let (status, body) = thread.join().expect("a request");
+        for (status, body) in ask_at_once(&service, &["u1", "u2", "u3"]) {
             assert_eq!(status, 200, "{body}");
         }
     });
@@ -869,18 +873,31 @@ fn a_pipeline_limit_writes_a_full_batch_at_once() {
 fn calls_fill_one_connection_unless_a_limit_spreads_them() {
     let (redis, service) = api_service(&[("REDIS_POOL_SIZE", "4")]);
     wait_for_warm_up(&redis, 1);
-    let threads: Vec<_> = (0..8)
-        .map(|i| {
-            let (port, request) =
-                (service.http_port, json_request(&[("user", &format!("u{i}"), None)]));
-            std::thread::spawn(move || harness::post(port, "/json", &request))
-        })
-        .collect();
-    for thread in threads {
-        assert_eq!(thread.join().expect("a request").0, 200);
+    let users: Vec<String> = (0..8).map(|i| format!("u{i}")).collect();
+    let users: Vec<&str> = users.iter().map(String::as_str).collect();
+    for (status, body) in ask_at_once(&service, &users) {
+        assert_eq!(status, 200, "{body}");
     }
     assert_eq!(connections_running(&redis, "rl.all"), 1);
     assert_eq!(connections_running(&redis, "ping"), 0);
     let (redis, _service) = api_service(&[("REDIS_POOL_SIZE", "4"), ("REDIS_PIPELINE_LIMIT", "2")]);
     wait_for_warm_up(&redis, 4);
+}
+
+/// A pipelined batch whose Redis is down answers each of its calls with an error (no call
+/// hangs), and the next batch reconnects.
+#[test]
+fn a_pipelined_batch_to_a_redis_down_answers_errors_then_recovers() {
+    let (mut redis, service) =
+        api_service(&[("REDIS_PIPELINE_WINDOW", "20ms"), ("REDIS_PIPELINE_LIMIT", "2")]);
+    wait_for_warm_up(&redis, 10);
+    assert_eq!(ask(&service, &[("user", "ann", None)]).0, 200);
+    redis.stop();
+    for (status, body) in ask_at_once(&service, &["u1", "u2", "u3"]) {
+        assert_ne!(status, 200, "{body}");
+    }
+    redis.restart();
+    harness::wait_for("the service to reconnect", || {
+        ask(&service, &[("user", "bob", None)]).0 == 200
+    });
 }
