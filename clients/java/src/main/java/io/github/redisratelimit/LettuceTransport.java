@@ -106,9 +106,27 @@ public final class LettuceTransport implements Transport {
                 c -> ((StatefulRedisClusterConnection<String, String>) c).async(), own::shutdown);
     }
 
-    /** The URIs of the cluster's nodes as the client knows them (each with the seeds' settings). */
+    /**
+     * The client's seed URIs, whose settings (password or credentials, TLS, timeouts) Lettuce
+     * applies to every node: the partitions' node URIs carry none of them (a cluster with a
+     * password refused the transport's client built from them: {@code ClusterTest}). Lettuce keeps
+     * the seeds in a private field; when it cannot be read, the nodes as the client knows them.
+     */
     private static List<RedisURI> nodes(RedisClusterClient client) {
         List<RedisURI> uris = new ArrayList<>();
+        try {
+            java.lang.reflect.Field seeds = RedisClusterClient.class.getDeclaredField("initialUris");
+            seeds.setAccessible(true);
+            for (Object u : (Iterable<?>) seeds.get(client)) {
+                uris.add((RedisURI) u);
+            }
+            if (!uris.isEmpty()) {
+                return uris;
+            }
+        }
+        catch (ReflectiveOperationException | RuntimeException e) {
+            uris.clear(); // another Lettuce, or a module path that closes it: the nodes below
+        }
         for (RedisClusterNode n : client.getPartitions()) {
             uris.add(n.getUri());
         }

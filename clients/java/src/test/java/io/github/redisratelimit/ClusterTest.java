@@ -22,7 +22,10 @@ import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.SlotHash;
 import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 
-/** The typed client on a real 3-master Redis Cluster: each call on its key's node. */
+/**
+ * The typed client on a real 3-master Redis Cluster with a password ({@code requirepass} and
+ * {@code masterauth} on every node; the seeds' URIs carry it): each call on its key's node.
+ */
 class ClusterTest {
 
     private static RedisCluster cluster;
@@ -30,7 +33,7 @@ class ClusterTest {
 
     @BeforeAll
     static void startCluster() {
-        cluster = RedisCluster.start();
+        cluster = RedisCluster.start("cluster-secret");
         rl = RateLimitClient.createCluster(cluster.uris());
     }
 
@@ -146,7 +149,7 @@ class ClusterTest {
     @Test
     void overTheApplicationsClusterClientToo() throws Exception {
         RedisClusterClient app = RedisClusterClient.create(RedisURI.create(cluster.uris()[0]));
-        // the application's client has not connected yet: its topology is loaded for ours
+        // the application's client has not connected yet (ours starts from its seeds, their password)
         try (RateLimitClient c = RateLimitClient.of(app, Duration.ofSeconds(2));
                 StatefulRedisClusterConnection<String, String> appConn = app.connect()) {
             Scenarios.aCallInFlightIsNotReplayed(c, key("replay"), ClusterTest::dropAllConnections);

@@ -25,15 +25,27 @@ public final class RedisCluster implements AutoCloseable {
 
     /** @return a started cluster, all slots assigned, state ok */
     public static RedisCluster start() {
+        return start(null);
+    }
+
+    /**
+     * @param password every node's {@code requirepass} and {@code masterauth}, or null for none
+     *                 (the nodes' URIs carry it)
+     * @return a started cluster, all slots assigned, state ok
+     */
+    public static RedisCluster start(String password) {
         RedisCluster c = new RedisCluster();
         try {
             for (int i = 0; i < 3; i++) {
-                c.nodes.add(RedisServer.start(true));
+                c.nodes.add(RedisServer.start(true, password));
             }
             long deadline = System.currentTimeMillis() + STARTUP_DEADLINE_MS;
             List<String> cmd = new ArrayList<>(List.of("redis-cli", "--cluster", "create"));
             c.nodes.forEach(n -> cmd.add("127.0.0.1:" + n.port()));
             cmd.addAll(List.of("--cluster-replicas", "0", "--cluster-yes"));
+            if (password != null) {
+                cmd.addAll(List.of("-a", password, "--no-auth-warning"));
+            }
             Process create = new ProcessBuilder(cmd).redirectErrorStream(true).start();
             byte[] out = create.getInputStream().readAllBytes();
             if (!create.waitFor(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS)) {

@@ -26,12 +26,14 @@ public final class RedisServer implements AutoCloseable {
     private final int port;
     private final Path log;
     private final Path dir;
+    private final String password;
 
-    private RedisServer(Process process, int port, Path log, Path dir) {
+    private RedisServer(Process process, int port, Path log, Path dir, String password) {
         this.process = process;
         this.port = port;
         this.log = log;
         this.dir = dir;
+        this.password = password;
     }
 
     /** @return a started server */
@@ -45,6 +47,16 @@ public final class RedisServer implements AutoCloseable {
      * @return a started server
      */
     public static RedisServer start(boolean cluster) {
+        return start(cluster, null);
+    }
+
+    /**
+     * @param cluster  a cluster node, as {@link #start(boolean)}
+     * @param password {@code requirepass} and {@code masterauth}, or null for none; {@link #uri()}
+     *                 carries it
+     * @return a started server
+     */
+    public static RedisServer start(boolean cluster, String password) {
         String server = System.getProperty("rl.server", System.getenv().getOrDefault("RL_SERVER", "redis-server"));
         String module = System.getProperty("rl.module", System.getenv().getOrDefault("RL_MODULE",
                 "../../target/release/libredis_ratelimit.so"));
@@ -54,7 +66,7 @@ public final class RedisServer implements AutoCloseable {
         IllegalStateException last = null;
         for (int attempt = 0; attempt < 3; attempt++) {
             try {
-                return tryStart(server, new File(module).getAbsolutePath(), cluster);
+                return tryStart(server, new File(module).getAbsolutePath(), cluster, password);
             }
             catch (IllegalStateException e) {
                 last = e; // the port was taken between choosing and binding: choose again
@@ -86,7 +98,7 @@ public final class RedisServer implements AutoCloseable {
         }
     }
 
-    private static RedisServer tryStart(String server, String module, boolean cluster) {
+    private static RedisServer tryStart(String server, String module, boolean cluster, String password) {
         try {
             int port = freePort(cluster);
             Path dir = Files.createTempDirectory("rl-java-redis-" + port + "-");
@@ -96,8 +108,11 @@ public final class RedisServer implements AutoCloseable {
             if (cluster) {
                 cmd.addAll(List.of("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"));
             }
+            if (password != null) {
+                cmd.addAll(List.of("--requirepass", password, "--masterauth", password));
+            }
             Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log.toFile()).start();
-            RedisServer r = new RedisServer(p, port, log, dir);
+            RedisServer r = new RedisServer(p, port, log, dir, password);
             long deadline = System.currentTimeMillis() + STARTUP_DEADLINE_MS;
             while (System.currentTimeMillis() < deadline) {
                 if (!p.isAlive()) {
@@ -125,8 +140,16 @@ public final class RedisServer implements AutoCloseable {
         try (Socket s = new Socket("127.0.0.1", port)) {
             s.setSoTimeout(1000);
             OutputStream o = s.getOutputStream();
-            o.write("PING\r\n".getBytes(StandardCharsets.US_ASCII));
             InputStream in = s.getInputStream();
+            if (password != null) {
+                o.write(("AUTH " + password + "\r\n").getBytes(StandardCharsets.US_ASCII));
+                byte[] ok = new byte[5];
+                int n = in.read(ok);
+                if (n <= 0 || !new String(ok, 0, n, StandardCharsets.US_ASCII).startsWith("+OK")) {
+                    return false;
+                }
+            }
+            o.write("PING\r\n".getBytes(StandardCharsets.US_ASCII));
             byte[] b = new byte[7];
             int n = in.read(b);
             return n > 0 && new String(b, 0, n, StandardCharsets.US_ASCII).startsWith("+PONG");
@@ -141,9 +164,14 @@ public final class RedisServer implements AutoCloseable {
         return port;
     }
 
-    /** @return {@code redis://127.0.0.1:port} */
+    /** @return {@code redis://127.0.0.1:port}, with {@code :password@} when it has one */
     public String uri() {
-        return "redis://127.0.0.1:" + port;
+        return "redis://" + (password == null ? "" : ":" + password + "@") + "127.0.0.1:" + port;
+    }
+
+    /** @return the password ({@code requirepass}), or null */
+    public String password() {
+        return password;
     }
 
     /** Stops the server's process (SIGSTOP), so it accepts connections but answers nothing. */
