@@ -322,7 +322,7 @@ def main():
     args = p.parse_args()
     load_at_start = os.getloadavg()[0]
     seconds = int(os.environ.get("BENCH_SECONDS", "8"))
-    connections = int(os.environ.get("BENCH_CONNECTIONS", "16"))
+    connections = int(os.environ.get("BENCH_CONNECTIONS", "32"))
     services = [("ours", args.ours), ("theirs", args.theirs)]
     alone = commands_alone(args)
     print(f"commands alone: {alone}", file=sys.stderr)

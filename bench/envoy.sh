@@ -5,7 +5,7 @@
 #
 # envoyproxy/ratelimit is built here from its Go module (the module proxy, pinned pseudo-version
 # below) into target/bench-envoy/bin — never committed. BENCH_SECONDS (default 8) per run,
-# BENCH_CONNECTIONS (default 16) connections.
+# BENCH_CONNECTIONS (default 32: issue 40's 32 concurrent callers, each a wrk connection) connections.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
