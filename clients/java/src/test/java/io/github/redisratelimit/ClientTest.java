@@ -154,10 +154,10 @@ class ClientTest extends ServerTest {
         String k = key("forms");
         Limit l = Limit.token(2, 1, Duration.ofMinutes(1));
         Decision a = rl.async().limit(k, l).toCompletableFuture().get();
-        Decision r = rl.reactive().limit(k, l).block();
+        Decision r = rl.reactive().limit(k, l).block(Duration.ofSeconds(30));
         Decision s = rl.limit(k, l);
         assertThat(List.of(a.allowed(), r.allowed(), s.allowed())).containsExactly(true, true, false);
-        assertThat(rl.reactive().peek(key("none")).block()).isEmpty();
+        assertThat(rl.reactive().peek(key("none")).block(Duration.ofSeconds(30))).isEmpty();
     }
 
     @Test

@@ -99,7 +99,7 @@ class ClusterTest {
         for (String k : keys) {
             assertThat(rl.limit(k, l).remaining()).isEqualTo(1);
             assertThat(rl.async().limit(k, l).toCompletableFuture().join().allowed()).isTrue();
-            assertThat(rl.reactive().limit(k, l).block().allowed()).isFalse();
+            assertThat(rl.reactive().limit(k, l).block(Duration.ofSeconds(30)).allowed()).isFalse();
             assertThat(rl.peek(k).orElseThrow().allowed()).isFalse();
             List<Integer> on = holders(k);
             assertThat(on).as("the key lives on exactly one node").hasSize(1);

@@ -2,6 +2,8 @@ package io.github.redisratelimit.boot;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import java.time.Duration;
+
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
@@ -23,7 +25,8 @@ import io.github.redisratelimit.web.RateLimitWebFilter;
         "redis-ratelimit.web.limit=3", "redis-ratelimit.web.window=1h",
         "redis-ratelimit.web.prefix=starter-${random.uuid}:" })
 class StarterTest extends SpringServerTest {
-
+    /** A request that never answers fails the test instead of hanging it. */
+    private static final Duration TIMEOUT = Duration.ofSeconds(30);
 
     @SpringBootApplication
     static class App {
@@ -45,7 +48,7 @@ class StarterTest extends SpringServerTest {
 
     int status() {
         return WebClient.create("http://127.0.0.1:" + port).get().uri("/")
-                .exchangeToMono(r -> r.releaseBody().thenReturn(r.statusCode().value())).block();
+                .exchangeToMono(r -> r.releaseBody().thenReturn(r.statusCode().value())).block(TIMEOUT);
     }
 
     @Test
