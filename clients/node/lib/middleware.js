@@ -226,12 +226,21 @@ function rateLimit(options) {
   /** key() answering nothing (undefined, null, "") means "no key of its own": the address. */
   const keyOrAddress = (key, req) => (key === undefined || key === null || key === '' ? defaultKey(req) : key);
 
-  /** The reply within timeoutMs, or a RateLimitTimeoutError. */
-  function withTimeout(reply) {
+  /** The reply, or a RateLimitTimeoutError once this machine's clock is past `deadline` (the
+   * instant sent as DEADLINE, so a call the server runs after the error counts nothing). A timer
+   * alone can fire early by that clock: libuv measures it from the event loop's cached time,
+   * which lags Date.now() by as long as the loop's current turn has run; it is armed again for
+   * what is left. */
+  function withTimeout(reply, deadline) {
     if (!timeoutMs) return reply;
     let timer;
     const late = new Promise((_resolve, reject) => {
-      timer = setTimeout(() => reject(new RateLimitTimeoutError(timeoutMs, command)), timeoutMs);
+      const expire = () => {
+        const left = deadline - Date.now();
+        if (left >= 0) timer = setTimeout(expire, left + 1);
+        else reject(new RateLimitTimeoutError(timeoutMs, command));
+      };
+      timer = setTimeout(expire, timeoutMs);
     });
     return Promise.race([reply, late]).finally(() => clearTimeout(timer));
   }
@@ -248,8 +257,9 @@ function rateLimit(options) {
     if (costOf) args.push('COST', toCount(cost, 'cost'));
     // The instant this request stops waiting: a call the server runs later (queued behind a
     // stall) counts nothing (issue 31, defect 8).
-    if (timeoutMs) args.push('DEADLINE', Date.now() + timeoutMs);
-    const decided = withTimeout(transport.send(args, { keyIndex: onServerPolicy ? 2 : 1 }).catch(deadlinePassed)).then(decision);
+    const deadline = Date.now() + timeoutMs;
+    if (timeoutMs) args.push('DEADLINE', deadline);
+    const decided = withTimeout(transport.send(args, { keyIndex: onServerPolicy ? 2 : 1 }).catch(deadlinePassed), deadline).then(decision);
     if (!onServerPolicy) return decided;
     // The policy's window for RateLimit-Policy: read once beside the first decision, then reused.
     const entry = policies.get(policyName);

@@ -192,4 +192,33 @@ describe('DEADLINE: a call the server runs after its request was answered counts
       await own.stop();
     }
   });
+
+  test('a timeout is answered only once the deadline it sent has passed (its timer may fire up to 1 ms early)', async () => {
+    const own = await startServer();
+    const client = new Redis({ port: own.port });
+    try {
+      const rl = new RateLimit(client);
+      await rl.setPolicy('early', { algorithm: 'period', limit: 300, period: '1m' });
+      const mw = rateLimit({ client, policy: 'early', key: () => 't-early', timeout: 5 });
+
+      for (let i = 0; i < 60; i++) {
+        process.kill(own.child.pid, 'SIGSTOP');
+        let r;
+        try {
+          r = await run(mw, {});
+
+        } finally {
+          process.kill(own.child.pid, 'SIGCONT');
+        }
+        assert.equal(r.status, 500);
+        assert.equal(r.err && r.err.code, 'ETIMEDOUT');
+        assert.equal(await client.ping(), 'PONG'); // the stalled RL.HIT has run, right after the answer
+      }
+      const info = await rl.info('ratelimit:t-early'); // null: never counted
+      assert.equal(info && info.used, null, 'a timed-out request was charged: answered before its deadline');
+    } finally {
+      client.disconnect();
+      await own.stop();
+    }
+  });
 });
