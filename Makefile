@@ -38,13 +38,15 @@ COMPAT_SERVER_BINS = $(shell bash scripts/servers.sh bins)
 # The client packages (clients/node, clients/python, clients/go, clients/java) each own a makefile
 # fragment that appends its targets to CLIENT_TESTS (run by make test, each a step of its table),
 # CLIENT_DEPS (what they install, make test's install step), CLIENT_COMPAT (run by make compat:
-# the host libraries' own test suites), CLIENT_COMPAT_BESIDE (the same, but run by make compat
-# beside the matrix: suites that mostly wait, on fixed ports no other compat step uses) and
-# CLIENT_BENCH (make bench-clients).
+# the host libraries' own test suites and the packages' suites on the compat servers),
+# CLIENT_COMPAT_BESIDE (make compat's second lane: suites that mostly wait, on fixed ports no
+# other compat step uses), CLIENT_COMPAT_EARLY (make compat runs them after the matrix while the
+# second lane still runs: suites on free ports only) and CLIENT_BENCH (make bench-clients).
 CLIENT_TESTS  :=
 CLIENT_DEPS   :=
 CLIENT_COMPAT :=
 CLIENT_COMPAT_BESIDE :=
+CLIENT_COMPAT_EARLY :=
 CLIENT_BENCH  :=
 -include clients/node/node.mk
 -include clients/python/python.mk
@@ -212,8 +214,8 @@ bench: deps build-dist
 ## Two lanes, to use both cores (docs/development.md): beside memcheck and the matrix run the
 ## suites that mostly wait (envoy-peer, then CLIENT_COMPAT_BESIDE: 15-25 % of a core each), on
 ## fixed ports of their own (7800-7899; limits' and Flask-Limiter's), never the ephemeral ports
-## the matrix's servers take; the other host suites (fixed ports shared with those, or CPU-bound)
-## run after the lane has ended.
+## the matrix's servers take; then, while it still runs, CLIENT_COMPAT_EARLY (free ports only);
+## the other host suites (fixed ports shared with the lane's, or CPU-bound) run after it ended.
 compat:
 	$(STEP) begin "make compat"
 	$(STEP) run install $(SUBMAKE) test-deps
@@ -222,6 +224,8 @@ compat:
 	  bash scripts/step.sh beside waiting-suites $(SUBMAKE) compat-beside
 	$(STEP) run memcheck $(SUBMAKE) memcheck
 	$(STEP) run matrix env CARGO=$(CARGO) bash scripts/compat.sh
+	@peer=$$(bash scripts/servers.sh peer) && for t in $(CLIENT_COMPAT_EARLY); do \
+	  RL_SERVER=$$peer REDIS_SERVER=$$peer bash scripts/step.sh run $$t $(SUBMAKE) $$t || exit 1; done
 	$(STEP) join waiting-suites
 	@peer=$$(bash scripts/servers.sh peer) && for t in $(CLIENT_COMPAT); do \
 	  RL_SERVER=$$peer REDIS_SERVER=$$peer bash scripts/step.sh run $$t $(SUBMAKE) $$t || exit 1; done
@@ -261,7 +265,7 @@ servers: deps examples
 	bash scripts/servers.sh ensure
 
 ## clients-compat: the host libraries' own test suites (../shared/peers) through each package
-clients-compat: $(CLIENT_COMPAT) $(CLIENT_COMPAT_BESIDE)
+clients-compat: $(CLIENT_COMPAT_EARLY) $(CLIENT_COMPAT_BESIDE) $(CLIENT_COMPAT)
 
 ## bench-clients: the client packages against the host libraries' stock Lua backends
 ## (bench/CLIENTS.md, one section per package)

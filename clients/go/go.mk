@@ -21,7 +21,7 @@ GO_GOZERO      := v1.10.3
 
 CLIENT_TESTS  += go-test
 CLIENT_DEPS   += go-deps
-CLIENT_COMPAT += go-compat
+CLIENT_COMPAT_EARLY += go-compat
 CLIENT_BENCH  += bench-go
 
 .PHONY: go-deps go-test go-compat go-dist bench-go

@@ -12,7 +12,8 @@ NODE_PKG := clients/node
 
 CLIENT_TESTS  += node-test
 CLIENT_DEPS   += node-deps
-CLIENT_COMPAT += node-compat node-test-servers
+CLIENT_COMPAT += node-compat
+CLIENT_COMPAT_EARLY += node-test-servers
 CLIENT_BENCH  += bench-clients-node bench-blocks
 
 .PHONY: node-deps node-test node-test-servers node-compat bench-clients-node bench-blocks node-dist
