@@ -219,7 +219,47 @@ pub fn start_service_with(dir: &Path, config: &str, extra: &[(&str, &str)]) -> S
     let config_dir = runtime.join("ratelimit").join("config");
     std::fs::create_dir_all(&config_dir).expect("config dir");
     std::fs::write(config_dir.join("config.yaml"), config).expect("write config");
-    let (grpc_port, http_port, prometheus_port) = (free_port(), free_port(), free_port());
+    // A free port can be taken by someone else before the service binds it (another test's
+    // server, an outgoing connection): the service then exits naming it, and is started again
+    // on fresh ports.
+    for attempt in 1.. {
+        let (grpc_port, http_port, prometheus_port) = (free_port(), free_port(), free_port());
+        let env = service_env(&runtime, grpc_port, http_port, prometheus_port, extra);
+        let mut command = Command::new(service_bin());
+        command.arg("envoy").env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+        let mut process = Process::spawn("redis-ratelimit envoy", command, dir.join("service.log"));
+        let deadline = Instant::now() + DEADLINE;
+        while !answers(http_port, "/healthcheck", 200) {
+            let exited = process.child.as_mut().and_then(|c| c.try_wait().ok().flatten());
+            if exited.is_some()
+                && attempt < 5
+                && process.log_text().contains("Address already in use")
+            {
+                break;
+            }
+            process.assert_running();
+            assert!(
+                Instant::now() < deadline,
+                "the service's /healthcheck not ready within {DEADLINE:?}:\n{}",
+                process.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if answers(http_port, "/healthcheck", 200) {
+            return Service { process, grpc_port, http_port, prometheus_port, config_dir, env };
+        }
+    }
+    unreachable!("the loop returns or panics")
+}
+
+/// The service's environment: the harness's settings, then `extra` over them.
+fn service_env(
+    runtime: &Path,
+    grpc_port: u16,
+    http_port: u16,
+    prometheus_port: u16,
+    extra: &[(&str, &str)],
+) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = [
         ("GRPC_HOST", "127.0.0.1".to_string()),
         ("GRPC_PORT", grpc_port.to_string()),
@@ -240,13 +280,7 @@ pub fn start_service_with(dir: &Path, config: &str, extra: &[(&str, &str)]) -> S
         env.retain(|(name, _)| name != k);
         env.push((k.to_string(), v.to_string()));
     }
-    let mut command = Command::new(service_bin());
-    command.arg("envoy").env_clear().envs(env.iter().map(|(k, v)| (k, v)));
-    let mut process = Process::spawn("redis-ratelimit envoy", command, dir.join("service.log"));
-    wait_until(&mut process, "the service's /healthcheck", || {
-        answers(http_port, "/healthcheck", 200)
-    });
-    Service { process, grpc_port, http_port, prometheus_port, config_dir, env }
+    env
 }
 
 impl Service {
