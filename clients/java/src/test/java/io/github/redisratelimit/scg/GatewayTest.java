@@ -130,6 +130,34 @@ class GatewayTest extends SpringServerTest {
         }
     }
 
+    /** The calls of one command counted by INFO commandstats (0 when never called; a module's
+     * commands are listed as registered, in capitals). */
+    static long calls(String info, String command) {
+        return info.lines().filter(l -> l.toLowerCase(java.util.Locale.ROOT).startsWith("cmdstat_" + command + ":")).findFirst()
+                .map(l -> Long.parseLong(l.substring(l.indexOf("calls=") + 6, l.indexOf(',', l.indexOf("calls="))))).orElse(0L);
+    }
+
+    @Test
+    @Order(2)
+    void eachRequestIsOneModuleCommandAndNoScriptRuns() {
+        io.lettuce.core.RedisClient client = io.lettuce.core.RedisClient.create(SERVER.uri());
+        try (var connection = client.connect()) {
+            String before = connection.sync().info("commandstats");
+            String user = "one" + System.nanoTime();
+            for (int i = 0; i < 7; i++) {
+                get("/burst", user);
+            }
+            String after = connection.sync().info("commandstats");
+            assertThat(calls(after, "rl.token") - calls(before, "rl.token")).isEqualTo(7);
+            for (String script : List.of("eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "script|load")) {
+                assertThat(calls(after, script)).as(script).isZero();
+            }
+        }
+        finally {
+            client.shutdown();
+        }
+    }
+
     @Test
     @Order(3)
     void aDailyQuotaFromTheProperties() {
